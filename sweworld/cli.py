@@ -1,0 +1,336 @@
+"""The ``sweworld`` command line.
+
+    sweworld tasks list [--file TASKS]
+    sweworld tasks show --file TASKS --id ID [--field NAME] [--json]
+    sweworld shell --file TASKS --id ID [--executor NAME]
+    sweworld run --file TASKS --id ID --actions ACTIONS.jsonl [--executor NAME]
+    sweworld gc
+
+``--file`` defaults to the project's toy tasks (``data/toy/tasks.jsonl``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from sweworld import __version__
+
+
+def _default_tasks() -> str:
+    from sweworld.tasks.toy import toy_tasks_path
+
+    return str(toy_tasks_path())
+
+
+def _add_task_args(p: argparse.ArgumentParser, *, need_id: bool = True) -> None:
+    p.add_argument(
+        "--file",
+        default=None,
+        help="task rows: .json, .jsonl(.gz), .parquet, a saved HF dataset folder or "
+        "a hub name (default: the toy tasks)",
+    )
+    p.add_argument("--split", default=None, help="split, for HF datasets (default: test)")
+    if need_id:
+        p.add_argument("--id", required=True, help="instance_id of the task")
+
+
+def _add_session_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--executor",
+        default="none",
+        help="what answers execution commands: none, scripted:RULES.json, or a "
+        "dotted path to an Executor class (default: none)",
+    )
+    p.add_argument(
+        "--repo-path",
+        default=None,
+        help="local clone, mirror or source folder of the task's repository "
+        "(default: the toy repo, or $SWEWORLD_REPO_CACHE)",
+    )
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "overlay", "copy"],
+        help="copy-on-write workspace backend (default: auto)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=90.0,
+        help="seconds a command may run (executor time not counted; default 90)",
+    )
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "r2egym", "mini"],
+        dest="observation_format",
+        help="observation format: auto (R2E-Gym for function calls, "
+        "mini-swe-agent for bash), r2egym or mini",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sweworld",
+        description="Train and evaluate software-engineering agents without Docker.",
+    )
+    parser.add_argument("--version", action="version", version=f"sweworld {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    tasks = sub.add_parser("tasks", help="list and show task rows")
+    tsub = tasks.add_subparsers(dest="tasks_command", required=True)
+    tlist = tsub.add_parser("list", help="one line per task")
+    _add_task_args(tlist, need_id=False)
+    tlist.add_argument("--repo", default=None, help="only tasks of this repository")
+    tlist.add_argument("--limit", type=int, default=None, help="at most this many")
+    tshow = tsub.add_parser("show", help="print one task's fields")
+    _add_task_args(tshow)
+    tshow.add_argument("--field", default=None, help="print only this field")
+    tshow.add_argument("--json", action="store_true", help="print the row as JSON")
+
+    shell = sub.add_parser("shell", help="open a session and type actions interactively")
+    _add_task_args(shell)
+    _add_session_args(shell)
+
+    run = sub.add_parser("run", help="replay a file of actions and print the observations")
+    _add_task_args(run)
+    _add_session_args(run)
+    run.add_argument(
+        "--actions",
+        required=True,
+        help="JSONL file: one JSON string per line (an XML function call or a "
+        "bash command), or one tool-call object per line; '-' for stdin",
+    )
+
+    sub.add_parser("gc", help="remove session state left by processes that died")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "tasks":
+            return _cmd_tasks(args)
+        if args.command == "shell":
+            return _cmd_shell(args)
+        if args.command == "run":
+            return _cmd_run(args)
+        if args.command == "gc":
+            from sweworld.sandbox.manager import gc_stale_sessions
+
+            removed = gc_stale_sessions()
+            print(f"removed {len(removed)} stale session(s)")
+            return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a clear one-line error, not a traceback, for expected failures
+        if _expected(exc):
+            print(f"sweworld: error: {exc}", file=sys.stderr)
+            return 2
+        raise
+    return 2
+
+
+def _expected(exc: Exception) -> bool:
+    from sweworld.sandbox.bwrap import SandboxUnavailable
+    from sweworld.sandbox.repos import RepoError
+    from sweworld.sandbox.workspace import WorkspaceError
+
+    return isinstance(
+        exc,
+        (FileNotFoundError, KeyError, ValueError, RepoError, SandboxUnavailable, WorkspaceError),
+    )
+
+
+# ---------------------------------------------------------------------------- tasks
+
+
+def _load(args: argparse.Namespace):
+    from sweworld.tasks import load_tasks
+
+    return load_tasks(args.file or _default_tasks(), split=args.split)
+
+
+def _get(args: argparse.Namespace):
+    from sweworld.tasks import get_task
+
+    return get_task(args.file or _default_tasks(), args.id)
+
+
+def _cmd_tasks(args: argparse.Namespace) -> int:
+    if args.tasks_command == "list":
+        rows = [t for t in _load(args) if args.repo in (None, t.repo)]
+        if args.limit is not None:
+            rows = rows[: args.limit]
+        width = max((len(t.instance_id) for t in rows), default=11)
+        print(f"{'instance_id':<{width}}  {'repo':<28} {'base':<10} F2P  P2P")
+        for t in rows:
+            print(
+                f"{t.instance_id:<{width}}  {t.repo:<28} {t.base_commit[:10]:<10} "
+                f"{len(t.FAIL_TO_PASS):>3}  {len(t.PASS_TO_PASS):>3}"
+            )
+        print(f"{len(rows)} task(s)")
+        return 0
+    task = _get(args)
+    row = task.to_row()
+    if args.field:
+        if args.field not in row:
+            raise KeyError(
+                f"task {task.instance_id} has no field {args.field!r}; fields: {', '.join(row)}"
+            )
+        value = row[args.field]
+        print(value if isinstance(value, str) else json.dumps(value, indent=2))
+        return 0
+    if args.json:
+        print(json.dumps(row, indent=2))
+        return 0
+    for key, value in row.items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        if "\n" in text:
+            print(f"== {key}\n{text.rstrip()}\n")
+        else:
+            print(f"== {key}: {text}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- sessions
+
+
+def _open_session(args: argparse.Namespace):
+    from sweworld.sandbox.bwrap import SandboxLimits
+    from sweworld.sandbox.manager import SessionManager
+
+    task = _get(args)
+    manager = SessionManager(
+        backend=args.backend,
+        executor=args.executor,
+        limits=SandboxLimits(timeout=args.timeout),
+        observation_format=args.observation_format,
+    )
+    return manager, manager.open(task, repo_path=args.repo_path)
+
+
+def read_actions(lines: Iterable[str], source: str = "actions") -> Iterator[Any]:
+    """Actions from JSONL: each line a JSON string (XML call or bash) or a tool-call object."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"{source}:{number}: not a JSON value ({exc.msg}); each line must "
+                'be a JSON string such as "ls -la" or a tool-call object'
+            ) from exc
+        if not isinstance(value, (str, dict)):
+            raise ValueError(
+                f"{source}:{number}: expected a JSON string or object, got {type(value).__name__}"
+            )
+        yield value
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    if args.actions == "-":
+        actions = list(read_actions(sys.stdin, "<stdin>"))
+    else:
+        path = Path(args.actions)
+        if not path.exists():
+            raise FileNotFoundError(f"actions file {path} does not exist")
+        with open(path) as fh:
+            actions = list(read_actions(fh, str(path)))
+    manager, session = _open_session(args)
+    try:
+        for action in actions:
+            result = session.step(action)
+            print(json.dumps(result.to_dict()), flush=True)
+            if result.done:
+                break
+        print(json.dumps({"patch": session.get_patch()}), flush=True)
+    finally:
+        manager.close_all()
+    return 0
+
+
+_SHELL_HELP = """Type an action and press Enter:
+  a bash command:              grep -n slugify stockroom/textutil.py
+  an R2E-Gym function call:    <function=file_editor>
+                                 <parameter=command>view</parameter>
+                                 <parameter=path>/testbed/README.md</parameter>
+                               </function>
+A function call is read until </function>; a bash line ending in \\ continues, and a heredoc
+(<<EOF) is read until its end marker. Commands: :patch (current diff), :help, :quit."""
+
+
+def _read_action(stream: TextIO, out: TextIO) -> str | None:
+    out.write("sweworld> ")
+    out.flush()
+    first = stream.readline()
+    if not first:
+        return None
+    lines = [first]
+    text = first
+    if "<function=" in first:
+        while "</function>" not in text:
+            nxt = stream.readline()
+            if not nxt:
+                break
+            lines.append(nxt)
+            text = "".join(lines)
+        return text.strip()
+    import re
+
+    marker = re.search(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?", first)
+    while True:
+        if text.rstrip("\n").endswith("\\") or (
+            marker and not any(ln.strip() == marker.group(1) for ln in lines[1:])
+        ):
+            nxt = stream.readline()
+        else:
+            break
+        if not nxt:
+            break
+        lines.append(nxt)
+        text = "".join(lines)
+    return text.rstrip("\n")
+
+
+def _cmd_shell(
+    args: argparse.Namespace, stream: TextIO = sys.stdin, out: TextIO = sys.stdout
+) -> int:
+    manager, session = _open_session(args)
+    print(
+        f"sweworld {__version__}: session {session.id} on {args.id} "
+        f"({session.workspace.backend} workspace, executor: {args.executor}). "
+        "Type :help for help.",
+        file=out,
+    )
+    try:
+        while True:
+            action = _read_action(stream, out)
+            if action is None or action.strip() in (":quit", ":q", "exit"):
+                break
+            if not action.strip():
+                continue
+            if action.strip() == ":help":
+                print(_SHELL_HELP, file=out)
+                continue
+            if action.strip() == ":patch":
+                print(session.get_patch() or "(no changes)", file=out)
+                continue
+            result = session.step(action)
+            print(result.observation, file=out)
+            if result.done:
+                print("[episode finished]", file=out)
+                break
+    finally:
+        manager.close_all()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""Parsing agent actions.
+
+Accepted forms:
+
+* **R2E-Gym / OpenHands XML function calls**: ``<function=NAME>`` followed by
+  ``<parameter=KEY>VALUE</parameter>`` elements; values are stripped as R2E-Gym strips
+  them; a missing ``</function>`` (a response cut at that stop sequence) is tolerated.
+* **mini-swe-agent responses**: prose with exactly one fenced ```` ```bash ```` block (its
+  regular expression); zero or several blocks give mini-swe-agent's own format error.
+* **a raw bash command**: any other non-empty text.
+* **a mapping**: ``{"function"|"name": ..., "parameters"|"arguments": {...}}`` (arguments
+  may be a JSON string, as in OpenAI tool calls; ``{"type": "function", "function": {...}}``
+  works too) or ``{"bash"|"command": "..."}``.
+
+Aliases: ``str_replace_editor`` -> ``file_editor``, ``bash`` -> ``execute_bash`` (parameter
+``command`` -> ``cmd``), ``submit`` -> ``finish`` (``command=submit``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sweworld.sandbox.render import R2E_CONTINUE_MSG, render_mini_swe_agent_format_error
+
+__all__ = [
+    "ACTION_FORMATS",
+    "EMPTY_ACTION_MESSAGE",
+    "FUNCTION_ALIASES",
+    "MINI_SWE_AGENT_ACTION_RE",
+    "Action",
+    "ActionParseError",
+    "parse_action",
+]
+
+ActionFormat = Literal["auto", "r2e", "mini_swe_agent", "bash"]
+ACTION_FORMATS: tuple[str, ...] = ("auto", "r2e", "mini_swe_agent", "bash")
+
+FUNCTION_ALIASES: dict[str, str] = {
+    "str_replace_editor": "file_editor",
+    "bash": "execute_bash",
+    "submit": "finish",
+}
+
+#: R2E-Gym's expressions (``Action.from_string``).
+_FUNCTION_RE = re.compile(r"<function\s*=\s*([^>]*)>")
+_FUNCTION_END = "</function>"
+_PARAMETER_RE = re.compile(r"<parameter\s*=\s*([^>]+)>(.*?)</parameter>", re.DOTALL)
+#: mini-swe-agent's expression (``DefaultAgent.parse_action``).
+MINI_SWE_AGENT_ACTION_RE = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+
+EMPTY_ACTION_MESSAGE = (
+    "No action found in your response. Send exactly one action, in one of these forms:\n"
+    "1. a function call:\n"
+    "<function=execute_bash>\n"
+    "  <parameter=cmd>ls -la</parameter>\n"
+    "</function>\n"
+    "   (tools: file_editor, search, execute_bash, finish)\n"
+    "2. exactly one bash code block:\n"
+    "```bash\n"
+    "ls -la\n"
+    "```\n"
+    "3. a plain bash command."
+)
+
+
+class ActionParseError(ValueError):
+    """The agent's response holds no usable action. ``str(error)`` is meant for the agent."""
+
+    def __init__(self, message: str, *, n_actions: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.n_actions = n_actions
+
+
+@dataclass
+class Action:
+    """One parsed action.
+
+    ``kind == "function"``: a tool call (``function`` and ``parameters``);
+    ``kind == "bash"``: a shell command (``command``; ``function`` is ``""``).
+    """
+
+    kind: Literal["function", "bash"]
+    function: str = ""
+    parameters: dict[str, str] = field(default_factory=dict)
+    command: str = ""
+    raw: str = ""
+
+    def to_xml(self) -> str:
+        """R2E-Gym's ``<function=NAME>`` form (a bash action becomes ``execute_bash``)."""
+        if self.kind == "bash":
+            name, params = "execute_bash", {"cmd": self.command}
+        else:
+            name, params = self.function, self.parameters
+        text = f"<function={name}>\n"
+        for key, value in params.items():
+            text += f"  <parameter={key}>{value}</parameter>\n"
+        return text + "</function>"
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.kind == "bash":
+            return {"kind": "bash", "command": self.command}
+        return {"kind": "function", "function": self.function, "parameters": dict(self.parameters)}
+
+
+def _apply_aliases(name: str, params: dict[str, str]) -> tuple[str, dict[str, str]]:
+    name = FUNCTION_ALIASES.get(name, name)
+    params = dict(params)
+    if name == "execute_bash" and "cmd" not in params and "command" in params:
+        params["cmd"] = params.pop("command")
+    if name == "finish" and "command" not in params:
+        params["command"] = "submit"
+    return name, params
+
+
+def _value_to_str(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, (int, float)):
+        return str(value)
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _parse_xml(text: str) -> Action:
+    match = _FUNCTION_RE.search(text)
+    assert match is not None
+    name = match.group(1).strip()
+    end = text.find(_FUNCTION_END, match.end())
+    body = text[match.end() : end if end != -1 else len(text)]
+    if not name:
+        raise ActionParseError(
+            "The function call has no function name. Write it as <function=NAME>, e.g.\n"
+            "<function=execute_bash>\n  <parameter=cmd>ls</parameter>\n</function>"
+        )
+    params: dict[str, str] = {}
+    for key, value in _PARAMETER_RE.findall(body):
+        params[key.strip()] = value.strip()
+    name, params = _apply_aliases(name, params)
+    return Action(kind="function", function=name, parameters=params, raw=text)
+
+
+def _parse_fenced(text: str) -> Action:
+    blocks = MINI_SWE_AGENT_ACTION_RE.findall(text)
+    if len(blocks) != 1:
+        raise ActionParseError(
+            render_mini_swe_agent_format_error(len(blocks)), n_actions=len(blocks)
+        )
+    return Action(kind="bash", command=blocks[0].strip(), raw=text)
+
+
+def _parse_mapping(data: Mapping[str, Any], raw: str) -> Action:
+    inner = data.get("function")
+    if isinstance(inner, Mapping):  # {"type": "function", "function": {"name", "arguments"}}
+        return _parse_mapping(inner, raw)
+    name = data.get("function", data.get("name"))
+    if name is not None:
+        if not isinstance(name, str) or not name.strip():
+            raise ActionParseError(f"Invalid function name {name!r}: expected a non-empty string.")
+        args: Any = data.get("parameters", data.get("arguments", {}))
+        if args is None:
+            args = {}
+        if isinstance(args, str):
+            if not args.strip():
+                args = {}
+            else:
+                try:
+                    args = json.loads(args)
+                except json.JSONDecodeError as exc:
+                    raise ActionParseError(
+                        f"The arguments of {name} are not valid JSON ({exc.msg} at position "
+                        f"{exc.pos}). Send them as a JSON object, e.g. "
+                        '{"command": "view", "path": "/testbed"}.'
+                    ) from None
+        if not isinstance(args, Mapping):
+            raise ActionParseError(
+                f"The arguments of {name} must be a JSON object mapping parameter names to "
+                f"values, not {type(args).__name__}."
+            )
+        params: dict[str, str] = {}
+        for key, value in args.items():
+            converted = _value_to_str(value)
+            if converted is not None:
+                params[str(key)] = converted
+        fn, params = _apply_aliases(name.strip(), params)
+        return Action(kind="function", function=fn, parameters=params, raw=raw)
+    for key in ("bash", "command", "cmd"):
+        if key in data:
+            command = data[key]
+            if not isinstance(command, str) or not command.strip():
+                raise ActionParseError(f"The '{key}' entry must be a non-empty command string.")
+            return Action(kind="bash", command=command.strip(), raw=raw)
+    raise ActionParseError(
+        "Unrecognised action object with keys "
+        f"{sorted(map(str, data))}. Expected {{'function': NAME, 'parameters': {{...}}}} "
+        "(or 'name'/'arguments') or {'bash': COMMAND}.\n\n" + EMPTY_ACTION_MESSAGE
+    )
+
+
+def parse_action(text: str | Mapping[str, Any], format: ActionFormat = "auto") -> Action:
+    """Parse one agent action.
+
+    Args:
+        text: the model's response text, or an already structured call (a mapping).
+        format: ``"auto"`` (XML function call, else bash fences, else raw bash), ``"r2e"``
+            (a function call is required: otherwise the error message is R2E-Gym's own
+            reminder), ``"mini_swe_agent"`` (exactly one ```` ```bash ```` block is
+            required) or ``"bash"`` (the whole text is the command).
+
+    Raises:
+        ActionParseError: empty or unusable input; the message tells the agent what to send.
+    """
+    if format not in ACTION_FORMATS:
+        raise ValueError(f"unknown action format {format!r}; expected one of {ACTION_FORMATS}")
+    if isinstance(text, Mapping):
+        try:
+            raw = json.dumps(text, default=str)
+        except (TypeError, ValueError):
+            raw = repr(text)
+        return _parse_mapping(text, raw)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    if not isinstance(text, str):
+        raise ActionParseError(
+            f"Unsupported action of type {type(text).__name__}.\n\n" + EMPTY_ACTION_MESSAGE
+        )
+
+    if format == "bash":
+        if not text.strip():
+            raise ActionParseError(EMPTY_ACTION_MESSAGE)
+        return Action(kind="bash", command=text.strip(), raw=text)
+    if format == "mini_swe_agent":
+        return _parse_fenced(text)
+    if format == "r2e":
+        if not _FUNCTION_RE.search(text):
+            raise ActionParseError(R2E_CONTINUE_MSG)
+        return _parse_xml(text)
+
+    if not text.strip():
+        raise ActionParseError(EMPTY_ACTION_MESSAGE)
+    if _FUNCTION_RE.search(text):
+        return _parse_xml(text)
+    if "```bash" in text or text.lstrip().startswith("THOUGHT"):
+        return _parse_fenced(text)
+    return Action(kind="bash", command=text.strip(), raw=text)

@@ -1,0 +1,578 @@
+"""Running one shell command in a bubblewrap sandbox, with limits and executor interception.
+
+The sandbox sees a minimal root: the host's ``/usr`` (and ``/bin``, ``/lib*``) read-only, a
+synthetic ``/etc`` (``passwd``, ``hosts``, the dynamic-linker cache), ``/testbed`` (the
+session's workspace, writable), ``/tmp`` (the session's private tmp, writable), an ephemeral
+``/root``, and the shim folder ``/.sweworld``. There is no network, no view of host processes
+(pid namespace), and everything else is read-only. Limits: wall time (executor time is not
+counted), CPU seconds, address space, file size, output bytes per stream, and processes
+(through a pids cgroup where the host offers one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import select
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sweworld.sandbox.shims import (
+    CTL,
+    INIT_SCRIPT,
+    SANDBOX_DIR,
+    SERVER_SCRIPT,
+    SHIM_BIN,
+    answer_call,
+    shim_assets,
+)
+
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SANDBOX_PATH = f"{SHIM_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BASE_ENV = {
+    "PATH": SANDBOX_PATH,
+    "HOME": "/root",
+    "USER": "root",
+    "LOGNAME": "root",
+    "SHELL": "/bin/bash",
+    "HOSTNAME": "sweworld",
+    "TERM": "dumb",
+    "LANG": "C.UTF-8",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "MANPAGER": "cat",
+}
+# Variables bash itself sets or that only steer the wrapper: never reported as agent settings.
+SHELL_OWN_ENV = frozenset(
+    {
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "_",
+        "BASH_ENV",
+        "SWEWORLD_CWD",
+        "SWEWORLD_CPU",
+        "SWEWORLD_MEM",
+        "SWEWORLD_FSIZE",
+    }
+)
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot create namespaces here."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits for one command.
+
+    Attributes:
+        timeout: wall-clock seconds for the command, not counting time spent in the executor.
+        cpu_seconds: CPU time per process (``ulimit -t``).
+        memory_mb: address space per process (``ulimit -v``).
+        file_mb: largest file a command may write (``ulimit -f``).
+        max_output_bytes: stdout and stderr are each cut here and the command is stopped.
+        max_processes: processes and threads at once (pids cgroup, where available).
+    """
+
+    timeout: float = 90.0
+    cpu_seconds: int = 300
+    memory_mb: int = 8192
+    file_mb: int = 1024
+    max_output_bytes: int = 2_000_000
+    max_processes: int = 512
+
+
+@dataclass
+class RawRun:
+    """Bytes and status of one sandboxed command."""
+
+    stdout: bytes
+    stderr: bytes
+    exit_code: int
+    timed_out: bool = False
+    truncated: bool = False
+    cwd: str | None = None
+    wall_s: float = 0.0
+    executor_s: float = 0.0
+    calls: list[dict] = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_path() -> str:
+    path = shutil.which("bwrap")
+    if not path:
+        raise SandboxUnavailable(
+            "bubblewrap (`bwrap`) is not installed: `apt-get install bubblewrap` "
+            "(Debian/Ubuntu) or `dnf install bubblewrap`"
+        )
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def nsenter_path() -> str:
+    path = shutil.which("nsenter")
+    if not path:
+        raise SandboxUnavailable("`nsenter` (util-linux) is needed by the overlay workspace")
+    return path
+
+
+class PidsCgroup:
+    """A pids cgroup (v2, or v1's pids hierarchy) for one session, where the host allows it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1)
+    def _parent() -> Path | None:
+        try:
+            mounts = Path("/proc/self/mounts").read_text().splitlines()
+        except OSError:
+            return None
+        for line in mounts:
+            parts = line.split()
+            if len(parts) < 4:
+                continue
+            mnt, fstype, opts = parts[1], parts[2], parts[3].split(",")
+            if fstype == "cgroup" and "pids" in opts:
+                candidate = Path(mnt) / "sweworld"
+            elif fstype == "cgroup2":
+                controllers = Path(mnt, "cgroup.subtree_control")
+                try:
+                    if "pids" not in controllers.read_text().split():
+                        continue
+                except OSError:
+                    continue
+                candidate = Path(mnt) / "sweworld"
+            else:
+                continue
+            try:
+                candidate.mkdir(exist_ok=True)
+                if fstype == "cgroup2":
+                    (candidate / "cgroup.subtree_control").write_text("+pids")
+                return candidate
+            except OSError:
+                continue
+        return None
+
+    @classmethod
+    def create(cls, name: str, max_processes: int) -> PidsCgroup | None:
+        parent = cls._parent()
+        if parent is None:
+            return None
+        path = parent / name
+        try:
+            path.mkdir(exist_ok=True)
+            (path / "pids.max").write_text(str(max_processes))
+        except OSError:
+            return None
+        return cls(path)
+
+    @property
+    def procs_file(self) -> Path:
+        return self.path / "cgroup.procs"
+
+    def remove(self) -> None:
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.01)
+
+
+def _root_args() -> list[str]:
+    args: list[str] = []
+    for d in _SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    assets = shim_assets()
+    args += ["--ro-bind", str(assets.etc), "/etc"]
+    for path in assets.absolute_overrides:
+        args += ["--ro-bind", str(assets.exec_shim), path]
+    args += [
+        "--ro-bind",
+        str(assets.bin),
+        SHIM_BIN,
+        "--ro-bind",
+        str(assets.init),
+        INIT_SCRIPT,
+        "--ro-bind",
+        str(assets.server),
+        SERVER_SCRIPT,
+    ]
+    return args
+
+
+class SandboxRunner:
+    """Runs the commands of one session in a warm sandbox.
+
+    The sandbox (bubblewrap + a small bash server, see ``shims._SERVER``) starts on the first
+    command and then serves one command per request, so a step costs a ``bash -c`` rather
+    than a whole namespace setup. Each command still starts from a clean shell (fresh
+    environment, its own process group killed when it ends); only the working directory is
+    carried between steps, by the session. A timeout, an output flood or a dead server stops
+    the sandbox; the next command starts a new one. Not thread-safe: the session serialises
+    its steps.
+    """
+
+    def __init__(
+        self,
+        *,
+        mounts: Mapping[str, Path],
+        ctl_dir: Path,
+        limits: SandboxLimits,
+        cgroup: PidsCgroup | None = None,
+        mount_ns_fd: int | None = None,
+    ):
+        """``mounts`` maps sandbox paths (``/testbed``, ``/tmp``) to host folders as seen from
+        the mount namespace ``mount_ns_fd`` (the workspace's), or from this process's own."""
+        self.mounts = dict(mounts)
+        self.mount_ns_fd = mount_ns_fd
+        self.ctl_dir = ctl_dir
+        self.limits = limits
+        self.cgroup = cgroup
+        self.log_path = ctl_dir.parent / "sandbox.log"
+        self._proc: subprocess.Popen | None = None
+        self._fds: dict[str, int] = {}
+        self._status = b""
+        self._seq = 0
+        self.starts = 0
+        bwrap_path()
+
+    # -------------------------------------------------------------- server lifecycle
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _bwrap_args(self) -> list[str]:
+        lim = self.limits
+        args = [
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--hostname",
+            "sweworld",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/root",
+            *_root_args(),
+        ]
+        for inside, host in self.mounts.items():
+            args += ["--bind", str(host), inside]
+        args += ["--bind", str(self.ctl_dir), CTL, "--remount-ro", "/", "--clearenv"]
+        env = {
+            **BASE_ENV,
+            "SWEWORLD_CPU": str(lim.cpu_seconds),
+            "SWEWORLD_MEM": str(lim.memory_mb * 1024),
+            "SWEWORLD_FSIZE": str(lim.file_mb * 1024),
+        }
+        for key, value in env.items():
+            args += ["--setenv", key, value]
+        args += ["--chdir", "/"]
+        return args
+
+    def _start(self) -> None:
+        if self.ctl_dir.exists():
+            shutil.rmtree(self.ctl_dir, ignore_errors=True)
+        for sub in ("req", "steps"):
+            (self.ctl_dir / sub).mkdir(parents=True, exist_ok=True)
+        for fifo in ("requests", "exec"):
+            os.mkfifo(self.ctl_dir / fifo, 0o600)
+        args_fd = os.memfd_create("sweworld-bwrap-args", 0)
+        os.write(args_fd, b"".join(a.encode() + b"\0" for a in self._bwrap_args()))
+        os.lseek(args_fd, 0, os.SEEK_SET)
+        # Options travel through a memfd so the sandbox's /proc/1/cmdline shows no host paths.
+        argv = [bwrap_path(), "--args", str(args_fd), "bash", SERVER_SCRIPT]
+        pass_fds = [args_fd]
+        if self.mount_ns_fd is not None:
+            argv = [nsenter_path(), f"--mount=/proc/self/fd/{self.mount_ns_fd}", *argv]
+            pass_fds.append(self.mount_ns_fd)
+        if self.cgroup is not None:
+            argv = [
+                "/bin/sh",
+                "-c",
+                'echo $$ > "$0" && exec "$@"',
+                str(self.cgroup.procs_file),
+                *argv,
+            ]
+        try:
+            with open(self.log_path, "wb") as log:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    pass_fds=pass_fds,
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            raise SandboxUnavailable(f"could not start bubblewrap: {exc}") from exc
+        finally:
+            os.close(args_fd)
+        self._proc = proc
+        self._status = b""
+        fd = proc.stdout.fileno()
+        os.set_blocking(fd, False)
+        if self._read_status(deadline=time.monotonic() + 30, want=b"ready") is None:
+            log = self.log_path.read_bytes().decode(errors="replace").strip()
+            self.stop()
+            raise SandboxUnavailable(f"the sandbox did not start: {log or 'no output'}")
+        flags = os.O_NONBLOCK | os.O_NOFOLLOW
+        self._fds = {
+            "req": os.open(self.ctl_dir / "req", os.O_RDONLY | os.O_DIRECTORY),
+            "exec_r": os.open(self.ctl_dir / "exec", os.O_RDONLY | flags),
+        }
+        self._fds["exec_w"] = os.open(self.ctl_dir / "exec", os.O_WRONLY | flags)
+        self._fds["requests"] = os.open(self.ctl_dir / "requests", os.O_WRONLY | flags)
+        self.starts += 1
+
+    def _read_status(self, deadline: float, want: bytes) -> bytes | None:
+        """Block (until ``deadline``) for the next status line starting with ``want``."""
+        fd = self._proc.stdout.fileno()
+        while True:
+            while b"\n" in self._status:
+                line, self._status = self._status.split(b"\n", 1)
+                if line.startswith(want):
+                    return line
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                return None
+            try:
+                chunk = os.read(fd, 4096)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return None
+            self._status += chunk
+
+    def stop(self) -> None:
+        """Kill the sandbox (its pid namespace takes every process with it)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            _kill(proc)
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds = {}
+
+    close = stop
+
+    # -------------------------------------------------------------- one command
+
+    def run(
+        self,
+        command: str,
+        cwd: str,
+        *,
+        on_call: Callable[[int, str], dict] | None = None,
+        timeout: float | None = None,
+        merge_stderr: bool = False,
+    ) -> RawRun:
+        """Run ``command`` with bash in the sandbox, starting in ``cwd``.
+
+        ``on_call(req_dir_fd, req_id)`` serves one intercepted execution command and returns
+        a record of it; it runs on this thread while the sandbox waits. ``merge_stderr`` sends
+        stderr into stdout, interleaved as a terminal shows them.
+        """
+        limit = self.limits.timeout if timeout is None else timeout
+        if not self.alive or not self._control_intact():
+            self.stop()
+            self._start()
+        self._seq += 1
+        step = self.ctl_dir / "steps" / str(self._seq)
+        step.mkdir()
+        (step / "cmd").write_bytes(command.encode("utf-8", errors="surrogateescape"))
+        (step / "cwd").write_bytes(cwd.encode())
+        streams = ["out"] if merge_stderr else ["out", "err"]
+        if merge_stderr:
+            (step / "merge").touch()
+        fds: dict[str, int] = {}
+        try:
+            for name in streams:
+                os.mkfifo(step / name, 0o600)
+                fds[name] = os.open(step / name, os.O_RDONLY | os.O_NONBLOCK)
+                # A writer of our own keeps the read end from seeing EOF before the command
+                # opens it; it is closed when the server reports the command done.
+                fds[name + "_keep"] = os.open(step / name, os.O_WRONLY | os.O_NONBLOCK)
+            os.write(self._fds["requests"], f"{self._seq}\n".encode())
+            result = self._pump(fds, streams, on_call, limit)
+        finally:
+            for fd in fds.values():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        if result.timed_out or result.truncated:
+            self.stop()
+        result.cwd = _read_small(step / "cwd_out")
+        shutil.rmtree(step, ignore_errors=True)
+        return result
+
+    def _control_intact(self) -> bool:
+        try:
+            return stat.S_ISFIFO(os.lstat(self.ctl_dir / "requests").st_mode)
+        except OSError:
+            return False
+
+    def _pump(
+        self,
+        fds: dict[str, int],
+        streams: list[str],
+        on_call: Callable[[int, str], dict] | None,
+        limit: float,
+    ) -> RawRun:
+        result = RawRun(stdout=b"", stderr=b"", exit_code=0)
+        start = time.monotonic()
+        cap = self.limits.max_output_bytes
+        bufs = {name: bytearray() for name in streams}
+        status_fd = self._proc.stdout.fileno()
+        sel = selectors.DefaultSelector()
+        for name in streams:
+            sel.register(fds[name], selectors.EVENT_READ, name)
+        sel.register(status_fd, selectors.EVENT_READ, "status")
+        sel.register(self._fds["exec_r"], selectors.EVENT_READ, "exec")
+        pending_exec = b""
+        open_streams = set(streams)
+        done_at: float | None = None
+        target = f"done {self._seq} ".encode()
+        try:
+            while open_streams:
+                now = time.monotonic()
+                if done_at is None:
+                    remaining = limit - (now - start - result.executor_s)
+                    if remaining <= 0:
+                        result.timed_out = True
+                        result.exit_code = -1
+                        break
+                else:
+                    remaining = 1.0 - (now - done_at)  # drain what the command left
+                    if remaining <= 0:
+                        break
+                for key, _ in sel.select(timeout=min(max(remaining, 0), 0.25)):
+                    what = key.data
+                    if what == "status":
+                        try:
+                            chunk = os.read(status_fd, 4096)
+                        except BlockingIOError:
+                            continue
+                        if not chunk:  # the server died (killed from inside, or crashed)
+                            sel.unregister(status_fd)
+                            if done_at is None:
+                                result.exit_code = 137
+                                done_at = time.monotonic()
+                                self._release(fds, streams)
+                            continue
+                        self._status += chunk
+                        while b"\n" in self._status:
+                            line, self._status = self._status.split(b"\n", 1)
+                            if line.startswith(target):
+                                result.exit_code = int(line[len(target) :] or b"1")
+                                done_at = time.monotonic()
+                                self._release(fds, streams)
+                    elif what == "exec":
+                        try:
+                            chunk = os.read(key.fd, 4096)
+                        except BlockingIOError:
+                            continue
+                        pending_exec += chunk
+                        while b"\n" in pending_exec:
+                            line, pending_exec = pending_exec.split(b"\n", 1)
+                            t0 = time.monotonic()
+                            record = self._serve(
+                                on_call, self._fds["req"], line.decode(errors="replace")
+                            )
+                            result.executor_s += time.monotonic() - t0
+                            if record is not None:
+                                result.calls.append(record)
+                    else:
+                        try:
+                            chunk = os.read(key.fd, 65536)
+                        except BlockingIOError:
+                            continue
+                        if not chunk:
+                            sel.unregister(key.fd)
+                            open_streams.discard(what)
+                            continue
+                        buf = bufs[what]
+                        room = cap - len(buf)
+                        buf += chunk[: max(room, 0)]
+                        if len(chunk) > room:
+                            result.truncated = True
+                            result.exit_code = -1
+                            open_streams.clear()
+                            break
+        finally:
+            sel.close()
+        result.wall_s = time.monotonic() - start
+        result.stdout = bytes(bufs["out"])
+        result.stderr = bytes(bufs.get("err", b""))
+        return result
+
+    @staticmethod
+    def _release(fds: dict[str, int], streams: list[str]) -> None:
+        for name in streams:
+            fd = fds.pop(name + "_keep", None)
+            if fd is not None:
+                os.close(fd)
+
+    @staticmethod
+    def _serve(on_call: Callable[[int, str], dict] | None, req_fd: int, req_id: str) -> dict | None:
+        req_id = req_id.strip()
+        if not req_id:
+            return None
+        if on_call is None:
+            answer_call(req_fd, req_id, "", "sweworld: no executor is attached\n", 126)
+            return None
+        return on_call(req_fd, req_id)
+
+
+def _read_small(path: Path) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, 65536).decode(errors="replace").rstrip("\n")
+        return text or None
+    finally:
+        os.close(fd)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+__all__ = [
+    "BASE_ENV",
+    "SANDBOX_DIR",
+    "PidsCgroup",
+    "RawRun",
+    "SandboxLimits",
+    "SandboxRunner",
+    "SandboxUnavailable",
+]

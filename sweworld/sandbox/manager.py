@@ -1,0 +1,256 @@
+"""Opening sessions: base checkouts, workspaces, executors, cleanup.
+
+>>> from sweworld import SessionManager, load_tasks
+>>> task = load_tasks("data/toy/tasks.jsonl")[0]
+>>> with SessionManager() as manager:
+...     session = manager.open(task)
+...     print(session.step("ls").observation)
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import os
+import secrets
+import shutil
+import threading
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sweworld.dirs import runtime_dir
+from sweworld.registry import make_executor
+from sweworld.sandbox.bwrap import PidsCgroup, SandboxLimits, bwrap_path
+from sweworld.sandbox.repos import BaseCheckout, find_repo_source, materialize
+from sweworld.sandbox.session import Session, SessionConfig
+from sweworld.sandbox.tools import ToolConfig
+from sweworld.sandbox.workspace import make_workspace, resolve_backend
+
+_counter = itertools.count(1)
+_live_managers: weakref.WeakSet[SessionManager] = weakref.WeakSet()
+
+
+class SessionManager:
+    """Creates and tracks sessions; shares base checkouts between them. Thread-safe.
+
+    Args:
+        backend: ``auto`` (overlay where this process may mount, else copy), ``overlay`` or
+            ``copy``; see :mod:`sweworld.sandbox.workspace`.
+        executor: default executor for new sessions: a short name (``none``, ``scripted``),
+            ``scripted:FILE``, a dotted path, or an :class:`~sweworld.execution.Executor`.
+        limits: default resource limits for commands.
+        tools: default R2E-Gym tool settings.
+        runtime_root: where live session state goes (default ``$SWEWORLD_RUNTIME_DIR`` or
+            ``<tmp>/sweworld-<uid>``).
+        checkout_root: where base checkouts are cached (default ``<cache>/checkouts``).
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: str = "auto",
+        executor: Any = None,
+        limits: SandboxLimits | None = None,
+        tools: ToolConfig | None = None,
+        observation_format: str = "auto",
+        runtime_root: Path | None = None,
+        checkout_root: Path | None = None,
+    ):
+        bwrap_path()  # fail early, with the install hint, when bubblewrap is missing
+        self.runtime_root = Path(runtime_root) if runtime_root else runtime_dir()
+        self.sessions_dir = self.runtime_root / "sessions"
+        self.sessions_dir.mkdir(parents=True, exist_ok=True)
+        self.backend = resolve_backend(backend, self.sessions_dir)
+        self.default_executor = executor
+        self.default_config = SessionConfig(
+            limits=limits or SandboxLimits(),
+            tools=tools or ToolConfig(),
+            observation_format=observation_format,
+        )
+        self.checkout_root = checkout_root
+        self._lock = threading.Lock()
+        self._sessions: dict[str, Session] = {}
+        self._checkouts: dict[tuple, BaseCheckout] = {}
+        gc_stale_sessions(self.sessions_dir)
+        _live_managers.add(self)
+
+    # ------------------------------------------------------------------ opening
+
+    def checkout(
+        self,
+        task: Any = None,
+        *,
+        repo: str | None = None,
+        base_commit: str | None = None,
+        repo_path: str | Path | None = None,
+        setup_patch: str = "",
+        history: str = "full",
+    ) -> BaseCheckout:
+        """The shared base checkout for a task (or repo + commit, or a plain directory)."""
+        if task is not None:
+            repo = repo or task.repo
+            base_commit = base_commit or task.base_commit
+            setup_patch = setup_patch or getattr(task, "setup_patch", "") or ""
+        if repo is None and repo_path is None:
+            raise ValueError("open a session with a task, a repo name, or a repo_path")
+        repo = repo or Path(repo_path).name  # type: ignore[arg-type]
+        key = (repo, base_commit, setup_patch, history, str(repo_path or ""))
+        with self._lock:
+            cached = self._checkouts.get(key)
+        if cached is not None:
+            return cached
+        source = find_repo_source(repo, repo_path=repo_path)
+        base = materialize(
+            source,
+            repo=repo,
+            base_commit=base_commit,
+            setup_patch=setup_patch,
+            history=history,
+            root=self.checkout_root,
+        )
+        with self._lock:
+            self._checkouts[key] = base
+        return base
+
+    def open(
+        self,
+        task: Any = None,
+        *,
+        executor: Any = None,
+        repo: str | None = None,
+        base_commit: str | None = None,
+        repo_path: str | Path | None = None,
+        history: str = "full",
+        config: SessionConfig | None = None,
+    ) -> Session:
+        """Open a new session on ``task`` (a :class:`~sweworld.tasks.Task`) or on a repository.
+
+        The executor defaults to the manager's; pass ``executor=`` to override it.
+        """
+        base = self.checkout(
+            task, repo=repo, base_commit=base_commit, repo_path=repo_path, history=history
+        )
+        exec_obj = make_executor(executor if executor is not None else self.default_executor)
+        return self._new_session(base, exec_obj, config or self.default_config, task)
+
+    def _new_session(
+        self,
+        base: BaseCheckout,
+        executor: Any,
+        config: SessionConfig,
+        task: Any,
+        source: Session | None = None,
+    ) -> Session:
+        sid = f"{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
+        state_dir = self.sessions_dir / sid
+        state_dir.mkdir(mode=0o700)
+        try:
+            if source is None:
+                workspace = make_workspace(self.backend, base.path, state_dir)
+            else:
+                workspace = source.workspace.fork(state_dir)
+            session = Session(
+                session_id=sid,
+                base=base,
+                workspace=workspace,
+                state_dir=state_dir,
+                executor=executor,
+                config=config,
+                task=task,
+                on_destroy=self._forget,
+                cwd=source.cwd if source else "/testbed",
+                history=_copy_history(source.history) if source else None,
+            )
+            if source is not None:
+                shutil.rmtree(session.tmp_dir)
+                from sweworld.sandbox.session import _copy_dir
+
+                _copy_dir(source.tmp_dir, session.tmp_dir)
+        except BaseException:
+            shutil.rmtree(state_dir, ignore_errors=True)
+            raise
+        session._on_fork = self._fork
+        with self._lock:
+            self._sessions[sid] = session
+        return session
+
+    def _fork(self, session: Session) -> Session:
+        return self._new_session(
+            session.base, session.executor, session.config, session.task, source=session
+        )
+
+    def _forget(self, session: Session) -> None:
+        with self._lock:
+            self._sessions.pop(session.id, None)
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    @property
+    def sessions(self) -> list[Session]:
+        with self._lock:
+            return list(self._sessions.values())
+
+    def close_all(self) -> None:
+        """Destroy every live session of this manager."""
+        for session in self.sessions:
+            with contextlib.suppress(Exception):
+                session.destroy()
+
+    close = close_all
+
+    def __enter__(self) -> SessionManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close_all()
+
+    def __iter__(self) -> Iterator[Session]:
+        return iter(self.sessions)
+
+
+def _copy_history(history: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {k: list(v) for k, v in history.items()}
+
+
+def gc_stale_sessions(sessions_dir: Path | None = None) -> list[str]:
+    """Remove session folders (and pids cgroups) left by processes that no longer run.
+
+    Overlay mounts need no cleanup: they live in private mount namespaces that the kernel
+    tears down with the process that held them.
+    """
+    sessions_dir = sessions_dir or runtime_dir() / "sessions"
+    removed = []
+    if not sessions_dir.exists():
+        return removed
+    for entry in sessions_dir.iterdir():
+        pid_text = entry.name.split("-", 1)[0]
+        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        cgroup = PidsCgroup.create(entry.name, 1)
+        if cgroup is not None:
+            cgroup.remove()
+        removed.append(entry.name)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@atexit.register
+def _close_all_managers() -> None:
+    for manager in list(_live_managers):
+        with contextlib.suppress(Exception):
+            manager.close_all()

@@ -1,0 +1,439 @@
+"""A session: one agent's private, copy-on-write view of a task's repository.
+
+``step(action)`` takes what an agent sends (an R2E-Gym ``<function=...>`` call, a
+mini-swe-agent response with one bash block, a raw bash command, or a tool-call mapping) and
+returns the observation in the agent's own format. File operations run for real in the
+session's sandbox; execution commands go to the session's executor; refused commands are
+answered without running anything. ``snapshot``/``restore``/``fork`` branch the state for
+best-of-N and tree search; ``destroy`` removes every trace.
+
+Sessions are created by :class:`sweworld.sandbox.manager.SessionManager`. Each session
+serialises its own steps with a lock; different sessions share nothing mutable, so many
+sessions can be stepped from many threads at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweworld.execution.base import ExecutionRequest, ExecutionResult, Executor
+from sweworld.sandbox.actions import ActionParseError, parse_action
+from sweworld.sandbox.bwrap import (
+    BASE_ENV,
+    SHELL_OWN_ENV,
+    PidsCgroup,
+    RawRun,
+    SandboxLimits,
+    SandboxRunner,
+)
+from sweworld.sandbox.paths import SandboxPaths
+from sweworld.sandbox.render import (
+    detect_submission,
+    render_mini_swe_agent,
+    render_mini_swe_agent_timeout,
+    render_r2egym,
+)
+from sweworld.sandbox.repos import BaseCheckout
+from sweworld.sandbox.router import REFUSED_EXIT_CODE, find_refusal, routes
+from sweworld.sandbox.shims import ShimProtocolError, answer_call, read_call
+from sweworld.sandbox.tools import ToolConfig, ToolContext, run_tool
+from sweworld.sandbox.types import BashOutcome, StepResult
+from sweworld.sandbox.workspace import Workspace, copy_tree
+
+WORKDIR = "/testbed"
+
+
+class SessionClosed(RuntimeError):
+    """The session was destroyed; open a new one."""
+
+
+@dataclass
+class SessionConfig:
+    """How a session behaves.
+
+    Attributes:
+        limits: resource limits for every command.
+        tools: R2E-Gym tool settings (``python_only``, truncation, timeouts).
+        observation_format: ``auto`` renders function calls the R2E-Gym way and bash actions
+            the mini-swe-agent way; ``r2egym`` or ``mini`` force one.
+        history: ``full`` keeps git history up to the base commit, ``none`` one root commit.
+    """
+
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    tools: ToolConfig = field(default_factory=ToolConfig)
+    observation_format: str = "auto"
+    history: str = "full"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A saved state of a session (files, private /tmp, cwd, editor history)."""
+
+    id: str
+    session_id: str
+    base: Path
+    path: Path
+    cwd: str
+    history: dict[str, list[str]]
+    created: float
+
+
+_snapshot_ids = itertools.count(1)
+
+
+class Session:
+    """One agent's sandboxed workspace. Create with ``SessionManager.open``."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        base: BaseCheckout,
+        workspace: Workspace,
+        state_dir: Path,
+        executor: Executor,
+        config: SessionConfig,
+        task: Any = None,
+        on_destroy: Callable[[Session], None] | None = None,
+        cwd: str = WORKDIR,
+        history: dict[str, list[str]] | None = None,
+    ):
+        self.id = session_id
+        self.base = base
+        self.workspace = workspace
+        self.state_dir = state_dir
+        self.executor = executor
+        self.config = config
+        self.task = task
+        self.tmp_dir = state_dir / "tmp"
+        self.tmp_dir.mkdir(exist_ok=True, mode=0o1777)
+        self.tmp_dir.chmod(0o1777)
+        self.cwd = cwd
+        self.history: dict[str, list[str]] = history or {}
+        self.steps = 0
+        self.done = False
+        self._lock = threading.RLock()
+        self._closed = False
+        self._on_destroy = on_destroy
+        self._snapshots: dict[str, Snapshot] = {}
+        self._cgroup = PidsCgroup.create(f"{state_dir.name}", config.limits.max_processes)
+        self.paths = SandboxPaths({WORKDIR: workspace.root, "/tmp": self.tmp_dir}, WORKDIR)
+        self._runner = self._make_runner()
+
+    def _make_runner(self) -> SandboxRunner:
+        return SandboxRunner(
+            mounts={WORKDIR: self.workspace.bind_source, "/tmp": self.tmp_dir},
+            ctl_dir=self.state_dir / "ctl",
+            limits=self.config.limits,
+            cgroup=self._cgroup,
+            mount_ns_fd=self.workspace.mount_ns_fd,
+        )
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def root(self) -> Path:
+        """Host path of the workspace (``/testbed`` inside the sandbox)."""
+        return self.workspace.root
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosed(f"session {self.id} was destroyed")
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"cwd={self.cwd!r} steps={self.steps}"
+        return f"<Session {self.id} {self.workspace.backend} {state}>"
+
+    # ------------------------------------------------------------------ stepping
+
+    def step(self, action: str | Mapping[str, Any]) -> StepResult:
+        """Run one agent action and return its observation (never raises on bad input)."""
+        with self._lock:
+            self._check_open()
+            self.steps += 1
+            started = time.perf_counter()
+            try:
+                parsed = parse_action(action)
+            except ActionParseError as exc:
+                return StepResult(
+                    observation=exc.message,
+                    exit_code=-1,
+                    done=False,
+                    info={"error": "parse", "n_actions": exc.n_actions},
+                )
+            fmt = self.config.observation_format
+            if parsed.kind == "bash" and fmt != "r2egym":
+                result = self._step_bash(parsed.command)
+            elif parsed.kind == "bash":
+                result = self._step_tool("execute_bash", {"cmd": parsed.command})
+            else:
+                result = self._step_tool(parsed.function, parsed.parameters)
+            result.info["latency_s"] = time.perf_counter() - started
+            if result.done:
+                self.done = True
+            return result
+
+    def _step_tool(self, function: str, params: Mapping[str, str]) -> StepResult:
+        ctx = ToolContext(
+            paths=self.paths,
+            cwd=self.cwd,
+            history=self.history,
+            run_bash=self.run,
+            config=self.config.tools,
+        )
+        out = run_tool(function, ctx, params)
+        info = dict(out.info)
+        info["tool"] = function
+        if self.config.observation_format == "mini":
+            obs = render_mini_swe_agent(out.output, out.exit_code)
+        else:
+            obs = render_r2egym(function, out.output, out.exit_code)
+        if out.done:
+            info["patch"] = self.get_patch()
+        return StepResult(observation=obs, exit_code=out.exit_code, done=out.done, info=info)
+
+    def _step_bash(self, command: str) -> StepResult:
+        outcome = self.run(command, merge_stderr=True)
+        info = dict(outcome.info)
+        if outcome.timed_out:
+            obs = render_mini_swe_agent_timeout(command, outcome.output)
+            return StepResult(observation=obs, exit_code=-1, info=info)
+        submission = detect_submission(outcome.output)
+        if submission is not None:
+            info["patch"] = submission
+            return StepResult(
+                observation=submission, exit_code=outcome.exit_code, done=True, info=info
+            )
+        return StepResult(
+            observation=render_mini_swe_agent(outcome.output, outcome.exit_code),
+            exit_code=outcome.exit_code,
+            info=info,
+        )
+
+    def run(
+        self, command: str, *, timeout: float | None = None, merge_stderr: bool = False
+    ) -> BashOutcome:
+        """Run one shell command through the router (real / executor / refused)."""
+        with self._lock:
+            self._check_open()
+            refusal = find_refusal(command, self.cwd)
+            if refusal is not None:
+                return BashOutcome(
+                    stderr=refusal.message,
+                    exit_code=REFUSED_EXIT_CODE,
+                    info={"refused": refusal.reason},
+                )
+            raw = self._runner.run(
+                command,
+                self.cwd,
+                on_call=self._serve_call,
+                timeout=timeout,
+                merge_stderr=merge_stderr,
+            )
+            if raw.cwd:
+                self.cwd = raw.cwd
+            return self._outcome(raw, command)
+
+    def _outcome(self, raw: RawRun, command: str) -> BashOutcome:
+        stdout = raw.stdout.decode("utf-8", errors="replace")
+        stderr = raw.stderr.decode("utf-8", errors="replace")
+        limits = self.config.limits
+        if raw.truncated:
+            stderr += (
+                f"\nsweworld: the output passed {limits.max_output_bytes} bytes; it was "
+                "cut there and the command was stopped.\n"
+            )
+        if raw.timed_out:
+            stderr += (
+                f"\nsweworld: the command did not finish within {limits.timeout:g} s "
+                "and was stopped.\n"
+            )
+        info: dict[str, Any] = {
+            "routes": routes(command),
+            "execution_calls": raw.calls,
+            "wall_s": raw.wall_s,
+            "executor_s": raw.executor_s,
+        }
+        if raw.truncated:
+            info["output_truncated"] = True
+        return BashOutcome(
+            stdout=stdout,
+            stderr=stderr,
+            exit_code=raw.exit_code,
+            timed_out=raw.timed_out,
+            info=info,
+        )
+
+    def _serve_call(self, req_dir_fd: int, req_id: str) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            call = read_call(req_dir_fd, req_id)
+        except ShimProtocolError as exc:
+            answer_call(req_dir_fd, req_id, "", f"sweworld: bad execution request: {exc}\n", 126)
+            return {"error": str(exc)}
+        env = {k: v for k, v in call.env.items() if k not in SHELL_OWN_ENV and BASE_ENV.get(k) != v}
+        request = ExecutionRequest(
+            argv=call.argv,
+            cwd=call.cwd,
+            stdin=call.stdin,
+            env=env,
+            workspace=self.root,
+            tmp=self.tmp_dir,
+            task=self.task,
+            session_id=self.id,
+        )
+        try:
+            result = self.executor.execute(request)
+        except Exception as exc:  # an executor bug must not take the session down
+            result = ExecutionResult(
+                stderr=f"sweworld: the {getattr(self.executor, 'name', 'executor')} executor "
+                f"failed on `{request.command}`: {type(exc).__name__}: {exc}\n",
+                exit_code=1,
+                info={"error": repr(exc)},
+            )
+        answer_call(req_dir_fd, req_id, result.stdout, result.stderr, result.exit_code)
+        return {
+            "command": request.command,
+            "cwd": call.cwd,
+            "exit_code": result.exit_code,
+            "executor": getattr(self.executor, "name", type(self.executor).__name__),
+            "latency_s": time.perf_counter() - started,
+            "info": result.info,
+        }
+
+    # ------------------------------------------------------------------ files and patch
+
+    def read_file(self, path: str) -> str:
+        """Read a file as the agent would see it (``/testbed/...``, ``/tmp/...`` or relative)."""
+        with self._lock:
+            self._check_open()
+            return self.paths.to_host(path, self.cwd).read_text()
+
+    def write_file(self, path: str, text: str) -> None:
+        """Write a file in the workspace (parents created), as an agent's edit would."""
+        from sweworld.sandbox.tools.base import atomic_write_text
+
+        with self._lock:
+            self._check_open()
+            host = self.paths.to_host(path, self.cwd)
+            host.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(host, text)
+
+    def get_patch(self) -> str:
+        """The session's changes against the base commit, as ``git diff`` prints them.
+
+        New files are included (``git add -A`` on a private copy of the index, so the agent's
+        own index is untouched); files ignored by ``.gitignore`` are not.
+        """
+        with self._lock:
+            self._check_open()
+            script = (
+                "cd /testbed || exit 3\n"
+                "export GIT_INDEX_FILE=/.sweworld/ctl/patch-index\n"
+                'cp .git/index "$GIT_INDEX_FILE" 2>/dev/null || rm -f "$GIT_INDEX_FILE"\n'
+                "git add -A >/dev/null 2>&1 || exit 4\n"
+                f"git -c core.quotePath=false diff --cached {self.base.head}\n"
+            )
+            raw = self._runner.run(script, WORKDIR, on_call=None, timeout=600)
+            if raw.exit_code != 0 or raw.timed_out:
+                err = raw.stderr.decode(errors="replace").strip()
+                raise RuntimeError(
+                    f"could not compute the patch of session {self.id} "
+                    f"(exit {raw.exit_code}): {err}"
+                )
+            return raw.stdout.decode("utf-8", errors="replace")
+
+    # ------------------------------------------------------------------ branching
+
+    def snapshot(self) -> Snapshot:
+        """Save the current state; :meth:`restore` returns to it (also in a fork)."""
+        with self._lock:
+            self._check_open()
+            snap_id = f"snap-{next(_snapshot_ids)}"
+            path = self.state_dir / "snapshots" / snap_id
+            self.workspace.save(path / "workspace")
+            _copy_dir(self.tmp_dir, path / "tmp")
+            snap = Snapshot(
+                id=snap_id,
+                session_id=self.id,
+                base=self.base.path,
+                path=path,
+                cwd=self.cwd,
+                history=copy.deepcopy(self.history),
+                created=time.time(),
+            )
+            self._snapshots[snap_id] = snap
+            return snap
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Return to a snapshot of this session or of a session it was forked from."""
+        with self._lock:
+            self._check_open()
+            if snapshot.base != self.base.path:
+                raise ValueError(f"snapshot {snapshot.id} is of another repository state")
+            if not snapshot.path.exists():
+                raise ValueError(
+                    f"snapshot {snapshot.id} no longer exists (its session was destroyed)"
+                )
+            self._runner.stop()
+            self.workspace.load(snapshot.path / "workspace")
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+            _copy_dir(snapshot.path / "tmp", self.tmp_dir)
+            self.cwd = snapshot.cwd
+            self.history = copy.deepcopy(snapshot.history)
+            self.done = False
+            self.paths = SandboxPaths({WORKDIR: self.workspace.root, "/tmp": self.tmp_dir}, WORKDIR)
+            self._runner = self._make_runner()
+
+    def fork(self) -> Session:
+        """An independent copy of this session in its current state (same executor)."""
+        with self._lock:
+            self._check_open()
+            if self._on_fork is None:
+                raise RuntimeError("this session was not created by a SessionManager")
+            return self._on_fork(self)
+
+    _on_fork: Callable[[Session], Session] | None = None
+
+    # ------------------------------------------------------------------ teardown
+
+    def destroy(self) -> None:
+        """Unmount and delete everything the session owns. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self._runner.stop()
+                self.workspace.destroy()
+            finally:
+                shutil.rmtree(self.state_dir, ignore_errors=True)
+                if self._cgroup is not None:
+                    self._cgroup.remove()
+                if self._on_destroy is not None:
+                    self._on_destroy(self)
+
+    close = destroy
+
+
+def _copy_dir(src: Path, dest: Path) -> None:
+    copy_tree(src, dest)
+    dest.chmod(0o1777)

@@ -1,0 +1,25 @@
+"""Tasks: one schema for SWE-bench, SWE-Gym, SWE-smith and R2E-Gym rows, and loaders."""
+
+from sweworld.tasks.loaders import (
+    HubUnavailableError,
+    MissingDependencyError,
+    TaskLoadError,
+    TaskNotFoundError,
+    get_task,
+    iter_tasks,
+    load_tasks,
+)
+from sweworld.tasks.schema import Task, TaskSource, TaskValidationError
+
+__all__ = [
+    "HubUnavailableError",
+    "MissingDependencyError",
+    "Task",
+    "TaskLoadError",
+    "TaskNotFoundError",
+    "TaskSource",
+    "TaskValidationError",
+    "get_task",
+    "iter_tasks",
+    "load_tasks",
+]

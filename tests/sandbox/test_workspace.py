@@ -1,0 +1,81 @@
+"""Copy-on-write workspaces: isolation from the base and from each other, save/load, fork."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from sweworld.sandbox.workspace import (
+    CopyWorkspace,
+    OverlayWorkspace,
+    WorkspaceError,
+    overlay_available,
+    resolve_backend,
+)
+
+
+@pytest.fixture
+def base(tmp_path):
+    lower = tmp_path / "base"
+    (lower / "pkg").mkdir(parents=True)
+    (lower / "pkg" / "mod.py").write_text("x = 1\n")
+    (lower / "README").write_text("readme\n")
+    return lower
+
+
+def backends(tmp_path):
+    out = [CopyWorkspace]
+    if overlay_available(str(tmp_path)):
+        out.append(OverlayWorkspace)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["overlay", "copy"])
+def test_isolation_save_load_fork_destroy(tmp_path, base, kind):
+    if kind == "overlay" and not overlay_available(str(tmp_path)):
+        pytest.skip("this process may not mount overlays")
+    cls = OverlayWorkspace if kind == "overlay" else CopyWorkspace
+    a = cls(base, tmp_path / "a")
+    b = cls(base, tmp_path / "b")
+    (a.root / "pkg" / "mod.py").write_text("x = 2\n")
+    (a.root / "README").unlink()
+    (a.root / "new.txt").write_text("new\n")
+    assert (base / "pkg" / "mod.py").read_text() == "x = 1\n"
+    assert (base / "README").exists()
+    assert (b.root / "pkg" / "mod.py").read_text() == "x = 1\n"
+    assert not (b.root / "new.txt").exists()
+
+    a.save(tmp_path / "saved")
+    c = a.fork(tmp_path / "c")
+    (a.root / "new.txt").write_text("changed\n")
+    (c.root / "pkg" / "mod.py").write_text("x = 3\n")
+    assert (a.root / "pkg" / "mod.py").read_text() == "x = 2\n"
+    assert not (c.root / "README").exists()  # deletions carry into the fork
+    a.load(tmp_path / "saved")
+    assert (a.root / "new.txt").read_text() == "new\n"
+    assert not (a.root / "README").exists()
+
+    for ws in (a, b, c):
+        ws.destroy()
+    assert not any((tmp_path / name / "upper").exists() for name in "abc")
+    assert sorted(os.listdir(base)) == ["README", "pkg"]
+
+
+def test_overlay_untouched_session_is_tiny_and_leaves_no_host_mount(tmp_path, base):
+    if not overlay_available(str(tmp_path)):
+        pytest.skip("this process may not mount overlays")
+    ws = OverlayWorkspace(base, tmp_path / "s")
+    assert ws.disk_usage() < 64 * 1024
+    with open("/proc/self/mountinfo") as fh:
+        assert str(ws.bind_source) not in fh.read()  # the mount lives in its own namespace
+    (ws.root / "pkg" / "mod.py").write_text("y = 1\n")
+    assert os.listdir(ws.upper / "pkg") == ["mod.py"]  # only the touched file was copied up
+    ws.destroy()
+
+
+def test_backend_resolution(tmp_path):
+    assert resolve_backend("copy", tmp_path) == "copy"
+    assert resolve_backend("auto", tmp_path) in ("overlay", "copy")
+    with pytest.raises(WorkspaceError, match="unknown workspace backend"):
+        resolve_backend("hardlink", tmp_path)

@@ -1,0 +1,166 @@
+"""The command line, run as a user would run it."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweworld.cli import _read_action, main, read_actions
+from tests.conftest import PROJECT, requires_sandbox, shared_data_dir
+
+DEMO = PROJECT / "data" / "toy" / "demo_actions.jsonl"
+
+
+def sweworld(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sweworld", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=300,
+        cwd=PROJECT,
+    )
+
+
+def test_tasks_list_and_show(capsys):
+    assert main(["tasks", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "sweworld__stockroom-1" in out and "4 task(s)" in out
+    assert main(["tasks", "show", "--id", "sweworld__stockroom-2", "--field", "FAIL_TO_PASS"]) == 0
+    f2p = json.loads(capsys.readouterr().out)
+    assert f2p[0].startswith("tests/test_inventory.py::TestRemove::")
+    assert main(["tasks", "show", "--id", "sweworld__stockroom-2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["repo"] == "sweworld/stockroom"
+
+
+def test_tasks_show_a_real_swebench_row():
+    lite = shared_data_dir() / "swebench_lite.jsonl.gz"
+    if not lite.exists():
+        pytest.skip("shared SWE-bench data is absent")
+    proc = sweworld("tasks", "show", "--file", str(lite), "--id", "django__django-11099")
+    assert proc.returncode == 0
+    assert "== instance_id: django__django-11099" in proc.stdout
+    assert "== base_commit: d26b2424437dabeeca94d7900b37d2df4410da0c" in proc.stdout
+    assert "UsernameValidator" in proc.stdout
+
+
+def test_errors_are_one_line_not_tracebacks():
+    proc = sweworld("tasks", "show", "--id", "no-such-task")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("sweworld: error:") and "Traceback" not in proc.stderr
+    proc = sweworld("run", "--id", "sweworld__stockroom-1", "--actions", "/nonexistent.jsonl")
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_read_actions_validates_lines():
+    assert list(read_actions(['"ls"', "", '{"function": "finish"}'])) == [
+        "ls",
+        {"function": "finish"},
+    ]
+    with pytest.raises(ValueError, match="actions:2: not a JSON value"):
+        list(read_actions(['"ls"', "ls -la"]))
+    with pytest.raises(ValueError, match="expected a JSON string or object"):
+        list(read_actions(["[1, 2]"]))
+
+
+@requires_sandbox
+def test_run_replays_actions_and_prints_the_patch():
+    proc = sweworld("run", "--id", "sweworld__stockroom-1", "--actions", str(DEMO))
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    observations, final = lines[:-1], lines[-1]
+    assert all(set(o) == {"observation", "exit_code", "done"} for o in observations)
+    assert "Initial commit of stockroom" in observations[0]["observation"]
+    no_exec = [o for o in observations if "no executor" in o["observation"]]
+    assert no_exec and all(o["exit_code"] == 126 for o in no_exec)
+    assert observations[-1]["done"] is True
+    assert "slug.strip(separator)" in final["patch"]
+    assert final["patch"].startswith("diff --git a/stockroom/textutil.py")
+
+
+@requires_sandbox
+def test_run_with_a_scripted_executor_and_escapes(tmp_path):
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps([{"pattern": "pytest", "stdout": "1 passed\n"}]))
+    actions = tmp_path / "a.jsonl"
+    actions.write_text(
+        "\n".join(
+            json.dumps(a)
+            for a in [
+                "git log --all --oneline",
+                "git reflog",
+                "ls ..",
+                "cat /etc/passwd",
+                "python -m pytest -q",
+            ]
+        )
+        + "\n"
+    )
+    proc = sweworld(
+        "run",
+        "--id",
+        "sweworld__stockroom-2",
+        "--actions",
+        str(actions),
+        "--executor",
+        f"scripted:{rules}",
+    )
+    assert proc.returncode == 0, proc.stderr
+    obs = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert obs[0]["observation"].count("\n") == 4  # two commits: the base and its parent
+    assert "<output>\n</output>" in obs[1]["observation"]  # empty reflog
+    assert "testbed" in obs[2]["observation"] and "home" not in obs[2]["observation"]
+    assert "root:x:0:0" in obs[3]["observation"] and "sshd" not in obs[3]["observation"]
+    assert "1 passed" in obs[4]["observation"]
+    assert obs[-1] == {"patch": ""}
+
+
+@requires_sandbox
+def test_shell_reads_multiline_actions(monkeypatch, capsys):
+    script = "\n".join(
+        [
+            "cat > /tmp/x.txt <<'EOF'",
+            "hello",
+            "EOF",
+            "<function=file_editor>",
+            "<parameter=command>view</parameter>",
+            "<parameter=path>/tmp/x.txt</parameter>",
+            "</function>",
+            ":patch",
+            "echo done",
+            ":quit",
+            "",
+        ]
+    )
+    monkeypatch.setattr(sys, "stdin", io.StringIO(script))
+    from sweworld import cli
+
+    args = cli.build_parser().parse_args(["shell", "--id", "sweworld__stockroom-1"])
+    assert cli._cmd_shell(args, stream=io.StringIO(script), out=sys.stdout) == 0
+    out = capsys.readouterr().out
+    assert "(no changes)" in out
+    assert "done" in out
+    assert "Viewing non-Python files is disallowed" in out  # R2E-Gym's python_only default
+
+
+def test_read_action_heredoc_and_continuation():
+    stream = io.StringIO("echo a \\\n b\ncat <<EOF\nx\nEOF\n")
+    out = io.StringIO()
+    assert _read_action(stream, out) == "echo a \\\n b"
+    assert _read_action(stream, out) == "cat <<EOF\nx\nEOF"
+    assert _read_action(stream, out) is None
+
+
+def test_version():
+    proc = sweworld("--version")
+    assert proc.stdout.startswith("sweworld ")
+
+
+def test_console_script_is_declared():
+    text = Path(PROJECT / "pyproject.toml").read_text()
+    assert 'sweworld = "sweworld.cli:main"' in text
