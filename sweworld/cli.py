@@ -53,6 +53,12 @@ def _add_session_args(p: argparse.ArgumentParser) -> None:
         "(default: the toy repo, or $SWEWORLD_REPO_CACHE)",
     )
     p.add_argument(
+        "--history",
+        default="full",
+        help="git history in the sandbox: full (up to the base commit), depth:N (the last N "
+        "commits) or none (one root commit) (default: full)",
+    )
+    p.add_argument(
         "--backend",
         default="auto",
         choices=["auto", "overlay", "copy"],
@@ -212,7 +218,7 @@ def _open_session(args: argparse.Namespace):
         limits=SandboxLimits(timeout=args.timeout),
         observation_format=args.observation_format,
     )
-    return manager, manager.open(task, repo_path=args.repo_path)
+    return manager, manager.open(task, repo_path=args.repo_path, history=args.history)
 
 
 def read_actions(lines: Iterable[str], source: str = "actions") -> Iterator[Any]:

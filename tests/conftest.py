@@ -57,3 +57,23 @@ def session(manager, toy_task):
     sess = manager.open(toy_task)
     yield sess
     sess.destroy()
+
+
+@pytest.fixture(scope="session")
+def mini_swe_agent_trajectories() -> list[dict]:
+    """Every trajectory of the shared mini-swe-agent runs (skips when the data is absent)."""
+    import json
+    import tarfile
+
+    path = shared_data_dir() / "mini-swe-agent-gemini3-verified.tar.gz"
+    if not path.is_file():
+        pytest.skip(f"shared data not present: {path}")
+    out = []
+    with tarfile.open(path, "r:gz") as tf:
+        for member in tf:
+            if member.name.endswith(".traj.json"):
+                handle = tf.extractfile(member)
+                assert handle is not None
+                out.append(json.load(handle))
+    assert out
+    return out

@@ -64,13 +64,11 @@ class SessionConfig:
         tools: R2E-Gym tool settings (``python_only``, truncation, timeouts).
         observation_format: ``auto`` renders function calls the R2E-Gym way and bash actions
             the mini-swe-agent way; ``r2egym`` or ``mini`` force one.
-        history: ``full`` keeps git history up to the base commit, ``none`` one root commit.
     """
 
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     tools: ToolConfig = field(default_factory=ToolConfig)
     observation_format: str = "auto"
-    history: str = "full"
 
 
 @dataclass(frozen=True)

@@ -169,6 +169,10 @@ def _mounter() -> _Mounter:
     return _Mounter()
 
 
+# A forked child does not inherit the mounter thread: it must start its own.
+os.register_at_fork(after_in_child=_mounter.cache_clear)
+
+
 class OverlayWorkspace:
     """Kernel overlay over the base checkout, in a private mount namespace (module docstring).
 

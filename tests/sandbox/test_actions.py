@@ -2,9 +2,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import tarfile
-from pathlib import Path
 
 import pytest
 
@@ -291,43 +288,27 @@ def test_bad_mappings(mapping, fragment):
 # ----------------------------------------------------------------------------- real data
 
 
-def _shared_data() -> Path | None:
-    env = os.environ.get("SWEWORLD_SHARED_DATA")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[3] / "shared" / "data")
-    for c in candidates:
-        if (c / "mini-swe-agent-gemini3-verified.tar.gz").is_file():
-            return c
-    return None
-
-
 @pytest.mark.shared_data
-def test_real_mini_swe_agent_responses_parse_as_the_agent_parsed_them():
-    data = _shared_data()
-    if data is None:
-        pytest.skip("shared data (mini-swe-agent trajectories) not available")
+def test_real_mini_swe_agent_responses_parse_as_the_agent_parsed_them(
+    mini_swe_agent_trajectories,
+):
     errors = commands = 0
-    with tarfile.open(data / "mini-swe-agent-gemini3-verified.tar.gz", "r:gz") as tf:
-        for member in tf:
-            if not member.name.endswith(".traj.json"):
+    for trajectory in mini_swe_agent_trajectories:
+        messages = trajectory["messages"]
+        for msg, reply in itertools.pairwise(messages):
+            if msg["role"] != "assistant":
                 continue
-            handle = tf.extractfile(member)
-            assert handle is not None
-            messages = json.load(handle)["messages"]
-            for msg, reply in itertools.pairwise(messages):
-                if msg["role"] != "assistant":
-                    continue
-                answer = reply["content"]
-                if answer.startswith("Please always provide EXACTLY ONE action"):
-                    with pytest.raises(ActionParseError) as info:
-                        parse_action(msg["content"], format="mini_swe_agent")
-                    assert str(info.value) == answer
-                    errors += 1
-                else:
-                    action = parse_action(msg["content"], format="mini_swe_agent")
-                    assert action.kind == "bash"
-                    if answer.startswith("The last command <command>"):
-                        assert answer.startswith(f"The last command <command>{action.command}</")
-                    commands += 1
+            answer = reply["content"]
+            if answer.startswith("Please always provide EXACTLY ONE action"):
+                with pytest.raises(ActionParseError) as info:
+                    parse_action(msg["content"], format="mini_swe_agent")
+                assert str(info.value) == answer
+                errors += 1
+            else:
+                action = parse_action(msg["content"], format="mini_swe_agent")
+                assert action.kind == "bash"
+                if answer.startswith("The last command <command>"):
+                    assert answer.startswith(f"The last command <command>{action.command}</")
+                commands += 1
     assert errors > 500
     assert commands > 10000

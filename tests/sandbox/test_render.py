@@ -1,10 +1,6 @@
 from __future__ import annotations
 
-import json
-import os
 import re
-import tarfile
-from pathlib import Path
 
 import pytest
 
@@ -188,30 +184,9 @@ def test_detect_submission_with_failed_command():
 # ----------------------------------------------------------------------------- real data
 
 
-def _shared_data() -> Path | None:
-    env = os.environ.get("SWEWORLD_SHARED_DATA")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[3] / "shared" / "data")
-    for c in candidates:
-        if (c / "mini-swe-agent-gemini3-verified.tar.gz").is_file():
-            return c
-    return None
-
-
 @pytest.fixture(scope="module")
-def trajectories() -> list[dict]:
-    data = _shared_data()
-    if data is None:
-        pytest.skip("shared data (mini-swe-agent trajectories) not available")
-    out = []
-    with tarfile.open(data / "mini-swe-agent-gemini3-verified.tar.gz", "r:gz") as tf:
-        for member in tf:
-            if member.name.endswith(".traj.json"):
-                handle = tf.extractfile(member)
-                assert handle is not None
-                out.append(json.load(handle))
-    assert out
-    return out
+def trajectories(mini_swe_agent_trajectories) -> list[dict]:
+    return mini_swe_agent_trajectories
 
 
 OUTPUT_RE = re.compile(r"<returncode>(-?\d+)</returncode>\n<output>\n(.*)</output>", re.S)

@@ -125,3 +125,26 @@ def test_clone_mirror_from_a_url(tmp_path, toy_source):
     )
     assert path == tmp_path / "cache" / "acme__cloned.git"
     assert _git(path, "rev-parse", "main").strip() == TOY_HEAD_COMMIT
+
+
+def test_shallow_history_keeps_the_last_commits_only(tmp_path, toy_source, toy_tasks):
+    task = toy_tasks[3]  # three commits before it
+    base = materialize(
+        toy_source,
+        repo=TOY_REPO_NAME,
+        base_commit=task.base_commit,
+        history="depth:2",
+        root=tmp_path,
+    )
+    log = _git(base.path, "log", "--all", "--format=%H").split()
+    assert log == [task.base_commit, toy_tasks[2].base_commit]
+    assert (base.path / ".git" / "shallow").exists()
+    assert git(["cat-file", "-p", TOY_HEAD_COMMIT], base.path, check=False).returncode != 0
+    with pytest.raises(ValueError, match="depth:N"):
+        materialize(
+            toy_source,
+            repo=TOY_REPO_NAME,
+            base_commit=task.base_commit,
+            history="depth:x",
+            root=tmp_path,
+        )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import gzip
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -16,12 +15,7 @@ from typing import Any
 
 import pytest
 
-
-def shared_data_dir() -> Path:
-    env = os.environ.get("SWEWORLD_SHARED_DATA")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data"
+from tests.conftest import shared_data_dir
 
 
 def _read_jsonl_gz(path: Path) -> list[dict[str, Any]]:

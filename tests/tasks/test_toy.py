@@ -14,23 +14,11 @@ from pathlib import Path
 import pytest
 
 from sweworld.tasks import toy
+from sweworld.tasks.schema import SWEBENCH_FIELDS
 
 TASKS = toy.load_toy_tasks()
 TASK_IDS = [task["instance_id"] for task in TASKS]
-SWE_BENCH_FIELDS = {
-    "repo",
-    "instance_id",
-    "base_commit",
-    "patch",
-    "test_patch",
-    "problem_statement",
-    "hints_text",
-    "created_at",
-    "version",
-    "FAIL_TO_PASS",
-    "PASS_TO_PASS",
-    "environment_setup_commit",
-}
+SWE_BENCH_FIELDS = set(SWEBENCH_FIELDS)
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
