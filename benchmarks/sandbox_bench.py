@@ -97,6 +97,12 @@ def du_bytes(path: Path) -> int:
     return int(out.stdout.split()[0]) if out.returncode == 0 else 0
 
 
+def quiet() -> None:
+    """Let the disk settle between phases (a full copy leaves ~90 MB of dirty pages)."""
+    os.sync()
+    time.sleep(3)
+
+
 def time_create(make, n: int) -> tuple[list[float], list]:
     times, made = [], []
     for _ in range(n):
@@ -147,93 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         f"python {platform.python_version()}\n"
     )
 
-    # -------------------------------------------------------------- create + disk
-    ov_times, ov_sessions = time_create(
-        lambda: overlay.open(repo="django/django", repo_path=source, history="none"), args.creates
-    )
-    ov_disk = statistics.mean(
-        s.workspace.disk_usage() + du_bytes(s.state_dir / "tmp") for s in ov_sessions[:20]
-    )
-    for s in ov_sessions:
-        s.destroy()
-    cp_times, cp_sessions = time_create(
-        lambda: copying.open(repo="django/django", repo_path=source, history="none"),
-        args.baseline_creates,
-    )
-    cp_disk = statistics.mean(du_bytes(s.state_dir) for s in cp_sessions)
-    for s in cp_sessions:
-        s.destroy()
-    hl_times = []
-    for i in range(args.baseline_creates):
-        dest = runtime / f"hl{i}"
-        t0 = time.perf_counter()
-        subprocess.run(["cp", "-al", str(base.path), str(dest)], check=True)
-        hl_times.append(time.perf_counter() - t0)
-        shutil.rmtree(dest)
-    results["create"] = {
-        "overlay": {"p50": pct(ov_times, 50), "p99": pct(ov_times, 99), "n": len(ov_times)},
-        "full_copy": {"p50": pct(cp_times, 50), "p99": pct(cp_times, 99), "n": len(cp_times)},
-        "hardlink_copy": {"p50": pct(hl_times, 50), "p99": pct(hl_times, 99)},
-    }
-    results["disk_per_untouched_session"] = {"overlay": ov_disk, "full_copy": cp_disk}
-    print("session create                 p50          p99")
-    print(
-        f"  overlay (sweworld)      {ms(pct(ov_times, 50))} {ms(pct(ov_times, 99))}"
-        f"   (n={len(ov_times)})"
-    )
-    print(
-        f"  full copy (baseline)    {ms(pct(cp_times, 50))} {ms(pct(cp_times, 99))}"
-        f"   (n={len(cp_times)})"
-    )
-    print(f"  hardlink copy (ref.)    {ms(pct(hl_times, 50))} {ms(pct(hl_times, 99))}")
-    print("disk per untouched session")
-    print(f"  overlay (sweworld)      {ov_disk / 1024:10.1f} KB")
-    print(f"  full copy (baseline)    {cp_disk / 1024:10.1f} KB\n")
-
-    # -------------------------------------------------------------- memory
-    print("memory with N live sessions     process RSS     machine used (delta)")
-    results["memory"] = {}
-    mem0, rss0 = mem_used_mb(), rss_mb()
-    live = []
-    for target in (1, 64, args.sessions):
-        while len(live) < target:
-            live.append(overlay.open(repo="django/django", repo_path=source, history="none"))
-        time.sleep(0.5)
-        row = {
-            "rss_mb": rss_mb(),
-            "rss_delta_mb": rss_mb() - rss0,
-            "machine_delta_mb": mem_used_mb() - mem0,
-        }
-        results["memory"][str(target)] = row
-        print(
-            f"  overlay, {target:4d} sessions    {row['rss_mb']:8.1f} MB     "
-            f"{row['machine_delta_mb']:8.1f} MB"
-        )
-    # a step must stay fast with all of them alive
-    busy = live[-1]
-    many_live = []
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        busy.step("cat django/__init__.py")
-        many_live.append(time.perf_counter() - t0)
-    results["step_with_all_sessions_live"] = {"p50": pct(many_live, 50)}
-    print(f"  step p50 with {len(live)} live sessions: {ms(pct(many_live, 50))}")
-    for s in live:
-        s.destroy()
-    time.sleep(0.5)
-    cp_live = [
-        copying.open(repo="django/django", repo_path=source, history="none") for _ in range(8)
-    ]
-    cp_mem = {"sessions": 8, "disk_mb": sum(du_bytes(s.state_dir) for s in cp_live) / 1e6}
-    for s in cp_live:
-        s.destroy()
-    results["memory"]["full_copy_8_sessions_disk_mb"] = cp_mem["disk_mb"]
-    print(
-        f"  full copy baseline: 8 sessions hold {cp_mem['disk_mb']:.0f} MB of disk "
-        f"({cp_mem['disk_mb'] / 8:.0f} MB each; 512 would need "
-        f"{cp_mem['disk_mb'] / 8 * 512 / 1e3:.0f} GB)\n"
-    )
-
+    quiet()
     # -------------------------------------------------------------- step latency
     commands = [
         "ls django",
@@ -296,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         return pct(times, 50)
 
     runner = ov._runner
-    bw_args = runner._bwrap_args("/testbed")
+    bw_args = runner._bwrap_args()
     bare_bash = timed(["bash", "-c", "cat django/__init__.py"], cwd=base.path)
     bare_bwrap = timed(
         [
@@ -341,12 +261,103 @@ def main(argv: list[str] | None = None) -> int:
     }
     results["breakdown"] = breakdown
     print("\nwhere a `cat` step goes (p50)")
-    print(f"  bash -c on the host (no sandbox)        {ms(bare_bash)}")
-    print(f"  minimal bwrap (one bind, no namespaces)  {ms(bare_bwrap)}")
-    print(f"  nsenter + sweworld's full bwrap          {ms(full_bwrap)}")
-    print(f"  Session.run (+ cgroup, router, pipes)    {ms(pct(run_only, 50))}")
+    print(f"  bash -c on the host (no sandbox)              {ms(bare_bash)}")
+    print(f"  minimal bwrap (one bind, no namespaces)       {ms(bare_bwrap)}")
+    print(f"  a cold sandbox: nsenter + sweworld's bwrap    {ms(full_bwrap)}")
+    print(f"  Session.run on a warm sandbox (what a step is) {ms(pct(run_only, 50))}")
     ov.destroy()
     cp.destroy()
+    quiet()
+    # -------------------------------------------------------------- create + disk
+    ov_times, ov_sessions = time_create(
+        lambda: overlay.open(repo="django/django", repo_path=source, history="none"), args.creates
+    )
+    ov_disk = statistics.mean(
+        s.workspace.disk_usage() + du_bytes(s.state_dir / "tmp") for s in ov_sessions[:20]
+    )
+    for s in ov_sessions:
+        s.destroy()
+    cp_times, cp_sessions = time_create(
+        lambda: copying.open(repo="django/django", repo_path=source, history="none"),
+        args.baseline_creates,
+    )
+    cp_disk = statistics.mean(du_bytes(s.state_dir) for s in cp_sessions)
+    for s in cp_sessions:
+        s.destroy()
+    hl_times = []
+    for i in range(args.baseline_creates):
+        dest = runtime / f"hl{i}"
+        t0 = time.perf_counter()
+        subprocess.run(["cp", "-al", str(base.path), str(dest)], check=True)
+        hl_times.append(time.perf_counter() - t0)
+        shutil.rmtree(dest)
+    results["create"] = {
+        "overlay": {"p50": pct(ov_times, 50), "p99": pct(ov_times, 99), "n": len(ov_times)},
+        "full_copy": {"p50": pct(cp_times, 50), "p99": pct(cp_times, 99), "n": len(cp_times)},
+        "hardlink_copy": {"p50": pct(hl_times, 50), "p99": pct(hl_times, 99)},
+    }
+    results["disk_per_untouched_session"] = {"overlay": ov_disk, "full_copy": cp_disk}
+    print("session create                 p50          p99")
+    print(
+        f"  overlay (sweworld)      {ms(pct(ov_times, 50))} {ms(pct(ov_times, 99))}"
+        f"   (n={len(ov_times)})"
+    )
+    print(
+        f"  full copy (baseline)    {ms(pct(cp_times, 50))} {ms(pct(cp_times, 99))}"
+        f"   (n={len(cp_times)})"
+    )
+    print(f"  hardlink copy (ref.)    {ms(pct(hl_times, 50))} {ms(pct(hl_times, 99))}")
+    print("disk per untouched session")
+    print(f"  overlay (sweworld)      {ov_disk / 1024:10.1f} KB")
+    print(f"  full copy (baseline)    {cp_disk / 1024:10.1f} KB\n")
+
+    quiet()
+    # -------------------------------------------------------------- memory
+    print("memory with N live sessions           process RSS   machine used (delta)")
+    results["memory"] = {}
+    mem0 = mem_used_mb()
+    live: list = []
+    for target in (1, 64, args.sessions):
+        while len(live) < target:
+            live.append(overlay.open(repo="django/django", repo_path=source, history="none"))
+        time.sleep(0.5)
+        cold = {"rss_mb": rss_mb(), "machine_delta_mb": mem_used_mb() - mem0}
+        for s in live:  # one step each: every session now holds a warm sandbox
+            s.step("true")
+        time.sleep(0.5)
+        warm = {"rss_mb": rss_mb(), "machine_delta_mb": mem_used_mb() - mem0}
+        results["memory"][str(target)] = {"opened": cold, "stepped": warm}
+        for label, row in (("opened", cold), ("stepped", warm)):
+            print(
+                f"  {target:4d} sessions, {label:<8}       {row['rss_mb']:8.1f} MB   "
+                f"{row['machine_delta_mb']:8.1f} MB"
+            )
+    # a step must stay fast with all of them alive
+    busy = live[-1]
+    many_live = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        busy.step("cat django/__init__.py")
+        many_live.append(time.perf_counter() - t0)
+    results["step_with_all_sessions_live"] = {"p50": pct(many_live, 50)}
+    print(f"  step p50 with {len(live)} live sessions: {ms(pct(many_live, 50))}")
+    for s in live:
+        s.destroy()
+    time.sleep(0.5)
+    cp_live = [
+        copying.open(repo="django/django", repo_path=source, history="none") for _ in range(8)
+    ]
+    cp_mem = {"sessions": 8, "disk_mb": sum(du_bytes(s.state_dir) for s in cp_live) / 1e6}
+    for s in cp_live:
+        s.destroy()
+    results["memory"]["full_copy_8_sessions_disk_mb"] = cp_mem["disk_mb"]
+    print(
+        f"  full copy baseline: 8 sessions hold {cp_mem['disk_mb']:.0f} MB of disk "
+        f"({cp_mem['disk_mb'] / 8:.0f} MB each; 512 would need "
+        f"{cp_mem['disk_mb'] / 8 * 512 / 1e3:.0f} GB)\n"
+    )
+
+    quiet()
     overlay.close_all()
     copying.close_all()
     shutil.rmtree(runtime, ignore_errors=True)

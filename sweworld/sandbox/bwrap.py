@@ -177,6 +177,13 @@ class PidsCgroup:
             return None
         return cls(path)
 
+    @classmethod
+    def remove_named(cls, name: str) -> None:
+        """Remove a session's cgroup if it exists (cleanup after a crash)."""
+        parent = cls._parent()
+        if parent is not None and (parent / name).is_dir():
+            cls(parent / name).remove()
+
     @property
     def procs_file(self) -> Path:
         return self.path / "cgroup.procs"
@@ -245,7 +252,7 @@ class SandboxRunner:
         self.ctl_dir = ctl_dir
         self.limits = limits
         self.cgroup = cgroup
-        self.log_path = ctl_dir.parent / "sandbox.log"
+        self.log_path = ctl_dir.parent / f"{ctl_dir.name}.log"  # host-only, not in the bind
         self._proc: subprocess.Popen | None = None
         self._fds: dict[str, int] = {}
         self._status = b""
@@ -355,8 +362,9 @@ class SandboxRunner:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
+            poller = select.poll()  # not select(): descriptors may exceed FD_SETSIZE
+            poller.register(fd, select.POLLIN)
+            if not poller.poll(remaining * 1000):
                 return None
             try:
                 chunk = os.read(fd, 4096)
@@ -378,6 +386,12 @@ class SandboxRunner:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds = {}
+
+    def remove_files(self) -> None:
+        """Stop and delete the control folder and the log (when the session ends)."""
+        self.stop()
+        shutil.rmtree(self.ctl_dir, ignore_errors=True)
+        self.log_path.unlink(missing_ok=True)
 
     close = stop
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sweworld.dirs import runtime_dir
+from sweworld.dirs import control_dir, runtime_dir
 from sweworld.registry import make_executor
 from sweworld.sandbox.bwrap import PidsCgroup, SandboxLimits, bwrap_path
 from sweworld.sandbox.repos import BaseCheckout, find_repo_source, materialize
@@ -60,9 +60,11 @@ class SessionManager:
         checkout_root: Path | None = None,
     ):
         bwrap_path()  # fail early, with the install hint, when bubblewrap is missing
+        _raise_fd_limit()
         self.runtime_root = Path(runtime_root) if runtime_root else runtime_dir()
         self.sessions_dir = self.runtime_root / "sessions"
         self.sessions_dir.mkdir(parents=True, exist_ok=True)
+        self.control_root = control_dir()
         self.backend = resolve_backend(backend, self.sessions_dir)
         self.default_executor = executor
         self.default_config = SessionConfig(
@@ -74,7 +76,7 @@ class SessionManager:
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._checkouts: dict[tuple, BaseCheckout] = {}
-        gc_stale_sessions(self.sessions_dir)
+        gc_stale_sessions(self.sessions_dir, self.control_root)
         _live_managers.add(self)
 
     # ------------------------------------------------------------------ opening
@@ -163,6 +165,7 @@ class SessionManager:
                 on_destroy=self._forget,
                 cwd=source.cwd if source else "/testbed",
                 history=_copy_history(source.history) if source else None,
+                ctl_dir=self.control_root / sid,
             )
             if source is not None:
                 shutil.rmtree(session.tmp_dir)
@@ -211,29 +214,42 @@ class SessionManager:
         return iter(self.sessions)
 
 
+def _raise_fd_limit() -> None:
+    """Each session holds a few descriptors (its namespace, its workspace, a warm sandbox's
+    pipes): lift the soft limit to the hard one so that hundreds of sessions fit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def _copy_history(history: dict[str, list[str]]) -> dict[str, list[str]]:
     return {k: list(v) for k, v in history.items()}
 
 
-def gc_stale_sessions(sessions_dir: Path | None = None) -> list[str]:
-    """Remove session folders (and pids cgroups) left by processes that no longer run.
+def gc_stale_sessions(*folders: Path) -> list[str]:
+    """Remove session state (and pids cgroups) left by processes that no longer run.
 
-    Overlay mounts need no cleanup: they live in private mount namespaces that the kernel
-    tears down with the process that held them.
+    ``folders`` default to the runtime and control folders. Overlay mounts need no cleanup:
+    they live in private mount namespaces that the kernel tears down with their process.
     """
-    sessions_dir = sessions_dir or runtime_dir() / "sessions"
+    folders = folders or (runtime_dir() / "sessions", control_dir())
     removed = []
-    if not sessions_dir.exists():
-        return removed
-    for entry in sessions_dir.iterdir():
-        pid_text = entry.name.split("-", 1)[0]
-        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+    for folder in folders:
+        if not folder.is_dir():
             continue
-        shutil.rmtree(entry, ignore_errors=True)
-        cgroup = PidsCgroup.create(entry.name, 1)
-        if cgroup is not None:
-            cgroup.remove()
-        removed.append(entry.name)
+        for entry in folder.iterdir():
+            pid_text = entry.name.split("-", 1)[0]
+            if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+                PidsCgroup.remove_named(entry.name)
+                removed.append(entry.name)
+            else:
+                entry.unlink(missing_ok=True)
     return removed
 
 

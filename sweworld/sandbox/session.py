@@ -103,6 +103,7 @@ class Session:
         on_destroy: Callable[[Session], None] | None = None,
         cwd: str = WORKDIR,
         history: dict[str, list[str]] | None = None,
+        ctl_dir: Path | None = None,
     ):
         self.id = session_id
         self.base = base
@@ -112,6 +113,7 @@ class Session:
         self.config = config
         self.task = task
         self.tmp_dir = state_dir / "tmp"
+        self.ctl_dir = ctl_dir or state_dir / "ctl"
         self.tmp_dir.mkdir(exist_ok=True, mode=0o1777)
         self.tmp_dir.chmod(0o1777)
         self.cwd = cwd
@@ -129,7 +131,7 @@ class Session:
     def _make_runner(self) -> SandboxRunner:
         return SandboxRunner(
             mounts={WORKDIR: self.workspace.bind_source, "/tmp": self.tmp_dir},
-            ctl_dir=self.state_dir / "ctl",
+            ctl_dir=self.ctl_dir,
             limits=self.config.limits,
             cgroup=self._cgroup,
             mount_ns_fd=self.workspace.mount_ns_fd,
@@ -420,7 +422,7 @@ class Session:
                 return
             self._closed = True
             try:
-                self._runner.stop()
+                self._runner.remove_files()
                 self.workspace.destroy()
             finally:
                 shutil.rmtree(self.state_dir, ignore_errors=True)

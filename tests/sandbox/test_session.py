@@ -343,10 +343,12 @@ def test_editor_history_is_per_session(session):
 def test_destroy_leaves_nothing(manager, toy_task):
     s = manager.open(toy_task)
     s.step("echo data > file.txt")
-    state = s.state_dir
+    state, ctl = s.state_dir, s.ctl_dir
+    assert ctl.exists()
     fds_before = set(os.listdir("/proc/self/fd"))
     s.destroy()
     assert not state.exists()
+    assert not ctl.exists() and not ctl.with_name(ctl.name + ".log").exists()
     assert set(os.listdir("/proc/self/fd")) <= fds_before
     with open("/proc/self/mountinfo") as fh:
         assert str(state) not in fh.read()
@@ -408,3 +410,18 @@ def test_many_sessions_from_many_threads_do_not_cross_talk(manager, toy_task):
     finally:
         for s in sessions:
             s.destroy()
+
+
+def test_gc_removes_state_of_dead_processes(manager, tmp_path):
+    from sweworld.sandbox.manager import gc_stale_sessions
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"{dead.pid}-1-abcdef"
+    (stale / "upper").mkdir(parents=True)
+    (tmp_path / f"{dead.pid}-1-abcdef.log").write_text("x")
+    mine = tmp_path / f"{os.getpid()}-9-abcdef"
+    mine.mkdir()
+    assert gc_stale_sessions(tmp_path) == [stale.name]
+    assert not stale.exists() and mine.exists()
+    assert not (tmp_path / f"{dead.pid}-1-abcdef.log").exists()
