@@ -222,6 +222,11 @@ def materialize(
         root: cache root (default ``<cache>/checkouts``).
     """
     depth = _parse_history(history)
+    if not source.is_dir():
+        raise RepoError(
+            f"{source} is not a directory: give a git repository, a bare mirror "
+            "or an unpacked source tree"
+        )
     git_source = is_git_repo(source)
     if git_source and not base_commit:
         raise RepoError(f"{source} is a git repository: a base_commit is needed")
