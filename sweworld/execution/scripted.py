@@ -89,23 +89,11 @@ class ScriptedExecutor:
         with self._lock:
             self.calls.append(request)
         command = request.command
-        for rule in self.rules:
-            if rule.matches(command):
-                r = rule.result
-                return ExecutionResult(
-                    r.stdout,
-                    r.stderr,
-                    r.exit_code,
-                    {"executor": self.name, "executed": False, "rule": True},
-                )
-        if self.default is not None:
-            d = self.default
-            return ExecutionResult(
-                d.stdout,
-                d.stderr,
-                d.exit_code,
-                {"executor": self.name, "executed": False, "rule": False},
-            )
+        matched = next((rule for rule in self.rules if rule.matches(command)), None)
+        answer = matched.result if matched is not None else self.default
+        if answer is not None:
+            info = {"executor": self.name, "executed": False, "rule": matched is not None}
+            return ExecutionResult(answer.stdout, answer.stderr, answer.exit_code, info)
         return ExecutionResult(
             stderr=f"sweworld: scripted executor has no output for `{command}`\n",
             exit_code=127,

@@ -63,3 +63,15 @@ def test_registry(tmp_path):
         make_executor("nowhere.module:Thing")
     with pytest.raises(TypeError, match="Executor protocol"):
         make_executor(object())
+
+
+def test_default_answer_when_no_rule_matches():
+    from sweworld.execution import ExecutionResult
+
+    ex = ScriptedExecutor(
+        [{"command": "ls", "stdout": "x"}],
+        default=ExecutionResult(stdout="fallback\n", exit_code=4),
+    )
+    res = ex.execute(req("python", "anything.py"))
+    assert (res.stdout, res.exit_code, res.info["rule"]) == ("fallback\n", 4, False)
+    assert ex.execute(req("ls")).info["rule"] is True
