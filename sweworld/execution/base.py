@@ -10,6 +10,7 @@ rest of the package never knows which one answered.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -29,6 +30,11 @@ class ExecutionRequest:
         tmp: host path of the session's private ``/tmp``.
         task: the task row (a :class:`sweworld.tasks.Task`) when the session has one.
         session_id: id of the session that issued the command.
+        base: host path of the session's read-only base checkout.
+        base_commit: the commit ``base`` is at (what ``git diff`` compares against).
+        changes: returns what differs from the base (``written`` / ``deleted`` paths,
+            relative to the workspace), read from files without running anything; an
+            executor that keeps its own copy of the repository (Docker) syncs with it.
     """
 
     argv: tuple[str, ...]
@@ -39,6 +45,9 @@ class ExecutionRequest:
     tmp: Path | None = None
     task: Any = None
     session_id: str = ""
+    base: Path | None = None
+    base_commit: str = ""
+    changes: Callable[[], Any] | None = None
 
     @property
     def command(self) -> str:

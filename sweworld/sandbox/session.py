@@ -299,6 +299,9 @@ class Session:
             tmp=self.tmp_dir,
             task=self.task,
             session_id=self.id,
+            base=self.base.path,
+            base_commit=self.base.head,
+            changes=self.workspace.changes,
         )
         try:
             result = self.executor.execute(request)

@@ -25,14 +25,29 @@ import ctypes
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 
 class WorkspaceError(RuntimeError):
     """A workspace could not be created, mounted or copied."""
+
+
+@dataclass(frozen=True)
+class WorkspaceChanges:
+    """What differs from the base checkout, as paths relative to the workspace root.
+
+    ``written``: files and symlinks added or possibly modified (a superset: a file opened
+    for writing counts even if its bytes did not change); ``deleted``: paths of the base that
+    are gone. Paths under ``.git/`` are left out.
+    """
+
+    written: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
 
 
 class Workspace(Protocol):
@@ -57,6 +72,9 @@ class Workspace(Protocol):
 
     def disk_usage(self) -> int:
         """Bytes this workspace owns on disk (excluding the shared base)."""
+
+    def changes(self) -> WorkspaceChanges:
+        """Paths that differ from the base (computed from files, without running anything)."""
 
 
 def copy_tree(src: Path, dest: Path) -> None:
@@ -235,6 +253,32 @@ class OverlayWorkspace:
     def disk_usage(self) -> int:
         return _du(self.upper) + _du(self.work)
 
+    def changes(self) -> WorkspaceChanges:
+        written: list[str] = []
+        deleted: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.upper):
+            rel_dir = os.path.relpath(dirpath, self.upper)
+            rel_dir = "" if rel_dir == "." else rel_dir
+            if rel_dir == ".git" or rel_dir.startswith(".git/"):
+                dirnames[:] = []
+                continue
+            for name in list(dirnames):
+                rel = os.path.join(rel_dir, name)
+                if rel == ".git":
+                    dirnames.remove(name)
+                elif _is_opaque(os.path.join(dirpath, name)):
+                    # An opaque directory hides everything the base had below it.
+                    deleted += _files_below(self.lower / rel, rel)
+            for name in filenames:
+                rel = os.path.join(rel_dir, name)
+                full = os.path.join(dirpath, name)
+                if _is_whiteout(full):
+                    target = self.lower / rel
+                    deleted += _files_below(target, rel) if target.is_dir() else [rel]
+                else:
+                    written.append(rel)
+        return WorkspaceChanges(tuple(sorted(written)), tuple(sorted(set(deleted) - set(written))))
+
 
 class CopyWorkspace:
     """A full (reflink where possible) copy of the base. See the module docstring."""
@@ -263,6 +307,47 @@ class CopyWorkspace:
 
     def disk_usage(self) -> int:
         return _du(self.root)
+
+    def changes(self) -> WorkspaceChanges:
+        mine = _file_stats(self.root)
+        base = _file_stats(self.lower)
+        written = sorted(p for p, st in mine.items() if base.get(p) != st)
+        deleted = sorted(p for p in base if p not in mine)
+        return WorkspaceChanges(tuple(written), tuple(deleted))
+
+
+def _is_whiteout(path: str) -> bool:
+    st = os.lstat(path)
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def _is_opaque(path: str) -> bool:
+    try:
+        return os.getxattr(path, "trusted.overlay.opaque", follow_symlinks=False) == b"y"
+    except OSError:
+        return False
+
+
+def _files_below(path: Path, rel: str) -> list[str]:
+    out = []
+    for dirpath, _, filenames in os.walk(path):
+        sub = os.path.relpath(dirpath, path)
+        for name in filenames:
+            out.append(os.path.normpath(os.path.join(rel, sub, name)))
+    return out
+
+
+def _file_stats(root: Path) -> dict[str, tuple[int, int, int]]:
+    """relative path -> (mode, size, mtime_ns) of files and symlinks, ``.git`` excluded."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        if dirpath == str(root) and ".git" in dirnames:
+            dirnames.remove(".git")
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            out[os.path.relpath(full, root)] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return out
 
 
 BACKENDS = {"overlay": OverlayWorkspace, "copy": CopyWorkspace}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -79,3 +80,27 @@ def test_backend_resolution(tmp_path):
     assert resolve_backend("auto", tmp_path) in ("overlay", "copy")
     with pytest.raises(WorkspaceError, match="unknown workspace backend"):
         resolve_backend("hardlink", tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["overlay", "copy"])
+def test_changes_lists_written_and_deleted_paths(tmp_path, base, kind):
+    if kind == "overlay" and not overlay_available(str(tmp_path)):
+        pytest.skip("this process may not mount overlays")
+    (base / "pkg" / "sub").mkdir()
+    (base / "pkg" / "sub" / "a.py").write_text("a\n")
+    (base / ".git").mkdir()
+    (base / ".git" / "index").write_text("idx")
+    cls = OverlayWorkspace if kind == "overlay" else CopyWorkspace
+    ws = cls(base, tmp_path / "s")
+    try:
+        assert ws.changes().written == () and ws.changes().deleted == ()
+        (ws.root / "pkg" / "mod.py").write_text("x = 2\n")
+        (ws.root / "new.txt").write_text("new\n")
+        (ws.root / "README").unlink()
+        shutil.rmtree(ws.root / "pkg" / "sub")
+        (ws.root / ".git" / "index").write_text("changed")
+        changes = ws.changes()
+        assert changes.written == ("new.txt", "pkg/mod.py")
+        assert changes.deleted == ("README", "pkg/sub/a.py")
+    finally:
+        ws.destroy()
