@@ -4,6 +4,7 @@
     sweworld tasks show --file TASKS --id ID [--field NAME] [--json]
     sweworld shell --file TASKS --id ID [--executor NAME]
     sweworld run --file TASKS --id ID --actions ACTIONS.jsonl [--executor NAME]
+    sweworld grade --file TASKS --id ID [--patch FILE | --log FILE] [--executor local]
     sweworld gc
 
 ``--file`` defaults to the project's toy tasks (``data/toy/tasks.jsonl``).
@@ -113,6 +114,27 @@ def build_parser() -> argparse.ArgumentParser:
         "bash command), or one tool-call object per line; '-' for stdin",
     )
 
+    grade = sub.add_parser(
+        "grade",
+        help="grade a test log, or verify a patch by running the task's tests for real",
+    )
+    _add_task_args(grade)
+    grade.add_argument(
+        "--patch", default=None, help="candidate patch file ('-' for stdin); omit to grade the base"
+    )
+    grade.add_argument(
+        "--log", default=None, help="grade this test log instead of running anything"
+    )
+    grade.add_argument(
+        "--executor", default="local", help="what runs the tests: local (default) or docker"
+    )
+    grade.add_argument(
+        "--timeout", type=float, default=1800.0, help="seconds the test run may take (default 1800)"
+    )
+    grade.add_argument(
+        "--show-log", action="store_true", help="also print the test log (to stderr)"
+    )
+
     sub.add_parser("gc", help="remove session state left by processes that died")
     return parser
 
@@ -126,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_shell(args)
         if args.command == "run":
             return _cmd_run(args)
+        if args.command == "grade":
+            return _cmd_grade(args)
         if args.command == "gc":
             from sweworld.sandbox.manager import gc_stale_sessions
 
@@ -259,6 +283,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps({"patch": session.get_patch()}), flush=True)
     finally:
         manager.close_all()
+    return 0
+
+
+def _cmd_grade(args: argparse.Namespace) -> int:
+    from sweworld.execution.grading import make_report, parse_log
+
+    task = _get(args)
+    if args.log is not None:
+        log = sys.stdin.read() if args.log == "-" else Path(args.log).read_text(errors="replace")
+        report = make_report(task, parse_log(log, task.repo), patch=None)
+        print(json.dumps(report, indent=2))
+        return 0
+    from sweworld.reward.real import real_reward
+
+    patch = ""
+    if args.patch == "-":
+        patch = sys.stdin.read()
+    elif args.patch is not None:
+        path = Path(args.patch)
+        if not path.exists():
+            raise FileNotFoundError(f"patch file {path} does not exist")
+        patch = path.read_text()
+    result = real_reward(task, patch, executor=args.executor, timeout=args.timeout)
+    if args.show_log:
+        print(result.log, file=sys.stderr)
+    report = result.report
+    report[task.instance_id].setdefault("sweworld_status", result.status)
+    print(json.dumps(report, indent=2))
     return 0
 
 

@@ -8,6 +8,8 @@ from typing import Any
 EXECUTORS: dict[str, str] = {
     "none": "sweworld.execution.base:NoExecutor",
     "scripted": "sweworld.execution.scripted:ScriptedExecutor",
+    "local": "sweworld.execution.local:LocalExecutor",
+    "docker": "sweworld.execution.docker:DockerExecutor",
 }
 
 

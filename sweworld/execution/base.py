@@ -35,6 +35,9 @@ class ExecutionRequest:
         changes: returns what differs from the base (``written`` / ``deleted`` paths,
             relative to the workspace), read from files without running anything; an
             executor that keeps its own copy of the repository (Docker) syncs with it.
+        mount_ns_fd: the mount namespace in which ``workspace_bind`` is the workspace
+            (None: this process's own); what a sandboxing executor starts its sandbox in.
+        workspace_bind: path of the workspace inside ``mount_ns_fd``'s namespace.
     """
 
     argv: tuple[str, ...]
@@ -48,6 +51,8 @@ class ExecutionRequest:
     base: Path | None = None
     base_commit: str = ""
     changes: Callable[[], Any] | None = None
+    mount_ns_fd: int | None = None
+    workspace_bind: Path | None = None
 
     @property
     def command(self) -> str:

@@ -21,7 +21,7 @@ import signal
 import stat
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -199,7 +199,8 @@ class PidsCgroup:
                 time.sleep(0.01)
 
 
-def _root_args() -> list[str]:
+def _root_args(intercept: bool = True) -> list[str]:
+    """The sandbox's read-only system; ``intercept`` installs the execution shims."""
     args: list[str] = []
     for d in _SYSTEM_DIRS:
         if os.path.islink(d):
@@ -208,8 +209,9 @@ def _root_args() -> list[str]:
             args += ["--ro-bind", d, d]
     assets = shim_assets()
     args += ["--ro-bind", str(assets.etc), "/etc"]
-    for path in assets.absolute_overrides:
-        args += ["--ro-bind", str(assets.exec_shim), path]
+    if intercept:
+        for path in assets.absolute_overrides:
+            args += ["--ro-bind", str(assets.exec_shim), path]
     args += [
         "--ro-bind",
         str(assets.bin),
@@ -244,10 +246,21 @@ class SandboxRunner:
         limits: SandboxLimits,
         cgroup: PidsCgroup | None = None,
         mount_ns_fd: int | None = None,
+        read_only: Sequence[Path] = (),
+        env: Mapping[str, str] | None = None,
+        intercept: bool = True,
     ):
         """``mounts`` maps sandbox paths (``/testbed``, ``/tmp``) to host folders as seen from
-        the mount namespace ``mount_ns_fd`` (the workspace's), or from this process's own."""
+        the mount namespace ``mount_ns_fd`` (the workspace's), or from this process's own.
+
+        ``read_only`` host folders appear at the same path, read-only (a Python environment
+        and its base interpreter); ``env`` adds or replaces variables; ``intercept=False``
+        leaves out the execution shims, for a sandbox that runs commands for real.
+        """
         self.mounts = dict(mounts)
+        self.read_only = tuple(read_only)
+        self.env = dict(env or {})
+        self.intercept = intercept
         self.mount_ns_fd = mount_ns_fd
         self.ctl_dir = ctl_dir
         self.limits = limits
@@ -280,8 +293,10 @@ class SandboxRunner:
             "/dev",
             "--tmpfs",
             "/root",
-            *_root_args(),
+            *_root_args(self.intercept),
         ]
+        for path in self.read_only:
+            args += ["--ro-bind", str(path), str(path)]
         for inside, host in self.mounts.items():
             args += ["--bind", str(host), inside]
         args += ["--bind", str(self.ctl_dir), CTL, "--remount-ro", "/", "--clearenv"]
@@ -290,6 +305,7 @@ class SandboxRunner:
             "SWEWORLD_CPU": str(lim.cpu_seconds),
             "SWEWORLD_MEM": str(lim.memory_mb * 1024),
             "SWEWORLD_FSIZE": str(lim.file_mb * 1024),
+            **self.env,
         }
         for key, value in env.items():
             args += ["--setenv", key, value]
@@ -442,6 +458,9 @@ class SandboxRunner:
             self.stop()
         result.cwd = _read_small(step / "cwd_out")
         shutil.rmtree(step, ignore_errors=True)
+        if result.calls:  # the shims have exited: their request folders can go
+            for entry in os.scandir(self.ctl_dir / "req"):
+                shutil.rmtree(entry.path, ignore_errors=True)
         return result
 
     def _control_intact(self) -> bool:

@@ -14,6 +14,7 @@ sessions can be stepped from many threads at once.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import shutil
@@ -302,6 +303,8 @@ class Session:
             base=self.base.path,
             base_commit=self.base.head,
             changes=self.workspace.changes,
+            mount_ns_fd=self.workspace.mount_ns_fd,
+            workspace_bind=self.workspace.bind_source,
         )
         try:
             result = self.executor.execute(request)
@@ -425,6 +428,10 @@ class Session:
                 return
             self._closed = True
             try:
+                close = getattr(self.executor, "close_session", None)
+                if close is not None:
+                    with contextlib.suppress(Exception):
+                        close(self.id)
                 self._runner.remove_files()
                 self.workspace.destroy()
             finally:

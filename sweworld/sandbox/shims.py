@@ -147,13 +147,15 @@ _ETC_PASSTHROUGH = (
 
 _SHIM = r"""#!/bin/bash
 # sweworld: this command is handed to the session's executor (it is not run here).
+# Builtins where possible: every external program costs a fork and an exec. The host
+# removes the request folder after the command.
 name=${0##*/}
 ctl=/.sweworld/ctl
 d=$(mktemp -d "$ctl/req/XXXXXXXXXX" 2>/dev/null) || {
   echo "sweworld: $name: cannot reach the session's executor" >&2; exit 126; }
 printf '%s\0' "$name" "$@" > "$d/argv"
-pwd > "$d/cwd"
-env -0 > "$d/env"
+printf '%s\n' "$PWD" > "$d/cwd"
+for v in $(compgen -e); do printf '%s=%s\0' "$v" "${!v}"; done > "$d/env"
 # Feed stdin when it is data meant for the command: always for a pipe; for a file or heredoc
 # only when a Python interpreter reads its program from it (`python - <<EOF`, `python < f`).
 reads_stdin=0
@@ -182,11 +184,11 @@ mkfifo "$d/done" && exec 3<>"$d/done" || {
 printf '%s\n' "${d##*/}" > "$ctl/exec"
 read -r -u 3 _
 exec 3<&-
-cat "$d/stdout" 2>/dev/null
-cat "$d/stderr" >&2 2>/dev/null
-code=$(cat "$d/exit" 2>/dev/null)
-rm -rf "$d"
-exit "${code:-126}"
+[ -s "$d/stdout" ] && cat "$d/stdout"
+[ -s "$d/stderr" ] && cat "$d/stderr" >&2
+code=126
+read -r code < "$d/exit" 2>/dev/null
+exit "$code"
 """
 
 _REFUSE = r"""#!/bin/bash

@@ -1,0 +1,1 @@
+"""Rewards: the real verifier (ground truth) now; SWR's learned stages next."""

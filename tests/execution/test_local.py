@@ -1,0 +1,125 @@
+"""LocalExecutor: real execution in the session's workspace, sandboxed, with a cached venv."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sweworld.execution.envs import EnvBuilder, EnvRecipe
+from sweworld.execution.local import LocalExecutor
+from tests.conftest import requires_sandbox
+
+pytestmark = [requires_sandbox, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def local():
+    executor = LocalExecutor(timeout=60)
+    yield executor
+    executor.close()
+
+
+@pytest.fixture
+def real(manager, toy_task, local):
+    with manager.open(toy_task, executor=local) as session:
+        yield session
+
+
+def test_environment_is_built_once_and_cached(local, manager, toy_task):
+    base = manager.checkout(toy_task).path
+    env = local.environment(toy_task, base)
+    assert env.ok, env.log_tail()
+    again = local.environment(toy_task, base)
+    assert again.key == env.key and again.build_s == env.build_s  # loaded, not rebuilt
+    assert (env.venv / "bin" / "python").exists()
+    assert "Successfully installed" in env.log
+
+
+def test_pytest_runs_for_real_and_sees_the_agents_edits(real):
+    out = real.run("python -m pytest -rA -p no:cacheprovider tests/test_textutil.py")
+    assert out.exit_code == 0, out.stdout + out.stderr
+    assert "9 passed" in out.stdout
+    call = out.info["execution_calls"][0]
+    assert call["executor"] == "local" and call["info"]["status"] == "ok"
+    real.write_file("/testbed/stockroom/textutil.py",
+                    real.read_file("/testbed/stockroom/textutil.py").replace(
+                        'return re.sub(r"[^a-z0-9]", separator, ascii_text.lower())',
+                        'return "edited"'))
+    edited = real.run("python -c 'from stockroom.textutil import slugify; print(slugify(\"A\"))'")
+    assert edited.stdout == "edited\n"
+    failing = real.run("python -m pytest -q -p no:cacheprovider tests/test_textutil.py")
+    assert failing.exit_code == 1
+    assert "failed" in failing.stdout
+
+
+def test_arguments_cwd_env_stdin_and_exit_codes(real):
+    script = "import os, sys; print(os.getcwd(), os.environ.get('FOO'), sys.argv[1:])"
+    out = real.run(f"cd stockroom && FOO=bar python -c \"{script}\" a 'b c'")
+    assert out.stdout == "/testbed/stockroom bar ['a', 'b c']\n"
+    piped = real.run("printf 'x\\ny\\n' | python -c 'import sys; print(sys.stdin.read().split())'")
+    assert piped.stdout == "['x', 'y']\n"
+    heredoc = real.run("python - <<'EOF'\nprint(6 * 7)\nEOF")
+    assert heredoc.stdout == "42\n"
+    assert real.run("python -c 'raise SystemExit(3)'").exit_code == 3
+    tb = real.run("python -c 'import nope_not_here'")
+    assert tb.exit_code == 1 and "ModuleNotFoundError: No module named 'nope_not_here'" in tb.stderr
+    real.run("echo 'print(\"from tmp\")' > /tmp/reproduce.py")
+    assert real.run("python /tmp/reproduce.py").stdout == "from tmp\n"
+
+
+def test_no_network_and_nothing_outside_the_workspace(real):
+    net = real.run("python -c \"import socket; socket.create_connection(('1.1.1.1', 80), 3)\"")
+    assert net.exit_code != 0 and "Error" in net.stderr
+    ro = real.run("python -c \"open('/usr/x', 'w')\"")
+    assert ro.exit_code != 0 and "Read-only file system" in ro.stderr
+    pip = real.run("pip install requests")
+    assert pip.exit_code != 0  # the environment is read-only and offline at run time
+
+
+def test_timeout_and_output_flood(manager, toy_task):
+    executor = LocalExecutor(timeout=2)
+    try:
+        with manager.open(toy_task, executor=executor) as s:
+            out = s.run("python -c 'import time; time.sleep(30)'; echo rc=$?")
+            assert "did not finish within 2 s" in out.stderr
+            assert out.stdout.endswith("rc=124\n")
+            assert out.info["execution_calls"][0]["info"]["status"] == "timeout"
+            assert s.run("python -c 'print(1)'").stdout == "1\n"
+    finally:
+        executor.close()
+    flood = LocalExecutor(timeout=30)
+    flood.limits = flood.limits.__class__(timeout=30, max_output_bytes=10_000)
+    try:
+        with manager.open(toy_task, executor=flood) as s:
+            out = s.run("python -c 'print(\"x\" * 100000)'")
+            assert "printed more than 10000 bytes" in out.stderr
+            assert out.info["execution_calls"][0]["info"]["status"] == "output_truncated"
+    finally:
+        flood.close()
+
+
+def test_a_failed_build_is_reported_as_such(manager, toy_task, tmp_path):
+    builder = EnvBuilder(tmp_path / "envs", default=EnvRecipe(install=("echo compiling; exit 3",)))
+    executor = LocalExecutor(builder=builder)
+    try:
+        with manager.open(toy_task, executor=executor) as s:
+            out = s.run("python -m pytest tests")
+            assert out.exit_code == 1
+            assert "could not be built" in out.stderr and "compiling" in out.stderr
+            info = out.info["execution_calls"][0]["info"]
+            assert info["status"] == "env_failed" and info["executed"] is False
+    finally:
+        executor.close()
+
+
+def test_recipes_from_a_file(tmp_path, toy_task):
+    recipes = tmp_path / "recipes.json"
+    recipes.write_text(json.dumps({
+        "sweworld/stockroom": {"packages": ["pytest"], "install": ["pip install -e ."]},
+        "sweworld/stockroom@0.1": {"install": ["pip install -e .[test]"]},
+    }))
+    builder = EnvBuilder.from_file(recipes, root=tmp_path / "envs")
+    assert builder.recipe_for(toy_task).install == ("pip install -e .[test]",)
+    with pytest.raises(ValueError, match="unknown recipe keys"):
+        EnvRecipe.from_mapping({"instal": []})
