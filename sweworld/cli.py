@@ -287,12 +287,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_grade(args: argparse.Namespace) -> int:
-    from sweworld.execution.grading import make_report, parse_log
+    from sweworld.execution.grading import (
+        END_TEST_OUTPUT,
+        START_TEST_OUTPUT,
+        make_report,
+        parse_eval_log,
+        parse_log,
+    )
 
     task = _get(args)
     if args.log is not None:
         log = sys.stdin.read() if args.log == "-" else Path(args.log).read_text(errors="replace")
-        report = make_report(task, parse_log(log, task.repo), patch=None)
+        if START_TEST_OUTPUT in log or END_TEST_OUTPUT in log:  # a harness eval log
+            statuses, ran = parse_eval_log(log, task.repo)
+            report = make_report(task, statuses, patch="", status=None if ran else "error")
+        else:  # the test runner's own output
+            report = make_report(task, parse_log(log, task.repo), patch="")
         print(json.dumps(report, indent=2))
         return 0
     from sweworld.reward.real import real_reward

@@ -164,3 +164,40 @@ def test_version():
 def test_console_script_is_declared():
     text = Path(PROJECT / "pyproject.toml").read_text()
     assert 'sweworld = "sweworld.cli:main"' in text
+
+
+def test_grade_a_log(tmp_path):
+    from sweworld.execution.grading import render_pytest_log
+    from sweworld.tasks import load_tasks
+    from sweworld.tasks.toy import toy_tasks_path
+
+    task = load_tasks(toy_tasks_path())[0]
+    statuses = dict.fromkeys(task.FAIL_TO_PASS + task.PASS_TO_PASS, "PASSED")
+    log = tmp_path / "run.log"
+    log.write_text(render_pytest_log(statuses))
+    proc = sweworld("grade", "--id", task.instance_id, "--log", str(log))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[task.instance_id]["resolved"] is True
+    statuses[task.FAIL_TO_PASS[0]] = "FAILED"
+    log.write_text(render_pytest_log(statuses))
+    report = json.loads(sweworld("grade", "--id", task.instance_id, "--log", str(log)).stdout)
+    assert report[task.instance_id]["resolved"] is False
+    assert report[task.instance_id]["tests_status"]["FAIL_TO_PASS"]["failure"] == [
+        task.FAIL_TO_PASS[0]
+    ]
+
+
+@requires_sandbox
+def test_grade_a_patch_for_real(tmp_path):
+    from sweworld.tasks import load_tasks
+    from sweworld.tasks.toy import toy_tasks_path
+
+    task = load_tasks(toy_tasks_path())[2]
+    gold = tmp_path / "gold.patch"
+    gold.write_text(task.patch)
+    proc = sweworld("grade", "--id", task.instance_id, "--patch", str(gold), "--executor", "local")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[task.instance_id]["resolved"] is True
+    base = json.loads(sweworld("grade", "--id", task.instance_id).stdout)[task.instance_id]
+    assert base["resolved"] is False
+    assert base["tests_status"]["FAIL_TO_PASS"]["failure"] == task.FAIL_TO_PASS

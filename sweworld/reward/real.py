@@ -89,10 +89,11 @@ def real_reward(
         status: str, statuses: dict[str, str] | None = None, log: str = "", applied: bool = True
     ) -> RealRewardResult:
         statuses = statuses or {}
+        # The unchanged base is graded too: for the harness, patch=None means "not run".
         report = make_report(
             task,
             statuses,
-            patch=patch,
+            patch=patch or "",
             patch_applied=applied,
             status=None if status == "ok" else status,
         )

@@ -266,6 +266,8 @@ class OverlayWorkspace:
                 rel = os.path.join(rel_dir, name)
                 if rel == ".git":
                     dirnames.remove(name)
+                elif os.path.islink(os.path.join(dirpath, name)):
+                    written.append(rel)  # a symlink to a directory is a written entry
                 elif _is_opaque(os.path.join(dirpath, name)):
                     # An opaque directory hides everything the base had below it.
                     deleted += _files_below(self.lower / rel, rel)
@@ -343,7 +345,8 @@ def _file_stats(root: Path) -> dict[str, tuple[int, int, int]]:
     for dirpath, dirnames, filenames in os.walk(root):
         if dirpath == str(root) and ".git" in dirnames:
             dirnames.remove(".git")
-        for name in filenames:
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for name in [*filenames, *links]:  # a symlink to a directory counts as an entry
             full = os.path.join(dirpath, name)
             st = os.lstat(full)
             out[os.path.relpath(full, root)] = (st.st_mode, st.st_size, st.st_mtime_ns)

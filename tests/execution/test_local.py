@@ -42,10 +42,12 @@ def test_pytest_runs_for_real_and_sees_the_agents_edits(real):
     assert "9 passed" in out.stdout
     call = out.info["execution_calls"][0]
     assert call["executor"] == "local" and call["info"]["status"] == "ok"
-    real.write_file("/testbed/stockroom/textutil.py",
-                    real.read_file("/testbed/stockroom/textutil.py").replace(
-                        'return re.sub(r"[^a-z0-9]", separator, ascii_text.lower())',
-                        'return "edited"'))
+    real.write_file(
+        "/testbed/stockroom/textutil.py",
+        real.read_file("/testbed/stockroom/textutil.py").replace(
+            'return re.sub(r"[^a-z0-9]", separator, ascii_text.lower())', 'return "edited"'
+        ),
+    )
     edited = real.run("python -c 'from stockroom.textutil import slugify; print(slugify(\"A\"))'")
     assert edited.stdout == "edited\n"
     failing = real.run("python -m pytest -q -p no:cacheprovider tests/test_textutil.py")
@@ -115,10 +117,14 @@ def test_a_failed_build_is_reported_as_such(manager, toy_task, tmp_path):
 
 def test_recipes_from_a_file(tmp_path, toy_task):
     recipes = tmp_path / "recipes.json"
-    recipes.write_text(json.dumps({
-        "sweworld/stockroom": {"packages": ["pytest"], "install": ["pip install -e ."]},
-        "sweworld/stockroom@0.1": {"install": ["pip install -e .[test]"]},
-    }))
+    recipes.write_text(
+        json.dumps(
+            {
+                "sweworld/stockroom": {"packages": ["pytest"], "install": ["pip install -e ."]},
+                "sweworld/stockroom@0.1": {"install": ["pip install -e .[test]"]},
+            }
+        )
+    )
     builder = EnvBuilder.from_file(recipes, root=tmp_path / "envs")
     assert builder.recipe_for(toy_task).install == ("pip install -e .[test]",)
     with pytest.raises(ValueError, match="unknown recipe keys"):

@@ -64,8 +64,10 @@ def test_base_gold_and_wrong_patch(manager, toy_tasks, local, index):
 
 
 def test_patch_that_does_not_apply(manager, toy_task, local):
-    bad = "diff --git a/nowhere.py b/nowhere.py\n--- a/nowhere.py\n+++ b/nowhere.py\n" \
-          "@@ -1 +1 @@\n-x\n+y\n"
+    bad = (
+        "diff --git a/nowhere.py b/nowhere.py\n--- a/nowhere.py\n+++ b/nowhere.py\n"
+        "@@ -1 +1 @@\n-x\n+y\n"
+    )
     result = real_reward(toy_task, bad, manager=manager, executor=local)
     assert result.status == "patch_failed"
     entry = result.report[toy_task.instance_id]

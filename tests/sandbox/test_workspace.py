@@ -99,8 +99,9 @@ def test_changes_lists_written_and_deleted_paths(tmp_path, base, kind):
         (ws.root / "README").unlink()
         shutil.rmtree(ws.root / "pkg" / "sub")
         (ws.root / ".git" / "index").write_text("changed")
+        (ws.root / "pkglink").symlink_to("pkg")
         changes = ws.changes()
-        assert changes.written == ("new.txt", "pkg/mod.py")
+        assert changes.written == ("new.txt", "pkg/mod.py", "pkglink")
         assert changes.deleted == ("README", "pkg/sub/a.py")
     finally:
         ws.destroy()

@@ -1,0 +1,110 @@
+"""What the docker executor's modules share: settings, the scripts run in the container,
+the failures turned into results, a session's state, and the engine's error classes."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+INSTALL_HINT = "pip install 'sweworld[docker]'"
+SANDBOX_ROOT = "/testbed"  # where the session's workspace appears in the sandbox
+CONTROL_DIR = "/var/tmp/sweworld"  # inside the container: the stdin file
+DEFAULT_ACTIVATE = "source /opt/miniconda3/bin/activate && conda activate testbed"
+KILL_GRACE_S = 5  # `timeout -k`: SIGKILL this long after SIGTERM
+WATCHDOG_GRACE_S = 30.0  # host side: give up on a stream this long after the timeout
+KILL_JOIN_S = 30.0  # wait this long for a kill to land before giving the container up
+MAX_ARGS_BYTES = 64 * 1024  # per exec of `rm` / revert, to stay far below ARG_MAX
+TIMEOUT_EXIT_CODE = 124
+
+# Markers (argv[3] of a `bash -c SCRIPT MARKER args...` exec) naming the scripts below.
+RUN_MARKER = "sweworld-run"
+REVERT_MARKER = "sweworld-revert"
+
+# $1 activation, $2 working directory, $3 time limit (s), $4 stdin file ("": none),
+# $5 / $6 PATH entries the agent put before / after the default ones, then argv.
+RUN_SCRIPT = f"""\
+act=$1 cwd=$2 limit=$3 input=$4 front=$5 back=$6
+shift 6
+if [ -n "$act" ]; then
+  eval "$act" >/dev/null 2>&1 ||
+    echo "sweworld: warning: the environment activation failed in the container: $act" >&2
+fi
+if [ -n "$front" ]; then PATH="$front:$PATH"; fi
+if [ -n "$back" ]; then PATH="$PATH:$back"; fi
+export PATH
+mkdir -p -- "$cwd" 2>/dev/null
+cd -- "$cwd" || {{ echo "sweworld: cannot enter $cwd in the container" >&2; exit 1; }}
+if [ -n "$input" ]; then exec 0<"$input"; rm -f -- "$input"; else exec 0</dev/null; fi
+timeout -k {KILL_GRACE_S} "$limit" "$@"
+status=$?
+kill -s KILL -- -1 2>/dev/null
+exit $status
+"""
+
+# $1 working tree, $2 commit, then paths relative to the tree: each is checked out from the
+# commit (HEAD when the container's repository lacks it), or deleted when git does not
+# know it (a file the session had added).
+REVERT_SCRIPT = """\
+tree=$1 ref=$2
+shift 2
+cd -- "$tree" || exit 1
+git cat-file -e "$ref^{commit}" 2>/dev/null || ref=HEAD
+for p in "$@"; do
+  git checkout -q "$ref" -- "$p" 2>/dev/null || rm -rf -- "$p"
+done
+"""
+
+# The container's init: keeps it alive (`sleep infinity`, restarted when a kill takes it) and,
+# as bash does for any child, reaps the orphans a killed command leaves (no zombies pile up).
+KEEPALIVE_SCRIPT = "trap 'exit 0' TERM; while :; do sleep infinity & wait $!; done"
+
+# Kills every process of the container but its init and this shell.
+KILL_ARGV = ("bash", "-c", "kill -s KILL -- -1 2>/dev/null; true")
+
+
+class _Failure(Exception):
+    """A failure turned into a result: ``message`` for stderr, ``status`` for ``info``."""
+
+    def __init__(self, message: str, status: str = "env_failed", **info: Any):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.info = info
+
+
+class _ContainerGone(Exception):
+    """The session's container disappeared or stopped: start a new one and sync again."""
+
+
+@dataclass
+class _SessionState:
+    session_id: str
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    container: Any = None
+    image: str = ""
+    # ("w" | "t", relative path) -> signature last sent, or _DELETED
+    synced: dict[tuple[str, str], tuple] = field(default_factory=dict)
+    closed: bool = False
+
+
+def _remove_container(container: Any) -> None:
+    if container is not None:
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+
+
+def _is(exc: BaseException, name: str) -> bool:
+    """``exc`` is a docker error of class ``name`` (by name: the package may be absent)."""
+    return any(cls.__name__ == name for cls in type(exc).__mro__)
+
+
+def _gone(exc: BaseException) -> bool:
+    """The container no longer exists or no longer runs."""
+    if _is(exc, "NotFound"):
+        return True
+    if _is(exc, "APIError"):
+        code = getattr(exc, "status_code", None)
+        return code == 409 or "is not running" in str(exc)
+    return False
