@@ -5,6 +5,7 @@
     sweworld shell --file TASKS --id ID [--executor NAME]
     sweworld run --file TASKS --id ID --actions ACTIONS.jsonl [--executor NAME]
     sweworld grade --file TASKS --id ID [--patch FILE | --log FILE] [--executor local]
+    sweworld simulate --file TASKS --id ID --command "python -m pytest tests -rA"
     sweworld gc
 
 ``--file`` defaults to the project's toy tasks (``data/toy/tasks.jsonl``).
@@ -52,6 +53,18 @@ def _add_session_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="local clone, mirror or source folder of the task's repository "
         "(default: the toy repo, or $SWEWORLD_REPO_CACHE)",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="SWT model for --executor simulated/hybrid: embedded (default), "
+        "openai:URL#MODEL, hf:PATH[+ADAPTER] or replay:FILE",
+    )
+    p.add_argument(
+        "--mode",
+        default="blind",
+        choices=["blind", "oracle"],
+        help="what SWT may read: blind (default) or oracle (gold patch, test patch, test lists)",
     )
     p.add_argument(
         "--history",
@@ -114,6 +127,19 @@ def build_parser() -> argparse.ArgumentParser:
         "bash command), or one tool-call object per line; '-' for stdin",
     )
 
+    simulate = sub.add_parser(
+        "simulate", help="predict what a command prints on a task (SWT, offline by default)"
+    )
+    _add_task_args(simulate)
+    _add_session_args(simulate)
+    simulate.set_defaults(executor="simulated")
+    simulate.add_argument(
+        "--command", required=True, dest="shell_command", help="the shell command to predict"
+    )
+    simulate.add_argument(
+        "--patch", default=None, help="apply this patch first (the session state to predict on)"
+    )
+
     grade = sub.add_parser(
         "grade",
         help="grade a test log, or verify a patch by running the task's tests for real",
@@ -150,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_run(args)
         if args.command == "grade":
             return _cmd_grade(args)
+        if args.command == "simulate":
+            return _cmd_simulate(args)
         if args.command == "gc":
             from sweworld.sandbox.manager import gc_stale_sessions
 
@@ -238,11 +266,19 @@ def _open_session(args: argparse.Namespace):
     task = _get(args)
     manager = SessionManager(
         backend=args.backend,
-        executor=args.executor,
+        executor=_executor(args),
         limits=SandboxLimits(timeout=args.timeout),
         observation_format=args.observation_format,
     )
     return manager, manager.open(task, repo_path=args.repo_path, history=args.history)
+
+
+def _executor(args: argparse.Namespace) -> Any:
+    from sweworld.registry import make_executor
+
+    if args.executor in ("simulated", "hybrid"):
+        return make_executor(args.executor, lm=args.model, mode=args.mode)
+    return make_executor(args.executor)
 
 
 def read_actions(lines: Iterable[str], source: str = "actions") -> Iterator[Any]:
@@ -281,6 +317,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
             if result.done:
                 break
         print(json.dumps({"patch": session.get_patch()}), flush=True)
+    finally:
+        manager.close_all()
+    return 0
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    manager, session = _open_session(args)
+    try:
+        if args.patch:
+            path = Path(args.patch)
+            if not path.exists():
+                raise FileNotFoundError(f"patch file {path} does not exist")
+            session.write_file("/tmp/sweworld_state.patch", path.read_text())
+            applied = session.run("git apply /tmp/sweworld_state.patch")
+            if applied.exit_code != 0:
+                raise ValueError(f"the patch does not apply: {applied.stderr.strip()}")
+        outcome = session.run(args.shell_command)
+        calls = outcome.info.get("execution_calls", [])
+        info = {
+            "simulated": any(c.get("info", {}).get("simulated") for c in calls),
+            "executor": session.executor.name,
+            "calls": calls,
+            "wall_s": outcome.info.get("wall_s"),
+        }
+        result = {
+            "stdout": outcome.stdout,
+            "stderr": outcome.stderr,
+            "exit_code": outcome.exit_code,
+            "info": info,
+        }
+        print(json.dumps(result, indent=2, default=str))
     finally:
         manager.close_all()
     return 0

@@ -10,6 +10,8 @@ EXECUTORS: dict[str, str] = {
     "scripted": "sweworld.execution.scripted:ScriptedExecutor",
     "local": "sweworld.execution.local:LocalExecutor",
     "docker": "sweworld.execution.docker:DockerExecutor",
+    "simulated": "sweworld.transition.simulated:SimulatedExecutor",
+    "hybrid": "sweworld.transition.hybrid:hybrid",
 }
 
 

@@ -181,9 +181,13 @@ class SessionManager:
         return session
 
     def _fork(self, session: Session) -> Session:
-        return self._new_session(
+        child = self._new_session(
             session.base, session.executor, session.config, session.task, source=session
         )
+        fork_memory = getattr(session.executor, "fork_session", None)
+        if fork_memory is not None:
+            fork_memory(session.id, child.id)
+        return child
 
     def _forget(self, session: Session) -> None:
         with self._lock:

@@ -83,6 +83,7 @@ class Snapshot:
     cwd: str
     history: dict[str, list[str]]
     created: float
+    executor_state: Any = None  # what the executor remembers (SWT's ledger and history)
 
 
 _snapshot_ids = itertools.count(1)
@@ -377,7 +378,9 @@ class Session:
             path = self.state_dir / "snapshots" / snap_id
             self.workspace.save(path / "workspace")
             _copy_dir(self.tmp_dir, path / "tmp")
+            save = getattr(self.executor, "snapshot_session", None)
             snap = Snapshot(
+                executor_state=save(self.id) if save is not None else None,
                 id=snap_id,
                 session_id=self.id,
                 base=self.base.path,
@@ -405,6 +408,9 @@ class Session:
             _copy_dir(snapshot.path / "tmp", self.tmp_dir)
             self.cwd = snapshot.cwd
             self.history = copy.deepcopy(snapshot.history)
+            load = getattr(self.executor, "restore_session", None)
+            if load is not None and snapshot.executor_state is not None:
+                load(self.id, snapshot.executor_state)
             self.done = False
             self.paths = SandboxPaths({WORKDIR: self.workspace.root, "/tmp": self.tmp_dir}, WORKDIR)
             self._runner = self._make_runner()

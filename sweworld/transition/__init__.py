@@ -1,0 +1,1 @@
+"""SWT: the transition model that predicts what running a command would print."""

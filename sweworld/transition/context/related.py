@@ -1,0 +1,332 @@
+"""The related code: the workspace modules the executed code imports, the conftest files of a
+pytest run and the files the agent changed, as outlines filled in while the budget allows.
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sweworld.transition.context.config import ContextConfig
+from sweworld.transition.context.executed import _Executed, _render_all, _walk
+from sweworld.transition.context.outline import (
+    _abs,
+    _NumberedLine,
+    _outline,
+    _read_source,
+    _render_numbered,
+    _render_unit,
+    _Unit,
+    _whole,
+)
+from sweworld.transition.context.truncation import (
+    _fit_parts,
+    _Part,
+    _split_text_lines,
+    _Tok,
+    _truncate,
+)
+from sweworld.transition.types import WORKDIR, WorkspaceView
+
+# ------------------------------------------------------------------------------------------
+# Related code: imported modules, conftest files, changed files
+# ------------------------------------------------------------------------------------------
+
+_IMPORT_RE = re.compile(r"^\s*import\s+([\w., ]+)")
+_FROM_RE = re.compile(r"^\s*from\s+(\.*)([\w.]*)\s+import\s+\(?\s*([\w, ]*)")
+
+
+def _imports(text: str) -> list[tuple[int, str, tuple[str, ...]]]:
+    """(level, module, names) of every import statement, in source order."""
+    out: list[tuple[int, str, tuple[str, ...]]] = []
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        for line in text.splitlines():
+            match = _FROM_RE.match(line)
+            if match:
+                names = tuple(
+                    n.strip().split(" ")[0] for n in match.group(3).split(",") if n.strip()
+                )
+                out.append((len(match.group(1)), match.group(2), names))
+                continue
+            match = _IMPORT_RE.match(line)
+            if match:
+                for item in match.group(1).split(","):
+                    name = item.strip().split(" ")[0]
+                    if name:
+                        out.append((0, name, ()))
+        return out
+    nodes = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    nodes.sort(key=lambda n: (n.lineno, n.col_offset))
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out.extend((0, alias.name, ()) for alias in node.names)
+        else:
+            out.append((node.level, node.module or "", tuple(a.name for a in node.names)))
+    return out
+
+
+def _pytest_rootdir(view: WorkspaceView, directory: str) -> str:
+    """The directory pytest's ``rootdir``-less import mode inserts: the first one upwards
+    that is not a package."""
+    current = directory
+    while current not in ("/", "") and view.is_file(posixpath.join(current, "__init__.py")):
+        current = posixpath.dirname(current)
+    return current
+
+
+@dataclass
+class _RelFile:
+    path: str
+    reason: str
+    lines: list[str]
+    units: list[_Unit] | None
+    changed: frozenset[int] = frozenset()
+
+
+class _Resolver:
+    def __init__(self, view: WorkspaceView, cwd: str):
+        self.view = view
+        self.cwd = cwd
+        self._cache: dict[tuple[str, str], str | None] = {}
+
+    def module_file(self, dotted: str, roots: Sequence[str]) -> str | None:
+        rel = dotted.replace(".", "/")
+        for root in roots:
+            key = (root, rel)
+            if key not in self._cache:
+                found = None
+                base = _abs(rel, root) if rel else root
+                for candidate in (base + ".py", base + "/__init__.py"):
+                    if self.view.is_file(candidate):
+                        found = self.view.resolve(candidate) or candidate
+                        break
+                self._cache[key] = found
+            if self._cache[key]:
+                return self._cache[key]
+        return None
+
+    def resolve_imports(self, source_text: str, directory: str, pytest: bool) -> list[str]:
+        """Workspace files of the modules imported by a source (direct imports first), plus
+        the ``__init__.py`` of their parent packages (returned separately by the caller)."""
+        roots = [directory]
+        if pytest:
+            roots.append(_pytest_rootdir(self.view, directory))
+        roots += [self.cwd, WORKDIR, f"{WORKDIR}/src", f"{WORKDIR}/lib"]
+        roots = list(dict.fromkeys(roots))
+        out: list[str] = []
+        for level, module, names in _imports(source_text):
+            if level == 0:
+                top = module.split(".")[0]
+                if not module or top in sys.stdlib_module_names or top == "__future__":
+                    continue
+                search = roots
+                prefix = module
+            else:
+                base = directory
+                for _ in range(level - 1):
+                    base = posixpath.dirname(base)
+                search = [base]
+                prefix = module
+            found_sub = False
+            for name in names:
+                if name == "*":
+                    continue
+                sub = f"{prefix}.{name}" if prefix else name
+                path = self.module_file(sub, search)
+                if path is not None and path.endswith(".py"):
+                    out.append(path)
+                    found_sub = True
+            if not found_sub:
+                path = self.module_file(prefix, search) if prefix else None
+                if path is not None:
+                    out.append(path)
+        return list(dict.fromkeys(out))
+
+
+def _parent_inits(view: WorkspaceView, path: str) -> list[str]:
+    out = []
+    directory = posixpath.dirname(path)
+    if posixpath.basename(path) == "__init__.py":
+        directory = posixpath.dirname(directory)
+    while directory.startswith(WORKDIR + "/") or directory.startswith("/tmp/"):
+        init = posixpath.join(directory, "__init__.py")
+        if not view.is_file(init):
+            break
+        out.append(init)
+        directory = posixpath.dirname(directory)
+    return out
+
+
+def _changed_lines(diff: str) -> dict[str, set[int]]:
+    """New-side line numbers the diff adds (and where it removes), per /testbed path."""
+    out: dict[str, set[int]] = {}
+    current: set[int] | None = None
+    new_line = 0
+    hunk = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+    for line in diff.split("\n"):
+        if line.startswith("+++ "):
+            target = line[4:].strip()
+            if target == "/dev/null":
+                current = None
+            else:
+                target = target[2:] if target.startswith("b/") else target
+                current = out.setdefault(f"{WORKDIR}/{target}", set())
+            continue
+        match = hunk.match(line)
+        if match:
+            new_line = int(match.group(1))
+            continue
+        if current is None or line.startswith(("--- ", "diff --git", "index ")):
+            continue
+        if line.startswith("+"):
+            current.add(new_line)
+            new_line += 1
+        elif line.startswith("-"):
+            current.add(max(new_line, 1))
+        elif line.startswith(" "):
+            new_line += 1
+    return out
+
+
+def _related_files(
+    view: WorkspaceView,
+    executed: _Executed,
+    changed: dict[str, set[int]],
+    cwd: str,
+    config: ContextConfig,
+) -> tuple[list[_RelFile], list[_Part]]:
+    resolver = _Resolver(view, cwd)
+    shown = set(executed.paths)
+    direct: list[str] = []
+    for source in executed.sources:
+        direct += resolver.resolve_imports(source.text, source.directory, source.pytest)
+    direct = [p for p in dict.fromkeys(direct) if p not in shown]
+    touched = [p for p in changed if p.endswith(".py") and p not in shown]
+    conftests: list[str] = []
+    for test_file in executed.test_files:
+        directory = posixpath.dirname(test_file)
+        chain = []
+        while directory.startswith(WORKDIR):
+            chain.append(posixpath.join(directory, "conftest.py"))
+            if directory == WORKDIR:
+                break
+            directory = posixpath.dirname(directory)
+        conftests += [c for c in reversed(chain) if view.is_file(c)]
+    second: list[str] = []
+    for path in direct:
+        second += _parent_inits(view, path)
+        text, _ = _read_source(view, path, config)
+        if text is not None:
+            second += resolver.resolve_imports(text, posixpath.dirname(path), False)
+
+    ordered: list[tuple[str, str]] = []
+    ordered += [(p, "imported; changed by the agent") for p in direct if p in changed]
+    ordered += [(p, "imported") for p in direct if p not in changed]
+    ordered += [(p, "conftest") for p in conftests]
+    ordered += [(p, "changed by the agent") for p in touched]
+    ordered += [(p, "imported indirectly") for p in second]
+    seen: set[str] = set(shown)
+    files: list[_RelFile] = []
+    notes: list[_Part] = []
+    for path, reason in ordered:
+        if path in seen:
+            continue
+        seen.add(path)
+        if len(files) + len(notes) >= config.max_related_files:
+            break
+        text, note = _read_source(view, path, config)
+        if text is None:
+            notes.append(_Part(f"==> {path} <== ({reason}; {note})", "", path))
+            continue
+        if not text.strip():
+            continue  # an empty __init__.py says nothing
+        lines = _split_text_lines(text)
+        units = _outline(text, lines)
+        files.append(_RelFile(path, reason, lines, units, frozenset(changed.get(path, ()))))
+    return files, notes
+
+
+def _related_text(
+    files: Sequence[_RelFile],
+    notes: Sequence[_Part],
+    idents: set[str],
+    budget: int,
+    tok: _Tok,
+    numbers: bool,
+) -> tuple[str, int]:
+    """Outlines of every file first, then bodies while the budget allows: changed
+    definitions, then definitions the executed code names, then the rest, in file order."""
+    expanded: list[set[tuple[int, int]]] = [set() for _ in files]
+
+    def header(i: int) -> str:
+        return f"==> {files[i].path} <== ({files[i].reason})"
+
+    def body(i: int) -> str:
+        f = files[i]
+        if f.units is None:
+            return _whole(f.lines, numbers)
+        keys = expanded[i]
+        numbered = _render_all(f.lines, f.units, lambda u: u.key in keys)
+        return _render_numbered(numbered, len(f.lines), numbers)
+
+    def unit_cost(i: int, unit: _Unit) -> int:
+        f = files[i]
+        keys = expanded[i]
+        out: list[_NumberedLine] = []
+        _render_unit(f.lines, unit, lambda u: u.key in keys, out)
+        return tok.lines(_render_numbered(out, len(f.lines), numbers).split("\n"))
+
+    note_cost = sum(tok.line(n.header) + 1 for n in notes)
+    costs = [tok.line(header(i)) + tok.lines(body(i).split("\n")) + 1 for i in range(len(files))]
+    total = sum(costs) + note_cost
+    if total > budget:
+        parts = [_Part(header(i), body(i), files[i].path) for i in range(len(files))]
+        return _fit_parts([*parts, *notes], budget, tok)
+
+    candidates: list[tuple[int, _Unit, _Unit]] = []  # (file, top-level owner, unit)
+    for i, f in enumerate(files):
+        for top in f.units or ():
+            for unit in _walk([top]):
+                if unit.kind in ("def", "class", "stmt") and any(
+                    unit.start <= n <= unit.end for n in f.changed
+                ):
+                    inner = [
+                        c for c in unit.children if any(c.start <= n <= c.end for n in f.changed)
+                    ]
+                    if not inner:
+                        candidates.append((i, top, unit))
+    for i, f in enumerate(files):
+        for top in f.units or ():
+            for unit in _walk([top]):
+                if unit.kind in ("def", "class") and unit.short in idents:
+                    candidates.append((i, top, unit))
+    for i, f in enumerate(files):
+        for top in f.units or ():
+            if top.kind in ("def", "class", "stmt"):
+                candidates.append((i, top, top))
+    for i, f in enumerate(files):
+        for top in f.units or ():
+            for unit in _walk(top.children):
+                if unit.kind == "def":
+                    candidates.append((i, top, unit))
+
+    for i, top, unit in candidates:
+        if unit.key in expanded[i] or top.key in expanded[i]:
+            continue
+        before = unit_cost(i, top)
+        expanded[i].add(unit.key)
+        after = unit_cost(i, top)
+        if total + after - before <= budget:
+            total += after - before
+        else:
+            expanded[i].discard(unit.key)
+    chunks = [f"{header(i)}\n{body(i)}".rstrip("\n") for i in range(len(files))]
+    chunks += [n.header for n in notes]
+    text = "\n\n".join(chunks)
+    return _truncate(text, budget, tok)

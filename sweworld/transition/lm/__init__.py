@@ -1,0 +1,130 @@
+"""Language-model backends of SWT behind one protocol (:class:`LM`).
+
+``make_lm(spec)`` builds one from a short string:
+
+- ``None`` or ``"embedded"``: SmolLM2-135M-Instruct in process (with the shipped
+  ``swt-default`` adapter when present); ``"embedded+ADAPTER"`` with another adapter;
+  ``"embedded:base"`` without any adapter
+- ``"hf:PATH"`` / ``"hf:PATH+ADAPTER"``: a local transformers model folder (or ``.gguf``),
+  optionally with a peft LoRA adapter folder
+- ``"openai:URL#MODEL"`` / ``"vllm:URL#MODEL"``: an OpenAI-compatible server
+  (API key from ``$SWEWORLD_LM_API_KEY`` or ``$OPENAI_API_KEY``)
+- ``"replay:PATH"``: answers recorded in a JSONL file
+
+Heavy imports (torch, transformers, httpx) happen only when a backend is built.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweworld.transition.lm.base import (
+    LM,
+    BaseLM,
+    ContextTooLong,
+    Generation,
+    GenerationRequest,
+    LMError,
+    LMTimeout,
+    LMUnavailable,
+    Messages,
+)
+from sweworld.transition.lm.replay import RecordingLM, ReplayLM
+
+if TYPE_CHECKING:
+    from sweworld.transition.lm.openai_lm import OpenAILM
+    from sweworld.transition.lm.transformers_lm import TransformersLM
+
+__all__ = [
+    "LM",
+    "SPEC_FORMS",
+    "BaseLM",
+    "ContextTooLong",
+    "Generation",
+    "GenerationRequest",
+    "LMError",
+    "LMTimeout",
+    "LMUnavailable",
+    "Messages",
+    "OpenAILM",
+    "RecordingLM",
+    "ReplayLM",
+    "TransformersLM",
+    "embedded_model_path",
+    "load_embedded",
+    "make_lm",
+]
+
+SPEC_FORMS = (
+    "None or 'embedded' (the embedded SmolLM2-135M-Instruct), 'embedded+ADAPTER', "
+    "'embedded:base', 'hf:PATH', 'hf:PATH+ADAPTER', 'openai:URL#MODEL', 'vllm:URL#MODEL', "
+    "'replay:PATH', or an LM instance"
+)
+
+_LAZY = {
+    "OpenAILM": "sweworld.transition.lm.openai_lm",
+    "TransformersLM": "sweworld.transition.lm.transformers_lm",
+    "embedded_model_path": "sweworld.transition.lm.embedded",
+    "load_embedded": "sweworld.transition.lm.embedded",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def make_lm(spec: str | LM | None = None, **kwargs: Any) -> LM:
+    """An LM from a spec string (see the module docstring) or an LM instance (returned as
+    is). Keyword arguments go to the backend's constructor. Raises ``ValueError`` for an
+    unknown spec."""
+    if spec is not None and not isinstance(spec, str):
+        if isinstance(spec, LM):
+            return spec
+        raise TypeError(f"{spec!r} does not implement the LM protocol; expected {SPEC_FORMS}")
+    text = (spec or "embedded").strip()
+    kind, sep, rest = text.partition(":")
+    if text == "embedded" or text == "embedded:default":
+        from sweworld.transition.lm.embedded import load_embedded
+
+        return load_embedded(**kwargs)
+    if text == "embedded:base":
+        from sweworld.transition.lm.embedded import load_embedded
+
+        return load_embedded(adapter=False, **kwargs)
+    if text.startswith("embedded+"):
+        from sweworld.transition.lm.embedded import load_embedded
+
+        return load_embedded(adapter=text.partition("+")[2], **kwargs)
+    if sep and kind == "replay" and rest:
+        return ReplayLM.from_jsonl(rest, **kwargs)
+    if sep and kind in ("openai", "vllm") and rest:
+        url, hash_, model = rest.rpartition("#")
+        if not hash_ or not url or not model:
+            raise ValueError(f"LM spec {text!r} needs a model: {kind}:URL#MODEL")
+        from sweworld.transition.lm.openai_lm import OpenAILM
+
+        kwargs.setdefault(
+            "api_key", os.environ.get("SWEWORLD_LM_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        )
+        return OpenAILM(url, model, **kwargs)
+    if sep and kind == "hf" and rest:
+        from sweworld.transition.lm.transformers_lm import TransformersLM
+
+        path, adapter = _split_adapter(rest)
+        return TransformersLM(path, adapter=adapter, **kwargs)
+    raise ValueError(f"unknown LM spec {text!r}; expected {SPEC_FORMS}")
+
+
+def _split_adapter(rest: str) -> tuple[str, str | None]:
+    """``PATH`` or ``PATH+ADAPTER`` (a path that exists as a whole is never split)."""
+    if "+" not in rest or Path(rest).exists():
+        return rest, None
+    path, _, adapter = rest.rpartition("+")
+    return path, adapter or None

@@ -1,0 +1,247 @@
+"""The ``LM`` protocol: how SWT asks a language model for text, whatever serves it.
+
+A prompt is a list of chat messages (``{"role": ..., "content": ...}``). ``generate`` is
+batched: it takes several :class:`GenerationRequest` and returns, for each, a list of ``n``
+:class:`Generation`. Every backend (in-process transformers, an OpenAI-compatible server such
+as vLLM, replayed answers) behaves the same way:
+
+- ``temperature == 0`` is greedy decoding; otherwise sampling, reproducible when ``seed`` is
+  set (same backend, same request, same seed: same text).
+- ``stop`` strings end a generation; the returned text excludes the stop string and
+  ``finish_reason`` is ``"stop"``.
+- ``finish_reason`` is ``"stop"`` (end of sequence or a stop string), ``"length"``
+  (``max_tokens`` or the context window reached) or ``"timeout"`` (an in-process time budget
+  ran out: ``text`` holds what was generated until then).
+- A prompt that does not fit the context window raises :class:`ContextTooLong`; nothing is
+  ever truncated silently.
+- An error for any request of a batch raises for the whole call (one :class:`LMError`).
+- Backends are safe to call from several threads at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+Messages = list[dict[str, str]]
+
+FINISH_REASONS = ("stop", "length", "timeout")
+
+
+@dataclass
+class GenerationRequest:
+    """One prompt and how to sample from it.
+
+    Attributes:
+        messages: the chat, oldest first (``role`` is ``system``, ``user`` or ``assistant``).
+        max_tokens: most tokens to generate per sample.
+        temperature: 0 for greedy decoding, > 0 to sample.
+        seed: makes sampling reproducible; None draws a fresh seed (recorded in
+            ``Generation.info["seed"]`` where the backend knows it).
+        stop: strings that end the generation (not included in the text).
+        n: how many samples to return.
+    """
+
+    messages: Messages
+    max_tokens: int = 512
+    temperature: float = 0.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    n: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):
+            self.stop = (self.stop,)
+        else:
+            self.stop = tuple(self.stop)
+        if any(not isinstance(s, str) or not s for s in self.stop):
+            raise ValueError(f"stop strings must be non-empty strings, got {self.stop!r}")
+        if self.n < 1:
+            raise ValueError(f"n must be at least 1, got {self.n}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if isinstance(self.messages, (str, bytes, dict)) or not all(
+            isinstance(m, dict) and "role" in m and "content" in m for m in self.messages
+        ):
+            raise ValueError("messages must be a list of {'role': ..., 'content': ...} dicts")
+        self.messages = list(self.messages)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["stop"] = list(self.stop)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationRequest:
+        known = {"messages", "max_tokens", "temperature", "seed", "stop", "n"}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def last_user_message(self) -> str:
+        """Content of the last ``user`` message ("" when there is none)."""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                return str(message.get("content", ""))
+        return ""
+
+
+@dataclass
+class Generation:
+    """One sample: its text and what it cost.
+
+    ``prompt_tokens`` / ``completion_tokens`` are counted by the backend (approximate for
+    :class:`~sweworld.transition.lm.replay.ReplayLM`); ``latency_s`` is the wall time from the
+    start of the call (or of the sample's batch) to this sample's end; ``model`` names the
+    model that answered (with its adapter); ``info`` holds backend details (``backend``,
+    ``seed``, ``adapter``, ...).
+    """
+
+    text: str
+    finish_reason: str = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    model: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Generation:
+        known = {
+            "text",
+            "finish_reason",
+            "prompt_tokens",
+            "completion_tokens",
+            "latency_s",
+            "model",
+            "info",
+        }
+        out = cls(**{k: v for k, v in data.items() if k in known})
+        out.info = dict(out.info or {})
+        return out
+
+
+class LMError(RuntimeError):
+    """A language model could not answer. The message says which backend and why."""
+
+
+class LMTimeout(LMError):
+    """The model (or the server) did not answer within the time allowed."""
+
+
+class LMUnavailable(LMError):
+    """The model cannot be reached or loaded (server down, package missing, retries spent)."""
+
+
+class ContextTooLong(LMError):
+    """The prompt does not fit the model's context window (nothing is truncated silently).
+
+    ``prompt_tokens`` and ``context_window`` are filled in when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        prompt_tokens: int | None = None,
+        context_window: int | None = None,
+    ):
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.context_window = context_window
+
+
+@runtime_checkable
+class LM(Protocol):
+    """A language model backend. Implementations must be safe to call from several threads."""
+
+    name: str
+    context_window: int
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
+        """For each request, in order, a list of ``request.n`` generations."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` (exact or approximate: see the backend)."""
+        ...
+
+    def close(self) -> None:
+        """Release the model, connections and threads; the object is unusable afterwards."""
+        ...
+
+
+class BaseLM:
+    """Conveniences shared by the backends (not part of the protocol): context-manager
+    support, one-request helpers."""
+
+    name: str = "lm"
+    context_window: int = 0
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        return None
+
+    def generate_one(self, request: GenerationRequest) -> list[Generation]:
+        """The ``n`` generations of one request."""
+        return self.generate([request])[0]
+
+    def complete(self, messages: Messages, **options: Any) -> str:
+        """The text of one generation for ``messages`` (options as in GenerationRequest)."""
+        return self.generate([GenerationRequest(messages=messages, **options)])[0][0].text
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, str | None]:
+    """``text`` up to the earliest stop string, and that string (None when none occurs)."""
+    best = -1
+    which = None
+    for s in stop:
+        pos = text.find(s)
+        if pos >= 0 and (best < 0 or pos < best):
+            best, which = pos, s
+    if which is None:
+        return text, None
+    return text[:best], which
+
+
+def sample_seed(seed: int, index: int) -> int:
+    """The seed of sample ``index`` of a request seeded with ``seed``: sample 0 uses the seed
+    itself, the others a hash of (seed, index), so seeds of neighbouring requests never
+    share streams."""
+    if index == 0:
+        return int(seed) & 0x7FFF_FFFF_FFFF_FFFF
+    digest = hashlib.sha256(f"{int(seed)}:{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def approx_tokens(text: str) -> int:
+    """A rough token count: one token per four characters (rounded up)."""
+    return (len(text) + 3) // 4
+
+
+class Stopwatch:
+    """Wall time since creation (``elapsed``), for latencies."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start

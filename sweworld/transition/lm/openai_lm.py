@@ -1,0 +1,443 @@
+"""A client for an OpenAI-compatible ``/v1/chat/completions`` endpoint (vLLM or any other).
+
+Asynchronous inside: one ``httpx.AsyncClient`` on an event loop in a background thread, and
+the requests of a call sent together, at most ``concurrency`` in flight across all callers.
+``generate`` is the synchronous face (safe from any number of threads); ``agenerate`` the
+asynchronous one (for callers that run their own event loop).
+
+Errors: connection failures, 429 and 5xx are retried with exponential backoff (honouring a
+numeric ``Retry-After``) and end in :class:`LMUnavailable` once ``max_retries`` retries are
+spent; a request that takes longer than ``timeout`` raises :class:`LMTimeout` (not retried:
+the server is up but slow); a 400 about the context length raises :class:`ContextTooLong`;
+any other failure or an unreadable body raises :class:`LMError` with the status and the
+start of the body. When the server says the prompt fits but ``max_tokens`` does not, the
+request is sent once more with ``max_tokens`` reduced to the room left (as the in-process
+backend clips its completion budget).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import re
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from sweworld.transition.lm.base import (
+    BaseLM,
+    ContextTooLong,
+    Generation,
+    GenerationRequest,
+    LMError,
+    LMTimeout,
+    LMUnavailable,
+    approx_tokens,
+    sample_seed,
+)
+
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+_CONTEXT_MARKERS = (
+    "maximum context length",
+    "context length",
+    "context_length",
+    "context window",
+    "max_model_len",
+    "prompt is too long",
+    "input is too long",
+    "too many tokens",
+)
+_LIMIT_RE = re.compile(r"maximum context length is (\d+)")
+_INPUT_RE = re.compile(r"(\d+) (?:input tokens|(?:tokens? )?in the messages|prompt tokens)")
+
+
+class _Retryable(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+def normalize_base_url(base_url: str) -> str:
+    """``http://host:8000`` and ``http://host:8000/v1/`` both become ``http://host:8000/v1``
+    (a URL with another path is kept as given, without its trailing slash)."""
+    url = base_url.strip().rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    rest = url.partition("://")[2]
+    if "/" not in rest:
+        url += "/v1"
+    return url
+
+
+class OpenAILM(BaseLM):
+    """Chat completions over HTTP.
+
+    Args:
+        base_url: the API root, e.g. ``http://localhost:8000/v1`` (``/v1`` is added to a bare
+            ``host:port``).
+        model: the served model's name (for vLLM with LoRA, the adapter's name).
+        api_key: sent as ``Authorization: Bearer``.
+        timeout: seconds allowed for one HTTP request (connect + answer).
+        max_retries: retries after a connection error, 429 or 5xx (so at most
+            ``max_retries + 1`` attempts).
+        concurrency: most requests in flight at once (shared by all threads using this
+            object).
+        context_window: the window reported to prompt builders (the server enforces its own).
+        backoff: first retry delay in seconds, doubled each retry, at most ``max_backoff``.
+        extra_body: extra JSON fields for every request (vLLM's ``top_k``, ``logprobs``...).
+        name: the name reported in ``Generation.model`` when the server names none.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        concurrency: int = 8,
+        context_window: int = 32768,
+        backoff: float = 0.5,
+        max_backoff: float = 8.0,
+        extra_body: dict[str, Any] | None = None,
+        name: str | None = None,
+    ):
+        self.base_url = normalize_base_url(base_url)
+        self.url = self.base_url + "/chat/completions"
+        self.model = model
+        self.name = name or model
+        self.api_key = api_key
+        self.timeout = float(timeout)
+        self.max_retries = max(0, int(max_retries))
+        self.concurrency = max(1, int(concurrency))
+        self.context_window = int(context_window)
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        self.extra_body = dict(extra_body or {})
+        self._start_lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: Any = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"OpenAILM({self.base_url!r}, {self.model!r})"
+
+    # ------------------------------------------------------------------ public
+
+    def count_tokens(self, text: str) -> int:
+        """APPROXIMATE: one token per four characters (the server's tokenizer is not
+        consulted); leave a margin when fitting prompts to ``context_window``."""
+        return approx_tokens(text)
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
+        """Send every request (concurrently) and wait for all answers."""
+        requests = list(requests)
+        if not requests:
+            return []
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("OpenAILM.generate called from its own event loop thread")
+        future = self._submit(requests)
+        return future.result()
+
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
+        """``generate`` for callers inside an event loop (the work runs on this object's own
+        loop; the caller's loop is never blocked)."""
+        requests = list(requests)
+        if not requests:
+            return []
+        return await asyncio.wrap_future(self._submit(requests))
+
+    def close(self) -> None:
+        """Close the connections and stop the background thread."""
+        with self._start_lock:
+            self._closed = True
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        if self._client is not None:
+            done = asyncio.run_coroutine_threadsafe(self._client.aclose(), loop)
+            with contextlib.suppress(Exception):  # closing is best effort
+                done.result(timeout=5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        if not thread.is_alive():
+            loop.close()
+        self._client = None
+
+    # ------------------------------------------------------------------ loop
+
+    def _submit(self, requests: list[GenerationRequest]) -> Future:
+        loop = self._ensure_loop()
+        return asyncio.run_coroutine_threadsafe(self._generate_all(requests), loop)
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._start_lock:
+            if self._closed:
+                raise LMError(f"{self!r} was closed")
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="sweworld-openai-lm", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+                # an OpenAILM dropped without close() does not leave its thread running
+                weakref.finalize(self, _stop_loop, loop, thread)
+            return self._loop
+
+    def _client_and_semaphore(self) -> tuple[Any, asyncio.Semaphore]:
+        # runs on the loop thread: the client and the semaphore belong to this loop
+        if self._client is None:
+            import httpx
+
+            headers = {"Content-Type": "application/json"}
+            if self.api_key:
+                headers["Authorization"] = f"Bearer {self.api_key}"
+            limits = httpx.Limits(
+                max_connections=self.concurrency, max_keepalive_connections=self.concurrency
+            )
+            self._client = httpx.AsyncClient(
+                headers=headers,
+                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+                limits=limits,
+            )
+            self._semaphore = asyncio.Semaphore(self.concurrency)
+        assert self._semaphore is not None
+        return self._client, self._semaphore
+
+    async def _generate_all(self, requests: list[GenerationRequest]) -> list[list[Generation]]:
+        tasks = [asyncio.ensure_future(self._generate_one(r)) for r in requests]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    # ------------------------------------------------------------------ one request
+
+    def _body(self, request: GenerationRequest, n: int, seed: int | None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.messages,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "n": n,
+        }
+        if seed is not None:
+            body["seed"] = seed
+        if request.stop:
+            body["stop"] = list(request.stop)
+        body.update(self.extra_body)
+        return body
+
+    async def _generate_one(self, request: GenerationRequest) -> list[Generation]:
+        started = time.perf_counter()
+        out: list[Generation] = []
+        # a server that returns fewer choices than asked (some ignore ``n``) is asked again
+        # for the rest, with a derived seed so that the extra samples differ
+        for call in range(request.n):
+            seed = request.seed
+            if seed is not None and call > 0:
+                seed = sample_seed(seed, len(out))
+            body = self._body(request, request.n - len(out), seed)
+            data, attempts, sent = await self._post_with_retries(body)
+            generations = self._parse(data, sent, request, started, attempts)
+            if not generations:
+                raise LMError(f"{self.url} returned no choices: {_excerpt(json.dumps(data))}")
+            out.extend(generations)
+            if len(out) >= request.n:
+                break
+        for index, generation in enumerate(out[: request.n]):
+            generation.info["sample"] = index
+        return out[: request.n]
+
+    async def _post_with_retries(
+        self, body: dict[str, Any]
+    ) -> tuple[dict[str, Any], int, dict[str, Any]]:
+        """The decoded answer, the number of attempts, and the body finally sent."""
+        client, semaphore = self._client_and_semaphore()
+        clipped = False
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with semaphore:
+                    return await self._post(client, body), attempt, body
+            except _Retryable as exc:
+                if attempt > self.max_retries:
+                    raise LMUnavailable(
+                        f"{self.url} is unavailable after {attempt} attempts: {exc.reason}"
+                    ) from None
+                delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
+                if exc.retry_after is not None:
+                    delay = min(self.max_backoff, max(delay, exc.retry_after))
+                await asyncio.sleep(delay * (1 + 0.1 * random.random()))
+            except ContextTooLong as exc:
+                room = _room_left(str(exc))
+                if clipped or room is None or room >= body["max_tokens"]:
+                    raise
+                body = {**body, "max_tokens": room}
+                clipped = True
+                attempt -= 1  # not a failure of the server
+
+    async def _post(self, client: Any, body: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        try:
+            response = await asyncio.wait_for(client.post(self.url, json=body), self.timeout)
+        except (asyncio.TimeoutError, httpx.ReadTimeout, httpx.WriteTimeout) as exc:
+            raise LMTimeout(
+                f"{self.url} did not answer within {self.timeout} s (model {self.model})"
+            ) from exc
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            raise _Retryable(f"cannot connect: {exc!r}") from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            raise _Retryable(f"connection broken: {exc!r}") from exc
+        except httpx.HTTPError as exc:
+            raise LMError(f"request to {self.url} failed: {exc!r}") from exc
+
+        status = response.status_code
+        text = response.text
+        if status in RETRY_STATUSES or status >= 500:
+            raise _Retryable(f"status {status}: {_excerpt(text)}", _retry_after(response))
+        if status != 200:
+            message = _error_message(text)
+            if status in (400, 413, 422) and any(m in message.lower() for m in _CONTEXT_MARKERS):
+                raise ContextTooLong(f"{self.url} (model {self.model}): {message}")
+            raise LMError(f"{self.url} answered status {status}: {_excerpt(text)}")
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise LMError(
+                f"{self.url} answered status 200 with a body that is not JSON: {_excerpt(text)}"
+            ) from None
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+            raise LMError(
+                f"{self.url} answered status 200 without a 'choices' list: {_excerpt(text)}"
+            )
+        return data
+
+    def _parse(
+        self,
+        data: dict[str, Any],
+        body: dict[str, Any],
+        request: GenerationRequest,
+        started: float,
+        attempts: int,
+    ) -> list[Generation]:
+        latency = time.perf_counter() - started
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        choices = sorted(
+            (c for c in data["choices"] if isinstance(c, dict)),
+            key=lambda c: c.get("index", 0) if isinstance(c.get("index"), int) else 0,
+        )
+        if len(choices) != len(data["choices"]):
+            raise LMError(f"{self.url}: malformed choices: {_excerpt(json.dumps(data))}")
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        completion_total = int(usage.get("completion_tokens") or 0)
+        out = []
+        for choice in choices:
+            message = choice.get("message")
+            if not isinstance(message, dict):
+                raise LMError(f"{self.url}: a choice without a message: {_excerpt(str(choice))}")
+            content = message.get("content")
+            text = content if isinstance(content, str) else ""
+            info: dict[str, Any] = {
+                "backend": "openai",
+                "base_url": self.base_url,
+                "id": data.get("id"),
+                "attempts": attempts,
+            }
+            if body.get("seed") is not None:
+                info["seed"] = body["seed"]
+            if body["max_tokens"] != request.max_tokens:
+                info["max_tokens_clipped_to"] = body["max_tokens"]
+            reasoning = message.get("reasoning_content") or message.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                info["reasoning"] = reasoning
+            # per-choice token counts: exact with logprobs, else the total split evenly
+            logprobs = choice.get("logprobs")
+            if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
+                tokens = len(logprobs["content"])
+                info["logprobs"] = logprobs["content"]
+            elif len(choices) == 1:
+                tokens = completion_total or approx_tokens(text)
+            else:
+                tokens = completion_total // len(choices) if completion_total else 0
+                tokens = tokens or approx_tokens(text)
+                info["completion_tokens_approx"] = True
+            out.append(
+                Generation(
+                    text=text,
+                    finish_reason=str(choice.get("finish_reason") or "stop"),
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=tokens,
+                    latency_s=latency,
+                    model=str(data.get("model") or self.name),
+                    info=info,
+                )
+            )
+        return out
+
+
+def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    if loop.is_running():
+        loop.call_soon_threadsafe(loop.stop)
+    if thread is not threading.current_thread():
+        thread.join(timeout=5)
+
+
+def _excerpt(text: str, limit: int = 300) -> str:
+    text = text.strip()
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _error_message(text: str) -> str:
+    """The error message of an OpenAI-style error body (``{"error": {"message": ...}}`` or
+    vLLM's older ``{"object": "error", "message": ...}``), else the raw text."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.strip()[:2000]
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            code = error.get("code")
+            message = str(error["message"])
+            return f"{message} ({code})" if isinstance(code, str) else message
+        if isinstance(error, str):
+            return error
+        if data.get("message"):
+            return str(data["message"])
+    return text.strip()[:2000]
+
+
+def _retry_after(response: Any) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _room_left(message: str) -> int | None:
+    """Completion tokens that still fit, read from a context-length error that gives both
+    the window and the prompt size (vLLM's wording); None when it does not."""
+    limit = _LIMIT_RE.search(message)
+    prompt = _INPUT_RE.search(message)
+    if not limit or not prompt:
+        return None
+    room = int(limit.group(1)) - int(prompt.group(1))
+    return room if room > 0 else None

