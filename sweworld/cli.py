@@ -6,6 +6,9 @@
     sweworld run --file TASKS --id ID --actions ACTIONS.jsonl [--executor NAME]
     sweworld grade --file TASKS --id ID [--patch FILE | --log FILE] [--executor local]
     sweworld simulate --file TASKS --id ID --command "python -m pytest tests -rA"
+    sweworld reward --file TASKS --id ID --patch P [--mode oracle|blind]
+    sweworld verify --tasks TASKS --candidates C [C ...] --out preds.json
+    sweworld calibrate --tasks TASKS --candidates LABELLED [...]
     sweworld gc
 
 ``--file`` defaults to the project's toy tasks (``data/toy/tasks.jsonl``).
@@ -161,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--show-log", action="store_true", help="also print the test log (to stderr)"
     )
 
+    from sweworld.reward.cli import add_reward_parsers
+
+    add_reward_parsers(sub, _add_task_args)
+
     sub.add_parser("gc", help="remove session state left by processes that died")
     return parser
 
@@ -178,6 +185,14 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_grade(args)
         if args.command == "simulate":
             return _cmd_simulate(args)
+        if args.command in ("reward", "verify", "calibrate"):
+            from sweworld.reward import cli as reward_cli
+
+            if args.command == "reward":
+                return reward_cli.cmd_reward(args, _get(args))
+            if args.command == "verify":
+                return reward_cli.cmd_verify(args)
+            return reward_cli.cmd_calibrate(args)
         if args.command == "gc":
             from sweworld.sandbox.manager import gc_stale_sessions
 

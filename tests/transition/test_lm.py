@@ -579,3 +579,286 @@ def test_fresh_conversion(tmp_path, monkeypatch):
     request = GenerationRequest(user("What is the capital of France?"), max_tokens=12)
     assert "Paris" in lm.generate([request])[0][0].text
     lm.close()
+
+
+# ---------------------------------------------------------------- choice log-probabilities
+
+
+def test_choice_probabilities_and_capability_helpers():
+    import math
+
+    from sweworld.transition.lm.base import (
+        BaseLM,
+        LogprobsUnsupported,
+        choice_probabilities,
+        lm_choice_logprobs,
+        supports_choice_logprobs,
+    )
+
+    probs = choice_probabilities({"true": math.log(0.3), "false": math.log(0.1)})
+    assert probs == pytest.approx({"true": 0.75, "false": 0.25})
+    assert choice_probabilities({"a": 0.0, "b": -math.inf}) == {"a": 1.0, "b": 0.0}
+    assert choice_probabilities({"a": -math.inf, "b": -math.inf}) == {"a": 0.5, "b": 0.5}
+    # large magnitudes do not overflow
+    assert choice_probabilities({"a": -1000.0, "b": -1001.0})["a"] == pytest.approx(0.7310586)
+    with pytest.raises(ValueError):
+        choice_probabilities({})
+
+    class Plain(BaseLM):
+        name = "plain"
+
+    with pytest.raises(LogprobsUnsupported, match="plain"):
+        Plain().choice_logprobs(user("q"), ["true", "false"])
+    assert not supports_choice_logprobs(Plain())
+    assert supports_choice_logprobs(ReplayLM(["x"]))
+    with pytest.raises(LogprobsUnsupported):
+        lm_choice_logprobs(object(), user("q"), ["true"])
+    assert issubclass(LogprobsUnsupported, LMError)
+
+
+def test_replay_choice_logprobs_scripted():
+    import math
+
+    lm = ReplayLM(["x"], logprobs={"true": -0.1, "false": -2.5})
+    assert lm.choice_logprobs(user("q"), ["true", "false", "maybe"]) == {
+        "true": -0.1,
+        "false": -2.5,
+        "maybe": -2.5,  # not scripted: the lowest value given
+    }
+    assert lm.logprob_calls == [(user("q"), ["true", "false", "maybe"], "")]
+    served = ReplayLM(["x"], logprobs=[{"true": 0.0}, {"false": 0.0, "true": -1.0}])
+    assert served.choice_logprobs(user("q"), ["true"]) == {"true": 0.0}
+    assert served.choice_logprobs(user("q"), ["true", "false"]) == {"true": -1.0, "false": 0.0}
+    with pytest.raises(LMError, match="log-probability answers were used"):
+        served.choice_logprobs(user("q"), ["true"])
+
+    def score(messages, choices, prefix):
+        return {c: (0.0 if prefix.endswith(c[:1]) else math.log(0.5)) for c in choices}
+
+    called = ReplayLM(["x"], logprobs=score)
+    assert called.choice_logprobs(user("q"), ["ab", "cd"], prefix="a") == {
+        "ab": 0.0,
+        "cd": math.log(0.5),
+    }
+    for bad in ([], ["a", "a"], ["", "b"], "true"):
+        with pytest.raises(ValueError):
+            called.choice_logprobs(user("q"), bad)
+
+
+def test_replay_choice_logprobs_derived_from_the_replayed_text():
+    import math
+
+    from sweworld.transition.lm.base import LogprobsUnsupported, choice_probabilities
+
+    lm = ReplayLM(['{"tests": {"t": "PASSED"}, "resolved": false}', "no report here"])
+    with pytest.raises(LogprobsUnsupported, match="nothing was replayed"):
+        lm.choice_logprobs(user("q"), ["true", "false"])
+    prefilled = [*user("q"), {"role": "assistant", "content": '{"tests": {'}]
+    gen = lm.generate([GenerationRequest(prefilled)])[0][0]
+    assert gen.text.startswith('{"tests"')
+    # the answer so far: the prefill + what comes before the value
+    scores = lm.choice_logprobs(
+        prefilled, ["true", "false"], prefix='{"tests": {"t": "PASSED"}, "resolved": '
+    )
+    assert scores == pytest.approx({"true": math.log(0.1), "false": math.log(0.9)})
+    # a prefix written differently still finds the slot by its end
+    other = lm.choice_logprobs(user("q"), ["true", "false"], prefix='{"tests":{}, "resolved": ')
+    assert choice_probabilities(other)["false"] == pytest.approx(0.9)
+    lm.generate([GenerationRequest(user("q"))])  # "no report here" is now the newest
+    neither = lm.choice_logprobs(user("q"), ["yes", "no"], prefix="Answer: ")
+    assert neither == pytest.approx({"yes": math.log(0.5), "no": math.log(0.5)})
+    sure = ReplayLM(["true"], logprob_confidence=1.0)
+    sure.complete(user("q"))
+    assert sure.choice_logprobs(user("q"), ["true", "false"]) == {"true": 0.0, "false": -math.inf}
+    with pytest.raises(ValueError):
+        ReplayLM(["x"], logprob_confidence=0.0)
+
+
+def test_recording_lm_passes_choice_logprobs_through(tmp_path):
+    from sweworld.transition.lm.base import supports_choice_logprobs
+
+    inner = ReplayLM(["x"], logprobs={"true": -0.5, "false": -1.5})
+    recording = RecordingLM(inner, tmp_path / "log.jsonl")
+    assert supports_choice_logprobs(recording)
+    assert recording.choice_logprobs(user("q"), ["true", "false"]) == {"true": -0.5, "false": -1.5}
+    assert inner.logprob_calls
+
+
+def _logprob_answer(tops: list[tuple[str, float]], chosen: tuple[str, float] | None = None):
+    """A chat completion whose first token carries ``tops`` as ``top_logprobs``."""
+    token, logprob = chosen or tops[0]
+    return {
+        "id": "chatcmpl-lp",
+        "object": "chat.completion",
+        "model": "served-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": token},
+                "finish_reason": "length",
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": token,
+                            "logprob": logprob,
+                            "top_logprobs": [{"token": t, "logprob": lp} for t, lp in tops],
+                        }
+                    ]
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
+    }
+
+
+def test_openai_choice_logprobs_first_token(chat_server):
+    import math
+
+    tops = [(" true", -0.2), ("true", -3.0), (" false", -1.9), ("\n", -4.0), (" tr", -6.0)]
+    chat_server.answer = lambda path, body, number: (200, _logprob_answer(tops))
+    messages = [*user("q"), {"role": "assistant", "content": '{"a": 1'}]
+    with openai_lm(chat_server, extra_body={"top_k": 5}) as lm:
+        scores = lm.choice_logprobs(messages, ["true", "false", "null"], prefix=', "ok": ')
+    body = chat_server.bodies[-1]
+    assert body["messages"][-1] == {"role": "assistant", "content": '{"a": 1, "ok":'}
+    assert body["messages"][:-1] == user("q")
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    assert (body["logprobs"], body["top_logprobs"], body["max_tokens"]) == (True, 20, 1)
+    assert body["temperature"] == 0.0 and body["top_k"] == 5
+    # " true", "true" and " tr" all start "true"; a missing choice gets the lowest value
+    expected_true = math.log(math.exp(-0.2) + math.exp(-3.0) + math.exp(-6.0))
+    assert scores == pytest.approx({"true": expected_true, "false": -1.9, "null": -6.0})
+    # without a prefix: a plain generation prompt, no continuation fields
+    with openai_lm(chat_server) as lm:
+        lm.choice_logprobs(user("q"), ["true", "false"])
+    body = chat_server.bodies[-1]
+    assert body["messages"] == user("q") and "continue_final_message" not in body
+
+
+def test_openai_choice_logprobs_unsupported(chat_server):
+    from sweworld.transition.lm.base import LogprobsUnsupported
+
+    answer = _logprob_answer([("x", -1.0)])
+    answer["choices"][0]["logprobs"] = None
+    chat_server.answer = lambda path, body, number: (200, answer)
+    with openai_lm(chat_server) as lm, pytest.raises(LogprobsUnsupported, match="without log"):
+        lm.choice_logprobs(user("q"), ["true", "false"])
+    refusal = {"error": {"message": "Unrecognized request argument: continue_final_message"}}
+    chat_server.answer = lambda path, body, number: (400, refusal)
+    with openai_lm(chat_server) as lm, pytest.raises(LogprobsUnsupported, match="refused"):
+        lm.choice_logprobs(user("q"), ["true", "false"], prefix="x: ")
+    context = {"error": {"message": "This model's maximum context length is 10 tokens."}}
+    chat_server.answer = lambda path, body, number: (400, context)
+    with openai_lm(chat_server) as lm, pytest.raises(ContextTooLong):
+        lm.choice_logprobs(user("q"), ["true", "false"])
+
+
+def _manual_choice_logprobs(lm, messages, choices, prefix):
+    """Reference: each prompt + choice run whole through the model, no cache."""
+    import torch
+
+    text = lm._scoring_prompt(messages, prefix)
+    encode = lm.tokenizer
+    base = encode(text, add_special_tokens=False)["input_ids"]
+    fulls = [encode(text + c, add_special_tokens=False)["input_ids"] for c in choices]
+    shared = len(base)
+    for ids in fulls:
+        j = 0
+        while j < min(shared, len(ids)) and ids[j] == base[j]:
+            j += 1
+        shared = j
+    out = {}
+    for choice, ids in zip(choices, fulls, strict=True):
+        with torch.inference_mode():
+            logits = lm.model(input_ids=torch.tensor([ids])).logits[0].float()
+        logprobs = torch.log_softmax(logits, dim=-1)
+        out[choice] = sum(float(logprobs[j - 1, ids[j]]) for j in range(shared, len(ids)))
+    return out
+
+
+def test_embedded_choice_logprobs_teacher_forcing(embedded):
+    from sweworld.transition.lm.base import choice_probabilities
+
+    messages = [
+        {"role": "system", "content": "Answer with one JSON object."},
+        *user('Is 2 + 2 equal to 4? Answer {"answer": true} or {"answer": false}.'),
+    ]
+    choices = ["true", "false", "maybe not"]
+    prefixes = ['{"answer": ', '{"answer": true, "sure": ', '{"answer": ', '{"answer": ']
+    embedded.prefix_cache = True
+    for prefix in prefixes:  # repeated and shrinking contexts reuse the cached prefix
+        scores = embedded.choice_logprobs(messages, choices, prefix=prefix)
+        reference = _manual_choice_logprobs(embedded, messages, choices, prefix)
+        assert scores == pytest.approx(reference, abs=2e-3)
+    assert embedded._prefix is not None
+    probs = choice_probabilities(scores)
+    assert sum(probs.values()) == pytest.approx(1.0)
+    assert probs["maybe not"] < 0.01  # three tokens, each unlikely
+    # the final assistant message and the prefix are one answer
+    split = [*messages, {"role": "assistant", "content": '{"answer":'}]
+    assert embedded.choice_logprobs(split, choices, prefix=" ") == pytest.approx(scores, abs=1e-3)
+    embedded.prefix_cache = False
+    assert embedded.choice_logprobs(messages, choices, prefix=prefixes[0]) == pytest.approx(
+        scores, abs=1e-3
+    )
+    assert embedded._prefix is None
+    embedded.prefix_cache = True
+
+
+def test_embedded_choice_logprobs_without_custom_masks(embedded, monkeypatch):
+    messages = user('Answer {"ok": true} or {"ok": false}.')
+    expected = embedded.choice_logprobs(messages, ["true", "false"], prefix='{"ok": ')
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("this model takes no 4D attention mask")
+
+    monkeypatch.setattr(embedded, "_tree_mask", refuse)
+    monkeypatch.setattr(embedded, "_tree_ok", True, raising=False)
+    embedded._prefix = None
+    plain = embedded.choice_logprobs(messages, ["true", "false"], prefix='{"ok": ')
+    assert plain == pytest.approx(expected, abs=2e-3)
+    assert embedded._tree_ok is False  # remembered: the next calls go the plain way
+    assert embedded.choice_logprobs(messages, ["true"], prefix='{"ok": ') == pytest.approx(
+        {"true": expected["true"]}, abs=2e-3
+    )
+
+
+def test_embedded_choice_logprobs_with_generation_in_threads(embedded):
+    messages = user("Say yes or no.")
+    request = GenerationRequest(user("Count: one, two,"), max_tokens=6)
+    expected_text = embedded.generate([request])[0][0].text
+    expected = embedded.choice_logprobs(messages, ["yes", "no"], prefix="Answer: ")
+    results: dict[str, object] = {}
+
+    def score():
+        results["scores"] = embedded.choice_logprobs(messages, ["yes", "no"], prefix="Answer: ")
+
+    def generate():
+        results["text"] = embedded.generate([request])[0][0].text
+
+    threads = [threading.Thread(target=f) for f in (score, generate, score)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert results["text"] == expected_text
+    assert results["scores"] == pytest.approx(expected, abs=1e-3)
+    huge = user("word " * 9000)
+    with pytest.raises(ContextTooLong):
+        embedded.choice_logprobs(huge, ["yes", "no"])
+
+
+def test_embedded_choice_logprobs_continue_a_generation(embedded):
+    messages = user("Is the sky blue? Answer in JSON.")
+    prefill = [*messages, {"role": "assistant", "content": '{"answer": '}]
+    embedded.prefix_cache = True
+    embedded.generate([GenerationRequest(prefill, max_tokens=4)])
+    ids, _, _ = embedded._prefix  # the prompt's state is kept for the scorer
+    assert list(ids) == embedded.encode_messages(prefill)
+    scores = embedded.choice_logprobs(messages, ["true", "false"], prefix='{"answer": ')
+    reference = _manual_choice_logprobs(embedded, messages, ["true", "false"], '{"answer": ')
+    assert scores == pytest.approx(reference, abs=2e-3)
+    # a call with several prompts keeps none of them
+    embedded._prefix = None
+    embedded.generate([GenerationRequest(user("a")), GenerationRequest(user("b c"))])
+    assert embedded._prefix is None

@@ -16,13 +16,21 @@ as vLLM, replayed answers) behaves the same way:
   ever truncated silently.
 - An error for any request of a batch raises for the whole call (one :class:`LMError`).
 - Backends are safe to call from several threads at once.
+
+Optional capability, **choice log-probabilities**: ``choice_logprobs(messages, choices,
+prefix=...)`` scores a few short continuations (``"true"`` / ``"false"``) of the assistant
+answer that starts with ``prefix``. In-process transformers, OpenAI-compatible servers that
+return ``logprobs`` (vLLM) and :class:`~sweworld.transition.lm.replay.ReplayLM` have it;
+other backends raise :class:`LogprobsUnsupported`. :func:`choice_probabilities` turns the
+scores into probabilities (a softmax over the choices).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -157,6 +165,11 @@ class ContextTooLong(LMError):
         self.context_window = context_window
 
 
+class LogprobsUnsupported(LMError):
+    """The backend cannot give log-probabilities (``choice_logprobs``): the backend has no
+    such capability, or the server answered without ``logprobs``."""
+
+
 @runtime_checkable
 class LM(Protocol):
     """A language model backend. Implementations must be safe to call from several threads."""
@@ -177,12 +190,41 @@ class LM(Protocol):
         ...
 
 
+@runtime_checkable
+class ScoresChoices(Protocol):
+    """The optional log-probability capability of an :class:`LM` (see :func:`choice_logprobs
+    <BaseLM.choice_logprobs>`)."""
+
+    def choice_logprobs(
+        self, messages: Messages, choices: Sequence[str], *, prefix: str = ""
+    ) -> dict[str, float]: ...
+
+
 class BaseLM:
     """Conveniences shared by the backends (not part of the protocol): context-manager
-    support, one-request helpers."""
+    support, one-request helpers, and the default (unsupported) ``choice_logprobs``."""
 
     name: str = "lm"
     context_window: int = 0
+    #: whether ``choice_logprobs`` can work at all (a server may still refuse at run time)
+    supports_logprobs: bool = False
+
+    def choice_logprobs(
+        self, messages: Messages, choices: Sequence[str], *, prefix: str = ""
+    ) -> dict[str, float]:
+        """Natural-log probability of each choice continuing the assistant's answer.
+
+        The answer is the chat ``messages`` (oldest first) answered by the assistant with a
+        text that starts with ``prefix`` (when the last message is the assistant's, its
+        content comes first and ``prefix`` is appended to it). ``choices`` are short,
+        distinct, non-empty strings (``"true"``, ``"false"``). Each backend documents how a
+        choice is scored (whole choice by teacher forcing, or its first token). Returns
+        ``{choice: logprob}`` for every choice; :func:`choice_probabilities` normalises.
+
+        Raises :class:`LogprobsUnsupported` when the backend cannot score (this default),
+        other :class:`LMError` as ``generate`` does, ``ValueError`` for bad ``choices``.
+        """
+        raise LogprobsUnsupported(f"{self.name}: this backend gives no log-probabilities")
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
         raise NotImplementedError
@@ -206,6 +248,65 @@ class BaseLM:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
+
+
+def check_choices(choices: Sequence[str]) -> list[str]:
+    """``choices`` as a list, after checking they are distinct non-empty strings."""
+    if isinstance(choices, str):
+        raise ValueError("choices must be a sequence of strings, not one string")
+    out = list(choices)
+    if not out:
+        raise ValueError("choices must not be empty")
+    if any(not isinstance(c, str) or not c for c in out):
+        raise ValueError(f"choices must be non-empty strings, got {out!r}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"choices must be distinct, got {out!r}")
+    return out
+
+
+def assistant_prefix(messages: Messages, prefix: str = "") -> tuple[Messages, str]:
+    """Split a ``choice_logprobs`` question into the chat before the assistant's answer and
+    the answer's start: a final assistant message's content is followed by ``prefix``."""
+    chat = list(messages)
+    if chat and chat[-1].get("role") == "assistant":
+        return chat[:-1], str(chat[-1].get("content", "")) + prefix
+    return chat, prefix
+
+
+def choice_probabilities(logprobs: Mapping[str, float]) -> dict[str, float]:
+    """A softmax over the choices' log-probabilities: ``P(choice | one of the choices)``.
+
+    Every value is in [0, 1] and they sum to 1; ``-inf`` scores get 0; when every score is
+    ``-inf`` (or NaN) the choices are equally likely. Raises ``ValueError`` when empty."""
+    if not logprobs:
+        raise ValueError("no choices to normalise")
+    finite = {k: float(v) for k, v in logprobs.items() if math.isfinite(float(v))}
+    if not finite:
+        return {k: 1.0 / len(logprobs) for k in logprobs}
+    top = max(finite.values())
+    weights = {k: math.exp(finite[k] - top) if k in finite else 0.0 for k in logprobs}
+    total = sum(weights.values())
+    return {k: w / total for k, w in weights.items()}
+
+
+def supports_choice_logprobs(lm: Any) -> bool:
+    """Whether ``lm`` claims the ``choice_logprobs`` capability (a server may still refuse
+    at run time with :class:`LogprobsUnsupported`)."""
+    if isinstance(lm, BaseLM):
+        return bool(lm.supports_logprobs)
+    return isinstance(lm, ScoresChoices)
+
+
+def lm_choice_logprobs(
+    lm: Any, messages: Messages, choices: Sequence[str], *, prefix: str = ""
+) -> dict[str, float]:
+    """``lm.choice_logprobs(...)`` for any LM; :class:`LogprobsUnsupported` for an LM that
+    has no such method."""
+    method = getattr(lm, "choice_logprobs", None)
+    if not callable(method):
+        name = getattr(lm, "name", type(lm).__name__)
+        raise LogprobsUnsupported(f"{name}: this backend gives no log-probabilities")
+    return method(messages, choices, prefix=prefix)
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, str | None]:

@@ -13,6 +13,11 @@ any other failure or an unreadable body raises :class:`LMError` with the status 
 start of the body. When the server says the prompt fits but ``max_tokens`` does not, the
 request is sent once more with ``max_tokens`` reduced to the room left (as the in-process
 backend clips its completion budget).
+
+``choice_logprobs`` asks the same endpoint for one token with ``logprobs`` and
+``top_logprobs``; the answer's prefix is sent as a final assistant message continued with
+vLLM's ``continue_final_message=true`` / ``add_generation_prompt=false``. Only the first
+token of each choice is scored (see :meth:`OpenAILM.choice_logprobs`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import random
 import re
 import threading
@@ -37,7 +43,11 @@ from sweworld.transition.lm.base import (
     LMError,
     LMTimeout,
     LMUnavailable,
+    LogprobsUnsupported,
+    Messages,
     approx_tokens,
+    assistant_prefix,
+    check_choices,
     sample_seed,
 )
 
@@ -92,7 +102,11 @@ class OpenAILM(BaseLM):
         backoff: first retry delay in seconds, doubled each retry, at most ``max_backoff``.
         extra_body: extra JSON fields for every request (vLLM's ``top_k``, ``logprobs``...).
         name: the name reported in ``Generation.model`` when the server names none.
+        top_logprobs: alternatives asked for by ``choice_logprobs`` (vLLM's default server
+            limit and OpenAI's maximum are 20).
     """
+
+    supports_logprobs = True
 
     def __init__(
         self,
@@ -108,6 +122,7 @@ class OpenAILM(BaseLM):
         max_backoff: float = 8.0,
         extra_body: dict[str, Any] | None = None,
         name: str | None = None,
+        top_logprobs: int = 20,
     ):
         self.base_url = normalize_base_url(base_url)
         self.url = self.base_url + "/chat/completions"
@@ -121,6 +136,7 @@ class OpenAILM(BaseLM):
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self.extra_body = dict(extra_body or {})
+        self.top_logprobs = max(1, int(top_logprobs))
         self._start_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -147,6 +163,76 @@ class OpenAILM(BaseLM):
             raise RuntimeError("OpenAILM.generate called from its own event loop thread")
         future = self._submit(requests)
         return future.result()
+
+    def choice_logprobs(
+        self, messages: Messages, choices: Sequence[str], *, prefix: str = ""
+    ) -> dict[str, float]:
+        """Log-probability of the FIRST TOKEN of each choice continuing the assistant's
+        answer that starts with ``prefix`` (one request, ``max_tokens=1``, greedy).
+
+        The answer's prefix is sent without its trailing whitespace (so that the model's
+        next token is the natural ``" true"``, not ``"true"`` after a lone space); a returned
+        token counts for a choice when, leading whitespace removed, it is a non-empty start
+        of the choice (case-sensitive); several such tokens add up. Choices that share
+        their first token get the same score. A choice missing from the returned
+        ``top_logprobs`` gets the lowest returned log-probability: an upper bound of its
+        true value (a token outside the top list is at most as likely as the last one).
+
+        Raises :class:`LogprobsUnsupported` when the server answers without log-probabilities
+        or rejects the request's ``logprobs`` / ``continue_final_message`` fields; other
+        errors as ``generate``.
+        """
+        options = check_choices(choices)
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("OpenAILM.choice_logprobs called from its own event loop thread")
+        chat, answer = assistant_prefix(messages, prefix)
+        sent = answer.rstrip()
+        body: dict[str, Any] = dict(self.extra_body)
+        body.update(
+            {
+                "model": self.model,
+                "messages": [*chat, {"role": "assistant", "content": sent}] if sent else chat,
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "n": 1,
+                "logprobs": True,
+                "top_logprobs": self.top_logprobs,
+            }
+        )
+        if sent:
+            body["continue_final_message"] = True
+            body["add_generation_prompt"] = False
+        loop = self._ensure_loop()
+        future = asyncio.run_coroutine_threadsafe(self._post_with_retries(body), loop)
+        try:
+            data, _, _ = future.result()
+        except ContextTooLong:
+            raise
+        except LMError as exc:
+            text = str(exc)
+            if " status 4" in text and any(
+                word in text for word in ("logprobs", "continue_final_message", "generation_prompt")
+            ):
+                raise LogprobsUnsupported(
+                    f"{self.url} (model {self.model}) refused a log-probability request: {text}"
+                ) from exc
+            raise
+        tokens = _first_token_logprobs(data)
+        if not tokens:
+            raise LogprobsUnsupported(
+                f"{self.url} (model {self.model}) answered without log-probabilities: "
+                f"{_excerpt(json.dumps(data))}"
+            )
+        floor = min(tokens.values())
+        out: dict[str, float] = {}
+        for choice in options:
+            matched = [
+                lp
+                for token, lp in tokens.items()
+                if token.lstrip() and choice.startswith(token.lstrip())
+            ]
+            out[choice] = _logsumexp(matched) if matched else floor
+        return out
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
         """``generate`` for callers inside an event loop (the work runs on this object's own
@@ -390,6 +476,44 @@ class OpenAILM(BaseLM):
                 )
             )
         return out
+
+
+def _first_token_logprobs(data: dict[str, Any]) -> dict[str, float]:
+    """``{token text: logprob}`` of the first generated position: the chosen token and its
+    ``top_logprobs`` (chat format ``logprobs.content``, or the legacy completions format
+    ``logprobs.top_logprobs``); empty when the answer has none."""
+    choices = data.get("choices") or []
+    first = choices[0] if choices and isinstance(choices[0], dict) else {}
+    logprobs = first.get("logprobs")
+    out: dict[str, float] = {}
+
+    def add(token: Any, value: Any) -> None:
+        if isinstance(token, str) and isinstance(value, (int, float)) and math.isfinite(value):
+            out[token] = max(float(value), out.get(token, -math.inf))
+
+    if not isinstance(logprobs, dict):
+        return out
+    content = logprobs.get("content")
+    if isinstance(content, list) and content and isinstance(content[0], dict):
+        entry = content[0]
+        add(entry.get("token"), entry.get("logprob"))
+        for top in entry.get("top_logprobs") or []:
+            if isinstance(top, dict):
+                add(top.get("token"), top.get("logprob"))
+        return out
+    tops = logprobs.get("top_logprobs")
+    if isinstance(tops, list) and tops and isinstance(tops[0], dict):
+        for token, value in tops[0].items():
+            add(token, value)
+    tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+    if isinstance(tokens, list) and isinstance(values, list) and tokens and values:
+        add(tokens[0], values[0])
+    return out
+
+
+def _logsumexp(values: list[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
 
 
 def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:

@@ -16,6 +16,11 @@ Stop strings are applied as a real model would (the text is cut before the first
 ``max_tokens`` is not. Every request is recorded in ``.calls``. Token counts are
 approximate (four characters per token).
 
+``choice_logprobs`` answers from ``logprobs=`` (a fixed ``{choice: logprob}``, a list of them
+served in order, or a function) or, without it, derives them from the text replayed for the
+same conversation: the choice that the replayed answer continues with after the prefix gets
+``log(logprob_confidence)``, the others share the rest; see :meth:`ReplayLM.choice_logprobs`.
+
 :class:`RecordingLM` wraps any LM and appends each request and its generations to a JSONL
 file that :meth:`ReplayLM.from_jsonl` replays.
 """
@@ -23,6 +28,7 @@ file that :meth:`ReplayLM.from_jsonl` replays.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,8 +40,11 @@ from sweworld.transition.lm.base import (
     Generation,
     GenerationRequest,
     LMError,
+    LogprobsUnsupported,
     Messages,
     approx_tokens,
+    assistant_prefix,
+    check_choices,
     cut_at_stop,
 )
 
@@ -60,7 +69,14 @@ class ReplayLM(BaseLM):
         delay: seconds to sleep per request (to simulate latency).
         name: the model name reported in ``Generation.model``.
         context_window: reported window; prompts longer (approximately) raise nothing.
+        logprobs: answers of ``choice_logprobs``: a ``{choice: logprob}`` mapping (every
+            call), a list of mappings (served in order; ``cycle`` applies), or a function
+            ``(messages, choices, prefix) -> mapping``; None derives them from the replayed
+            text.
+        logprob_confidence: the probability a derived answer gives to the replayed choice.
     """
+
+    supports_logprobs = True
 
     def __init__(
         self,
@@ -71,7 +87,11 @@ class ReplayLM(BaseLM):
         delay: float = 0.0,
         name: str = "replay",
         context_window: int = 1_000_000,
+        logprobs: Any = None,
+        logprob_confidence: float = 0.9,
     ):
+        if not 0.0 < logprob_confidence <= 1.0:
+            raise ValueError(f"logprob_confidence must be in (0, 1], got {logprob_confidence}")
         self.name = name
         self.context_window = context_window
         self.cycle = cycle
@@ -85,6 +105,11 @@ class ReplayLM(BaseLM):
         self._function: Callable[[Messages], Any] | None = None
         self._position = 0
         self._key_positions: dict[str, int] = {}
+        self.logprobs = list(logprobs) if isinstance(logprobs, (list, tuple)) else logprobs
+        self.logprob_confidence = float(logprob_confidence)
+        self.logprob_calls: list[tuple[Messages, list[str], str]] = []
+        self._logprob_position = 0
+        self._served: dict[str, list[str]] = {}  # conversation -> whole answers replayed
         if callable(responses) and not isinstance(responses, Mapping):
             self._function = responses
         elif isinstance(responses, Mapping):
@@ -148,8 +173,84 @@ class ReplayLM(BaseLM):
             for index in range(request.n):
                 answer = self._answer(request.messages)
                 samples.append(self._generation(request, answer, index, prompt, started))
+            self._remember(request.messages, samples)
             out.append(samples)
         return out
+
+    # ------------------------------------------------------------------ log-probabilities
+
+    def _remember(self, messages: Messages, samples: list[Generation]) -> None:
+        chat, started = assistant_prefix(messages)
+        key = conversation_key(chat)
+        with self._lock:
+            served = self._served.setdefault(key, [])
+            served.extend(started + g.text for g in samples)
+            del served[:-64]
+
+    def choice_logprobs(
+        self, messages: Messages, choices: Sequence[str], *, prefix: str = ""
+    ) -> dict[str, float]:
+        """Scripted or derived log-probabilities (every call is recorded in
+        ``logprob_calls``).
+
+        With ``logprobs=`` given, its mapping answers (a choice it does not name gets its
+        lowest value). Otherwise they are derived, deterministically, from the answers
+        replayed for the same conversation (newest first): the answer that starts with the
+        assistant's text so far, else the newest one in which the end of that text occurs;
+        the choice it continues with (leading whitespace ignored) gets
+        ``log(logprob_confidence)``, the other choices share the rest equally; when it
+        continues with none of them, every choice is equally likely. Nothing replayed yet
+        for the conversation raises :class:`LogprobsUnsupported`.
+        """
+        options = check_choices(choices)
+        with self._lock:
+            self.logprob_calls.append((list(messages), options, prefix))
+        if self.logprobs is not None:
+            return self._scripted_logprobs(messages, options, prefix)
+        chat, answer = assistant_prefix(messages, prefix)
+        with self._lock:
+            served = list(self._served.get(conversation_key(chat), ()))
+        if not served:
+            raise LogprobsUnsupported(
+                f"{self.name}: nothing was replayed for this conversation to derive "
+                "log-probabilities from (pass logprobs= to script them)"
+            )
+        rest = _continuation(served, answer)
+        picked = None
+        if rest is not None:
+            stripped = rest.lstrip()
+            matches = [c for c in options if stripped.startswith(c)]
+            picked = max(matches, key=len) if matches else None
+        if picked is None or len(options) == 1:
+            return {c: math.log(1.0 / len(options)) for c in options}
+        others = (1.0 - self.logprob_confidence) / (len(options) - 1)
+        low = math.log(others) if others > 0 else -math.inf
+        return {c: math.log(self.logprob_confidence) if c == picked else low for c in options}
+
+    def _scripted_logprobs(
+        self, messages: Messages, options: list[str], prefix: str
+    ) -> dict[str, float]:
+        source = self.logprobs
+        if isinstance(source, list):
+            with self._lock:
+                if self._logprob_position >= len(source):
+                    if not self.cycle or not source:
+                        raise LMError(
+                            f"{self.name}: all {len(source)} replayed log-probability answers "
+                            "were used"
+                        )
+                    self._logprob_position = 0
+                value = source[self._logprob_position]
+                self._logprob_position += 1
+        elif callable(source) and not isinstance(source, Mapping):
+            value = source(messages, options, prefix)
+        else:
+            value = source
+        if not isinstance(value, Mapping) or not value:
+            raise LMError(f"{self.name}: a log-probability answer must be a mapping, got {value!r}")
+        given = {str(k): float(v) for k, v in value.items()}
+        floor = min(given.values())
+        return {c: given.get(c, floor) for c in options}
 
     def _generation(
         self, request: GenerationRequest, answer: Any, index: int, prompt: int, started: float
@@ -234,6 +335,27 @@ class ReplayLM(BaseLM):
             self.calls.clear()
             self._position = 0
             self._key_positions.clear()
+            self.logprob_calls.clear()
+            self._logprob_position = 0
+            self._served.clear()
+
+
+def _continuation(served: list[str], answer: str) -> str | None:
+    """What follows ``answer`` in the newest replayed answer that continues it (see
+    :meth:`ReplayLM.choice_logprobs`), or None."""
+    for text in reversed(served):
+        if text.startswith(answer):
+            return text[len(answer) :]
+    tail = answer.rstrip()
+    for size in (64, 24, 12):
+        key = tail[-size:]
+        if not key:
+            break
+        for text in reversed(served):
+            at = text.rfind(key)
+            if at >= 0:
+                return text[at + len(key) :]
+    return None
 
 
 def _messages_of(line: Mapping[str, Any]) -> Messages | None:
@@ -276,6 +398,20 @@ class RecordingLM(BaseLM):
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
+
+    @property
+    def supports_logprobs(self) -> bool:  # type: ignore[override]
+        from sweworld.transition.lm.base import supports_choice_logprobs
+
+        return supports_choice_logprobs(self.inner)
+
+    def choice_logprobs(
+        self, messages: Messages, choices: Sequence[str], *, prefix: str = ""
+    ) -> dict[str, float]:
+        """The wrapped LM's ``choice_logprobs`` (not recorded)."""
+        from sweworld.transition.lm.base import lm_choice_logprobs
+
+        return lm_choice_logprobs(self.inner, messages, choices, prefix=prefix)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
         requests = list(requests)

@@ -10,10 +10,14 @@ several requests are batched with left padding (``max_batch`` rows). Batched and
 runs compute the same function, but float rounding in larger matrix products can differ in
 the last bits, so on rare near-ties greedy decoding may pick another token; ``max_batch=1``
 makes every request's result independent of the others.
+
+``choice_logprobs`` (:mod:`~sweworld.transition.lm.transformers_scoring`) scores whole
+choices by teacher forcing in one forward pass, reusing the previous context's KV cache.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import secrets
 import threading
@@ -35,6 +39,7 @@ from sweworld.transition.lm.base import (
     cut_at_stop,
     sample_seed,
 )
+from sweworld.transition.lm.transformers_scoring import ChoiceScoringMixin
 
 _DTYPES = {
     "float32": "float32",
@@ -124,8 +129,10 @@ class _Row:
     batch_rows: int = 0
 
 
-class TransformersLM(BaseLM):
+class TransformersLM(ChoiceScoringMixin, BaseLM):
     """A causal LM with its tokenizer's chat template, run in this process.
+
+    ``choice_logprobs`` is supported (whole choices, teacher forcing).
 
     Args:
         model_path: a folder written by ``save_pretrained`` (config, safetensors, tokenizer)
@@ -144,6 +151,11 @@ class TransformersLM(BaseLM):
         merge_adapter: merge the LoRA weights into the model (faster; same outputs).
         name: the model's name in ``Generation.model``; default the folder name (+ adapter).
         info: extra entries for every ``Generation.info``.
+        prefix_cache: ``choice_logprobs`` keeps the KV cache of its last context (and
+            ``generate`` that of a call's prompt, when the call has one prompt) and reuses it
+            for the tokens the next call's context shares: scoring a report test by test, or
+            the answer just generated, then runs only the new tokens. Costs the memory of one
+            context's cache.
     """
 
     def __init__(
@@ -162,6 +174,7 @@ class TransformersLM(BaseLM):
         merge_adapter: bool = True,
         name: str | None = None,
         info: dict[str, Any] | None = None,
+        prefix_cache: bool = True,
     ):
         import torch
 
@@ -195,6 +208,8 @@ class TransformersLM(BaseLM):
         pad = self.tokenizer.pad_token_id
         self._pad = int(pad) if pad is not None else min(self._eos) if self._eos else 0
         self._cache_kw = self._cache_kwarg()
+        self.prefix_cache = bool(prefix_cache)
+        self._prefix: tuple[tuple[int, ...], Any, Any] | None = None
         self._closed = False
 
     # ------------------------------------------------------------------ loading
@@ -449,6 +464,9 @@ class TransformersLM(BaseLM):
             padded = any(len(p) < width for p in prompts)
             cache = self._new_cache(reserve=width + max(r.max_new for r in rows))
             logits = self._forward(ids, mask if padded else None, positions, cache)
+            if self.prefix_cache and len(prompts) == 1:
+                # the prompt's state, for a choice_logprobs call that continues it
+                self._prefix = (tuple(prompts[0]), copy.deepcopy(cache), logits[0].clone())
             select = torch.tensor([slot[key] for key in keys], dtype=torch.long)
             if len(prompts) != len(rows) or not torch.equal(select, torch.arange(len(rows))):
                 cache.reorder_cache(select.to(self.device))
@@ -558,5 +576,6 @@ class TransformersLM(BaseLM):
         """Drop the model and tokenizer (memory is freed once no other reference holds them)."""
         with self._lock, self._tok_lock:
             self._closed = True
+            self._prefix = None
             self.model = None
             self.tokenizer = None

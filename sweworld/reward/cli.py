@@ -1,0 +1,217 @@
+"""``sweworld reward``, ``sweworld verify`` and ``sweworld calibrate``.
+
+sweworld reward --file TASKS --id ID --patch P [--mode oracle|blind] [--model embedded]
+sweworld verify --tasks TASKS --candidates C [C ...] --out preds.json [--scores S.json]
+sweworld calibrate --tasks TASKS --candidates LABELLED [...] [--out calibration.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--mode",
+        default="oracle",
+        choices=["oracle", "blind"],
+        help="what the stages may read: oracle (default: gold patch, test patch, test lists) "
+        "or blind (none of them)",
+    )
+    p.add_argument(
+        "--model",
+        default="embedded",
+        help="SWR model for the tests stage: embedded (default), openai:URL#MODEL, "
+        "hf:PATH[+ADAPTER] or replay:FILE",
+    )
+    p.add_argument(
+        "--stages",
+        default="syntax,typecheck,semantic,tests",
+        help="comma-separated stages to run (default: all four)",
+    )
+    p.add_argument(
+        "--samples", type=int, default=1, help="reports sampled per candidate (default 1: greedy)"
+    )
+    p.add_argument(
+        "--no-logprobs",
+        action="store_true",
+        help="do not read P(resolved) from token log-probabilities",
+    )
+    p.add_argument(
+        "--calibration",
+        default="auto",
+        help="calibration file; 'auto' (default) uses the one stored for this model and mode "
+        "if `sweworld calibrate` made one, 'none' the fixed prior",
+    )
+    p.add_argument(
+        "--preset",
+        default="binary",
+        choices=["binary", "score", "shaped", "stage_penalty"],
+        help="RL reward preset (default: binary)",
+    )
+    p.add_argument(
+        "--repo-path",
+        default=None,
+        help="local source of the task's repository (default: the toy repo or "
+        "$SWEWORLD_REPO_CACHE; without one the stages read the patch's hunks only)",
+    )
+
+
+def add_reward_parsers(sub: Any, add_task_args: Any) -> None:
+    """Add the reward, verify and calibrate sub-commands to the CLI's subparsers."""
+    reward = sub.add_parser(
+        "reward", help="score a candidate patch with the SWR stages (no real execution)"
+    )
+    add_task_args(reward)
+    reward.add_argument(
+        "--patch",
+        required=True,
+        help="candidate patch file ('-' for stdin; an empty file scores the unchanged base)",
+    )
+    _add_model_args(reward)
+    reward.add_argument("--steps", type=int, default=None, help="agent steps (shaped preset)")
+
+    verify = sub.add_parser("verify", help="best-of-N: score N candidates per task and select one")
+    verify.add_argument("--tasks", required=True, help="task rows (any format `tasks` reads)")
+    verify.add_argument("--split", default=None, help="split, for HF datasets")
+    verify.add_argument(
+        "--candidates",
+        required=True,
+        nargs="+",
+        help="candidate files: SWE-bench preds.json, JSONL, trajectory folders or tarballs",
+    )
+    verify.add_argument("--out", required=True, help="where to write the selected predictions")
+    verify.add_argument("--scores", default=None, help="also write every score and class here")
+    verify.add_argument(
+        "--vote-weight", type=float, default=0.2, help="weight of the equivalence-class vote"
+    )
+    _add_model_args(verify)
+
+    calibrate = sub.add_parser("calibrate", help="fit the score calibration on labelled candidates")
+    calibrate.add_argument("--tasks", required=True, help="task rows")
+    calibrate.add_argument("--split", default=None, help="split, for HF datasets")
+    calibrate.add_argument(
+        "--candidates", required=True, nargs="+", help="labelled candidates (with `resolved`)"
+    )
+    calibrate.add_argument(
+        "--method",
+        default="logistic",
+        choices=["logistic", "isotonic"],
+        help="logistic on the stage features (default) or isotonic on the tests score",
+    )
+    calibrate.add_argument(
+        "--out",
+        default=None,
+        help="where to store it (default: beside the model, used by --calibration auto)",
+    )
+    _add_model_args(calibrate)
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from sweworld.reward.model import SWRConfig
+
+    return SWRConfig(
+        mode=args.mode,
+        stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()),
+        model=args.model,
+        samples=args.samples,
+        use_logprobs=not args.no_logprobs,
+        calibration=None if args.calibration == "none" else args.calibration,
+        reward_preset=args.preset,
+    )
+
+
+def _read_patch(spec: str) -> str:
+    if spec == "-":
+        return sys.stdin.read()
+    path = Path(spec)
+    if not path.is_file():
+        raise FileNotFoundError(f"patch file {path} does not exist")
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def _short_log(result: dict[str, Any], limit: int = 4000) -> dict[str, Any]:
+    tests = result.get("stages", {}).get("tests")
+    if tests and isinstance(tests.get("evidence", {}).get("log"), str):
+        log = tests["evidence"]["log"]
+        if len(log) > limit:
+            tests["evidence"]["log"] = log[:limit] + f"\n... [{len(log) - limit} chars cut]"
+    return result
+
+
+def cmd_reward(args: argparse.Namespace, task: Any) -> int:
+    from sweworld.reward.model import RewardModel
+
+    patch = _read_patch(args.patch)
+    with RewardModel(_config(args), repo_path=args.repo_path) as model:
+        result = model.score(task, patch, steps=args.steps)
+    print(json.dumps(_short_log(result.to_dict()), indent=2, default=str))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from sweworld.reward.candidates import load_candidates, write_predictions
+    from sweworld.reward.model import RewardModel
+    from sweworld.reward.verifier import Verifier
+    from sweworld.tasks import load_tasks
+
+    tasks = {t.instance_id: t for t in load_tasks(args.tasks, split=args.split)}
+    candidates = load_candidates(args.candidates)
+    unknown = [i for i in candidates if i not in tasks]
+    for instance_id in unknown:
+        print(f"sweworld: warning: no task row for {instance_id}; skipped", file=sys.stderr)
+    candidates = {i: c for i, c in candidates.items() if i in tasks}
+    with RewardModel(_config(args), repo_path=args.repo_path) as model:
+        verifier = Verifier(model, vote_weight=args.vote_weight)
+        selections = {}
+        for n, (instance_id, cands) in enumerate(candidates.items(), 1):
+            selections.update(
+                verifier.verify({instance_id: tasks[instance_id]}, {instance_id: cands})
+            )
+            chosen = selections[instance_id]
+            print(
+                f"[{n}/{len(candidates)}] {instance_id}: {len(cands)} candidate(s), "
+                f"chose #{chosen.index} (score {chosen.score:.3f}, "
+                f"{len(chosen.classes)} class(es))",
+                file=sys.stderr,
+            )
+    write_predictions({i: s.patch for i, s in selections.items()}, args.out)
+    if args.scores:
+        Path(args.scores).write_text(
+            json.dumps({i: s.to_dict() for i, s in selections.items()}, indent=2, default=str)
+        )
+    print(f"wrote {len(selections)} prediction(s) to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from sweworld.reward.calibration import save_calibration
+    from sweworld.reward.candidates import load_candidates
+    from sweworld.reward.model import RewardModel, default_calibration_path, fit_from_results
+    from sweworld.tasks import load_tasks
+
+    tasks = {t.instance_id: t for t in load_tasks(args.tasks, split=args.split)}
+    candidates = load_candidates(args.candidates)
+    config = _config(args)
+    config.calibration = None
+    results, labels = [], []
+    with RewardModel(config, repo_path=args.repo_path) as model:
+        for instance_id, cands in candidates.items():
+            if instance_id not in tasks:
+                continue
+            for cand in cands:
+                if cand.label is None:
+                    continue
+                results.append(model.score(tasks[instance_id], cand.patch))
+                labels.append(bool(cand.label))
+    if not results:
+        raise ValueError("no labelled candidates matched the tasks (need a `resolved` label)")
+    calibrator, metrics = fit_from_results(results, labels, method=args.method)
+    out = Path(args.out) if args.out else default_calibration_path(config.model, config.mode)
+    save_calibration(calibrator, out, metrics=metrics)
+    print(json.dumps({"out": str(out), "n": len(labels), "metrics": metrics}, indent=2))
+    return 0

@@ -1,0 +1,490 @@
+"""The SWR pipeline: three exact stages, a learned fourth, one calibrated score.
+
+::
+
+    patch -> view (whole files when the base checkout is available, hunks otherwise)
+          -> syntax     (ast + tree-sitter; a failure stops here: score 0, no model call)
+          -> typecheck  (mypy before/after; errors the patch introduces)
+          -> semantic   (libcst; empty / no-op / tests-only / test tampering stop here;
+                         equivalence with the gold patch in oracle mode)
+          -> tests      (the SWR model writes a per-test report, graded by the shared grader)
+          -> features -> calibrated score in [0, 1] -> RL reward (a preset)
+
+Nothing raises into a trainer: a stage that breaks returns verdict ``error`` (no evidence),
+and :meth:`RewardModel.score` always returns a :class:`RewardResult` with a defined score.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweworld.execution.grading import make_report
+from sweworld.reward.presets import RewardPreset, compute_reward, preset
+from sweworld.reward.types import CandidateView, RewardContext, StageResult
+
+STAGE_NAMES = ("syntax", "typecheck", "semantic", "tests")
+
+#: The features the combination (and a fitted calibrator) reads, in this order.
+FEATURES = (
+    "tests_p",
+    "tests_missing",
+    "typecheck_fail",
+    "gold_equivalent",
+    "gold_different",
+)
+
+
+@dataclass
+class SWRConfig:
+    """How the reward model runs (every field can be set from the CLI).
+
+    Attributes:
+        mode: ``oracle`` (stages may read the gold patch, test patch and test lists) or
+            ``blind`` (they may not).
+        stages: which stages run, in pipeline order (a subset of syntax, typecheck,
+            semantic, tests).
+        model: the SWR language model for the tests stage (``embedded``, a model path, an
+            ``http(s)://`` OpenAI-compatible endpoint, ...: see ``make_lm``).
+        samples: reports sampled per candidate (1: one greedy report).
+        temperature: sampling temperature when ``samples > 1``.
+        use_logprobs: also read P(resolved) from the token log-probabilities.
+        typecheck_timeout_s: bound on one mypy run (before and after together).
+        calibration: path of a fitted calibration (``sweworld calibrate``); ``auto`` uses the
+            one stored for this model and mode when it exists; None the fixed prior.
+        reward_preset: RL reward preset name (binary, score, shaped, stage_penalty).
+        threshold: score at or above which a candidate counts as resolved.
+        seed: seed of the sampled reports.
+    """
+
+    mode: str = "oracle"
+    stages: tuple[str, ...] = STAGE_NAMES
+    model: str = "embedded"
+    samples: int = 1
+    temperature: float = 0.7
+    use_logprobs: bool = True
+    typecheck_timeout_s: float = 30.0
+    calibration: str | None = "auto"
+    reward_preset: str = "binary"
+    threshold: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("oracle", "blind"):
+            raise ValueError(f"mode must be 'oracle' or 'blind', got {self.mode!r}")
+        self.stages = tuple(self.stages)
+        unknown = [s for s in self.stages if s not in STAGE_NAMES]
+        if unknown:
+            raise ValueError(f"unknown stage(s) {unknown}; known: {', '.join(STAGE_NAMES)}")
+        self.stages = tuple(s for s in STAGE_NAMES if s in self.stages)
+        if self.samples < 1:
+            raise ValueError(f"samples must be at least 1, got {self.samples}")
+
+
+@dataclass
+class RewardResult:
+    """The verdict on one candidate.
+
+    Attributes:
+        instance_id: the task.
+        score: calibrated probability that the candidate resolves the task.
+        resolved: ``score >= threshold``.
+        reward: the RL reward under the configured preset.
+        stages: each stage's result, in pipeline order (stages not run are absent).
+        report: a ``report.json``-shaped dict (``{instance_id: {...}}``) from the simulated
+            test report; when an exact stage stopped the pipeline, an unresolved entry whose
+            ``sweworld_status`` is ``swr_<stage>_failed``; empty when the tests stage did
+            not run.
+        features: the combination's inputs.
+        info: mode, scope (files or hunks), which stage stopped the pipeline, whether the
+            score is calibrated, latency, and why the base checkout was not used.
+    """
+
+    instance_id: str
+    score: float
+    resolved: bool
+    reward: float
+    stages: dict[str, StageResult] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
+    features: dict[str, float] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instance_id": self.instance_id,
+            "score": self.score,
+            "resolved": self.resolved,
+            "reward": self.reward,
+            "stages": {name: result.to_dict() for name, result in self.stages.items()},
+            "report": self.report,
+            "features": self.features,
+            "info": self.info,
+        }
+
+
+def stage_features(stages: Mapping[str, StageResult]) -> dict[str, float]:
+    """The combination's inputs (see :data:`FEATURES`) from the stages' results."""
+    tests = stages.get("tests")
+    tests_p = tests.score if tests is not None and tests.verdict != "error" else None
+    typecheck = stages.get("typecheck")
+    semantic = stages.get("semantic")
+    equivalent = semantic.evidence.get("gold_equivalent") if semantic is not None else None
+    return {
+        "tests_p": 0.5 if tests_p is None else float(tests_p),
+        "tests_missing": 1.0 if tests_p is None else 0.0,
+        "typecheck_fail": 1.0 if typecheck is not None and typecheck.verdict == "fail" else 0.0,
+        "gold_equivalent": 1.0 if equivalent is True else 0.0,
+        "gold_different": 1.0 if equivalent is False else 0.0,
+    }
+
+
+def prior_score(features: Mapping[str, float]) -> float:
+    """The uncalibrated combination: the tests stage's probability, halved when the patch
+    introduces type errors, raised to at least 0.95 when it is equivalent to the gold
+    patch."""
+    score = float(features["tests_p"])
+    if features["typecheck_fail"]:
+        score *= 0.5
+    if features["gold_equivalent"]:
+        score = max(score, 0.95)
+    return min(1.0, max(0.0, score))
+
+
+def short_circuit_stage(stages: Mapping[str, StageResult]) -> str | None:
+    """The stage that stopped the pipeline, or None."""
+    for name, result in stages.items():
+        if result.short_circuit:
+            return name
+    return None
+
+
+class RewardModel:
+    """Score candidate patches with the SWR stages.
+
+    ``lm``: an LM instance for the tests stage (shared across calls; made from
+    ``config.model`` on first use otherwise). ``manager``: a
+    :class:`~sweworld.sandbox.manager.SessionManager` whose cached base checkouts to use
+    (so stages see whole files); without one, checkouts are built from the repository's
+    local source (no sandbox needed).
+    ``calibrator``: a fitted calibrator (overrides ``config.calibration``).
+    """
+
+    def __init__(
+        self,
+        config: SWRConfig | None = None,
+        *,
+        lm: Any = None,
+        manager: Any = None,
+        repo_path: str | Path | None = None,
+        calibrator: Any = None,
+        **overrides: Any,
+    ):
+        if config is None:
+            config = SWRConfig(**overrides)
+        elif overrides:
+            raise TypeError("pass either a config or keyword overrides, not both")
+        self.config = config
+        self._lm = lm
+        self._manager = manager
+        self.repo_path = repo_path
+        self._checkouts: dict[tuple[Any, ...], tuple[Path | None, str | None]] = {}
+        self.calibrator = calibrator
+        self.calibration_path: str | None = None
+        if calibrator is None and config.calibration:
+            from sweworld.reward.calibration import load_calibration
+
+            path = config.calibration
+            if path == "auto":
+                auto = default_calibration_path(config.model, config.mode)
+                path = str(auto) if auto.is_file() else None
+            if path:
+                self.calibrator = load_calibration(path)
+                self.calibration_path = str(path)
+        self._stages: dict[str, Any] | None = None
+        self.preset: RewardPreset = preset(config.reward_preset, threshold=config.threshold)
+
+    # -- stages ---------------------------------------------------------------------------
+
+    def stages(self) -> dict[str, Any]:
+        """The configured stage objects by name (made on first use)."""
+        if self._stages is None:
+            from sweworld.reward.stages import SemanticStage, SyntaxStage, TypecheckStage
+
+            made: dict[str, Any] = {}
+            for name in self.config.stages:
+                if name == "syntax":
+                    made[name] = SyntaxStage()
+                elif name == "typecheck":
+                    made[name] = TypecheckStage(timeout_s=self.config.typecheck_timeout_s)
+                elif name == "semantic":
+                    made[name] = SemanticStage()
+                elif name == "tests":
+                    from sweworld.reward.stages.simulated_tests import SimulatedTestsStage
+
+                    made[name] = SimulatedTestsStage(
+                        self._lm if self._lm is not None else self.config.model,
+                        samples=self.config.samples,
+                        temperature=self.config.temperature,
+                        seed=self.config.seed,
+                        use_logprobs=self.config.use_logprobs,
+                    )
+            self._stages = made
+        return self._stages
+
+    # -- base checkout ------------------------------------------------------------------------
+
+    def base_dir(self, task: Any) -> tuple[Path | None, str | None]:
+        """The task's base checkout (and None), or (None, why it is not available).
+
+        Uses the session manager's cached checkout when one was given, else builds (once)
+        a history-less scrubbed checkout from the repository's local source."""
+        key = (task.repo, task.base_commit, getattr(task, "setup_patch", "") or "")
+        if key in self._checkouts:
+            return self._checkouts[key]
+        try:
+            if self._manager is not None:
+                path = Path(self._manager.checkout(task, history="none").path)
+            else:
+                from sweworld.sandbox.repos import find_repo_source, materialize
+
+                source = find_repo_source(task.repo, repo_path=self.repo_path)
+                path = materialize(
+                    source,
+                    repo=task.repo,
+                    base_commit=task.base_commit,
+                    setup_patch=key[2],
+                    history="none",
+                ).path
+            found: tuple[Path | None, str | None] = (Path(path), None)
+        except Exception as exc:  # no source for the repository: hunks only
+            found = (None, f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+        self._checkouts[key] = found
+        return found
+
+    # -- scoring --------------------------------------------------------------------------
+
+    def view(self, task: Any, patch: str | None, base_dir: Path | None) -> CandidateView:
+        from sweworld.reward.candidate import view_candidate
+
+        return view_candidate(patch or "", base_dir=base_dir)
+
+    def score(
+        self,
+        task: Any,
+        patch: str | None,
+        *,
+        base_dir: str | Path | bool | None = True,
+        steps: int | None = None,
+        outcome: str = "submitted",
+        reuse: Mapping[str, StageResult] | None = None,
+    ) -> RewardResult:
+        """Score one candidate patch for ``task``.
+
+        ``base_dir``: the base checkout to read whole files from; True finds it through the
+        session manager (falling back to hunks when the repository is unavailable); False or
+        None uses hunks only. ``steps`` / ``outcome``: for the ``shaped`` preset.
+        ``reuse``: stage results to take instead of running those stages (the verifier
+        passes the tests stage of an equivalent candidate).
+        """
+        started = time.perf_counter()
+        info: dict[str, Any] = {"mode": self.config.mode}
+        if base_dir is True:
+            resolved_dir, why = self.base_dir(task)
+            if why:
+                info["base_unavailable"] = why
+        elif base_dir:
+            resolved_dir = Path(base_dir)
+        else:
+            resolved_dir = None
+        stages: dict[str, StageResult] = {}
+        try:
+            candidate = self.view(task, patch, resolved_dir)
+            gold = None
+            if self.config.mode == "oracle" and getattr(task, "patch", ""):
+                gold = self.view(task, task.patch, resolved_dir)
+            ctx = RewardContext(
+                task=task,
+                candidate=candidate,
+                mode=self.config.mode,  # type: ignore[arg-type]
+                gold=gold,
+                base_dir=resolved_dir,
+                results=stages,
+            )
+            info["scope"] = candidate.scope
+            if candidate.apply_error:
+                info["apply_error"] = candidate.apply_error
+            for name, stage in self.stages().items():
+                if reuse and name in reuse:
+                    stages[name] = reuse[name]
+                else:
+                    stages[name] = _run_stage(stage, ctx)
+                if stages[name].short_circuit:
+                    break
+        except Exception as exc:  # never into the trainer
+            info["error"] = f"{type(exc).__name__}: {exc}"
+        return self._finish(task, patch, stages, info, started, steps=steps, outcome=outcome)
+
+    def _finish(
+        self,
+        task: Any,
+        patch: str | None,
+        stages: dict[str, StageResult],
+        info: dict[str, Any],
+        started: float,
+        *,
+        steps: int | None,
+        outcome: str,
+    ) -> RewardResult:
+        features = stage_features(stages)
+        stopped_by = short_circuit_stage(stages)
+        info["short_circuit"] = stopped_by
+        if stopped_by is not None or "error" in info:
+            score = 0.0
+            info["calibrated"] = False
+        elif self.calibrator is not None:
+            score = float(self.calibrator.predict([dict(features)])[0])
+            info["calibrated"] = True
+        else:
+            score = prior_score(features)
+            info["calibrated"] = False
+        score = min(1.0, max(0.0, score))
+        tests = stages.get("tests")
+        report = (tests.evidence.get("report") if tests is not None else None) or {}
+        if stopped_by is not None:  # unresolved, and says which exact stage stopped it
+            report = make_report(task, {}, patch=patch or "", status=f"swr_{stopped_by}_failed")
+        info["latency_s"] = round(time.perf_counter() - started, 4)
+        info["latency_by_stage"] = {n: round(r.latency_s, 4) for n, r in stages.items()}
+        reward = compute_reward(
+            score, stages, reward_preset=self.preset, steps=steps, outcome=outcome
+        )
+        return RewardResult(
+            instance_id=str(getattr(task, "instance_id", "")),
+            score=score,
+            resolved=score >= self.preset.threshold,
+            reward=reward,
+            stages=stages,
+            report=report,
+            features=features,
+            info=info,
+        )
+
+    def score_many(self, task: Any, patches: Sequence[str | None]) -> list[RewardResult]:
+        """Score several candidates of one task; candidates with the same normalised change
+        share one run of the tests stage (the model sees equivalent code either way)."""
+        from sweworld.reward.stages.semantic import change_signature
+
+        base, why = self.base_dir(task)
+        shared: dict[str, StageResult] = {}
+        out: list[RewardResult] = []
+        for patch in patches:
+            try:
+                signature = change_signature(self.view(task, patch, base))
+            except Exception:
+                signature = None
+            reuse = {"tests": shared[signature]} if signature in shared else None
+            result = self.score(task, patch, base_dir=base or False, reuse=reuse)
+            if why:
+                result.info["base_unavailable"] = why
+            tests = result.stages.get("tests")
+            if signature is not None and tests is not None and signature not in shared:
+                shared[signature] = tests
+            out.append(result)
+        return out
+
+    def close(self) -> None:
+        """Release the tests stage's model."""
+        for stage in (self._stages or {}).values():
+            close = getattr(stage, "close", None)
+            if callable(close):
+                close()
+
+    def __enter__(self) -> RewardModel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def default_calibration_path(model: Any, mode: str) -> Path:
+    """Where ``sweworld calibrate`` stores the calibration of ``model`` in ``mode`` (beside
+    the embedded model's cache), and where ``calibration="auto"`` looks for it."""
+    import hashlib
+
+    from sweworld.dirs import cache_dir
+
+    name = str(model) if isinstance(model, str) else getattr(model, "name", "lm")
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60]
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return cache_dir() / "swr" / f"calibration-{slug}-{digest}-{mode}.json"
+
+
+def fit_from_results(
+    results: Sequence[RewardResult], labels: Sequence[bool], *, method: str = "logistic"
+) -> tuple[Any, dict[str, Any]]:
+    """Fit a calibrator on scored candidates and their real labels.
+
+    ``logistic``: L2-regularised logistic regression on :data:`FEATURES`; ``isotonic``: a
+    monotone map of the tests stage's probability. Candidates an exact stage stopped are
+    left out (their score is 0 whatever the calibration). Returns the calibrator and its
+    metrics: in-sample and 5-fold out-of-fold.
+    """
+    from sweworld.reward.calibration import (
+        IsotonicCalibrator,
+        LogisticCalibrator,
+        cross_validated_predictions,
+    )
+    from sweworld.reward.metrics import binary_metrics
+
+    rows = [
+        (r, bool(y))
+        for r, y in zip(results, labels, strict=True)
+        if not r.info.get("short_circuit")
+    ]
+    if len(rows) < 2 or len({y for _, y in rows}) < 2:
+        raise ValueError("calibration needs labelled candidates of both classes")
+    y = [lab for _, lab in rows]
+    if method == "logistic":
+        x = [[r.features[f] for f in FEATURES] for r, _ in rows]
+
+        def make() -> Any:
+            return LogisticCalibrator(feature_names=list(FEATURES))
+    elif method == "isotonic":
+        x = [[r.features["tests_p"]] for r, _ in rows]
+
+        def make() -> Any:
+            return IsotonicCalibrator(feature_names=["tests_p"])
+    else:
+        raise ValueError(f"method must be 'logistic' or 'isotonic', got {method!r}")
+    calibrator = make().fit(x, y)
+    # Folds keep a task's candidates together (no task is scored by a fit that saw it),
+    # unless there are too few tasks for that.
+    groups: list[str] | None = [str(r.instance_id) for r, _ in rows]
+    units = len(set(groups or []))
+    if units < 5:
+        groups, units = None, len(y)
+    out_of_fold = cross_validated_predictions(make, x, y, k=min(5, units), groups=groups)
+    metrics = {
+        "method": method,
+        "n": len(y),
+        "in_sample": binary_metrics(y, calibrator.predict(x)),
+        "out_of_fold": binary_metrics(y, out_of_fold),
+    }
+    return calibrator, metrics
+
+
+def _run_stage(stage: Any, ctx: RewardContext) -> StageResult:
+    started = time.perf_counter()
+    try:
+        result = stage.run(ctx)
+    except Exception as exc:  # a stage must not raise; if it does, it gives no evidence
+        result = StageResult(
+            stage=getattr(stage, "name", type(stage).__name__),
+            verdict="error",
+            message=f"{type(exc).__name__}: {exc}",
+        )
+    if not result.latency_s:
+        result.latency_s = time.perf_counter() - started
+    return result

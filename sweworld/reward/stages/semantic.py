@@ -1,0 +1,582 @@
+"""The semantic stage: empty and no-op patches, test tampering, equivalence with the gold fix.
+
+Python text is normalised by :func:`normalize_source`: comments, docstrings and formatting
+are removed by parsing with :mod:`ast`, dropping docstrings and rendering with
+:func:`ast.unparse`. Code the running interpreter cannot parse (newer grammar) gets a
+token-level canonical form (:mod:`tokenize`), and anything else a line-based one, so the
+function never raises. (libcst is deliberately not used here: its native parser crashes
+the process on ~2,000 nested brackets and takes time superlinear in the length of long
+operator chains, so it cannot be trusted with arbitrary candidate text.)
+
+A change is compared per file. With whole files (files scope) a file's state is its
+normalised text after the patch (or "deleted"); a file whose normalised text does not
+change is dropped. With hunks only, a file's state is the ordered lists of its removed and
+added lines, each without comment, trailing spaces, blank lines and with inner whitespace
+collapsed (indentation is kept: it is code in Python); a hunk whose two sides normalise
+to the same code (when both parse alone) or the same lines is dropped. Two candidates are
+equivalent when their states are equal; :func:`change_signature` hashes them.
+
+Verdicts: ``fail`` + short circuit + score 0 for an empty patch, a no-op, test tampering,
+or a tests-only patch (unless the gold patch is known and tests-only too: in blind mode,
+or without a gold patch, tests-only fails); ``pass`` with score 1.0 when the candidate is
+equivalent to the gold patch in oracle mode; ``pass`` with score None otherwise.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import io
+import json
+import re
+import textwrap
+import threading
+import time
+import tokenize
+import warnings
+from collections import OrderedDict
+from typing import Any
+
+from sweworld.reward.candidate import Hunk, is_runner_config, is_test_file, patch_hunks
+from sweworld.reward.types import CandidateView, RewardContext, StageResult
+from sweworld.tasks.patches import split_patch
+
+__all__ = [
+    "SemanticStage",
+    "change_signature",
+    "equivalence_classes",
+    "gold_equivalent",
+    "normalize_line",
+    "normalize_source",
+    "tampering_reasons",
+]
+
+
+class _Undecidable(Exception):
+    """Some file's change cannot be compared (binary, unreadable)."""
+
+
+# --------------------------------------------------------------------------------------
+# Normalisation
+# --------------------------------------------------------------------------------------
+
+
+def _strip_docstrings(tree: ast.AST) -> None:
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        body = node.body
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            del body[0]
+            if not body and not isinstance(node, ast.Module):
+                body.append(ast.Pass())
+
+
+def _normalize_ast(text: str) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = ast.parse(text)
+    _strip_docstrings(tree)
+    return ast.unparse(tree)
+
+
+_DEF_WORDS = frozenset({"def", "class"})
+
+
+def _normalize_tokens(text: str) -> str:
+    """Token-level canonical form: comments, blank lines and docstrings dropped, one
+    logical line per line, tokens joined by single spaces, indentation by depth. Linear
+    time; raises tokenize's errors for text that does not tokenize."""
+    out: list[str] = []
+    current: list[str] = []
+    kinds: list[int] = []
+    depth = 0
+    expect_doc = True  # the next logical line may be a docstring
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        kind = token.type
+        if kind in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING):
+            continue
+        if kind == tokenize.INDENT:
+            depth += 1
+            continue
+        if kind == tokenize.DEDENT:
+            depth -= 1
+            continue
+        if kind in (tokenize.NEWLINE, tokenize.ENDMARKER):
+            if current:
+                is_doc = expect_doc and all(k == tokenize.STRING for k in kinds)
+                if not is_doc:
+                    out.append("  " * depth + " ".join(current))
+                words = [w for w in current[:2] if w != "async"]
+                expect_doc = bool(words) and words[0] in _DEF_WORDS and current[-1] == ":"
+            current, kinds = [], []
+            continue
+        current.append(token.string)
+        kinds.append(kind)
+    return "\n".join(out)
+
+
+def _code_part(line: str) -> str:
+    """``line`` without a trailing comment (tokenize decides what is a comment)."""
+    if "#" not in line:
+        return line
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(line).readline):
+            if token.type == tokenize.COMMENT:
+                return line[: token.start[1]]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return line
+
+
+_WS_RE = re.compile(r"\s+")
+
+
+def normalize_line(line: str, *, comments: bool = True) -> str:
+    """One line of code for comparison: comment removed (``comments=True``), trailing
+    whitespace stripped, inner runs of whitespace collapsed, indentation kept (tabs
+    expanded). An empty result means "no code"."""
+    body = line.rstrip("\r\n")
+    if comments:
+        body = _code_part(body)
+    body = body.expandtabs(8).rstrip()
+    stripped = body.lstrip()
+    if not stripped:
+        return ""
+    return " " * (len(body) - len(stripped)) + _WS_RE.sub(" ", stripped)
+
+
+def _normalize_lines(text: str, *, comments: bool = True) -> list[str]:
+    return [n for n in (normalize_line(line, comments=comments) for line in text.split("\n")) if n]
+
+
+_CACHE: OrderedDict[str, str] = OrderedDict()
+_CACHE_SIZE = 128
+_CACHE_MAX_TEXT = 256_000
+_CACHE_LOCK = threading.Lock()
+
+
+def normalize_source(text: str) -> str:
+    """Canonical form of Python source: no comments, no docstrings, no formatting.
+
+    Uses :mod:`ast` (docstrings removed, ``ast.unparse``); for code the running
+    interpreter cannot parse (e.g. newer grammar), a token-level form (see
+    :func:`_normalize_tokens`); for code that does not even tokenize, the lines without
+    comments and blank lines. Never raises. Results for small texts are cached.
+    """
+    key = ""
+    if len(text) <= _CACHE_MAX_TEXT:
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).hexdigest()
+        with _CACHE_LOCK:
+            cached = _CACHE.get(key)
+            if cached is not None:
+                _CACHE.move_to_end(key)
+                return cached
+    result = _normalize_uncached(text)
+    if key:
+        with _CACHE_LOCK:
+            _CACHE[key] = result
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    return result
+
+
+def _normalize_uncached(text: str) -> str:
+    try:
+        return _normalize_ast(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    try:
+        return "#tokens\n" + _normalize_tokens(text)
+    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    return "#lines\n" + "\n".join(_normalize_lines(text))
+
+
+def _normalize_text(text: str, is_python: bool) -> str:
+    if is_python:
+        return normalize_source(text)
+    return "\n".join(
+        normalize_line(line, comments=False) for line in text.split("\n") if line.strip()
+    )
+
+
+# --------------------------------------------------------------------------------------
+# States of a change
+# --------------------------------------------------------------------------------------
+
+
+def _whole_files(view: CandidateView) -> bool:
+    """Every file's text is known on the sides it exists."""
+    for changed in view.files:
+        if changed.binary or changed.error:
+            return False
+        if changed.status != "added" and changed.before is None:
+            return False
+        if changed.status != "deleted" and changed.after is None:
+            return False
+    return True
+
+
+def _file_states(view: CandidateView) -> dict[str, Any]:
+    """path -> normalised text after the patch (None: deleted), changed files only."""
+    states: dict[str, Any] = {}
+    for changed in view.files:
+        if changed.binary or changed.error:
+            raise _Undecidable(changed.path)
+        old = changed.old_path or changed.path
+        after = None if changed.after is None else _normalize_text(changed.after, changed.is_python)
+        if changed.status == "modified" and changed.before is not None:
+            before = _normalize_text(changed.before, changed.is_python)
+            if before == after:
+                continue
+        if changed.status == "renamed" and old != changed.path:
+            states[old] = None
+        states[changed.path] = after
+    return states
+
+
+def _hunk_noop(hunk: Hunk) -> bool:
+    old, new = textwrap.dedent(hunk.old_text), textwrap.dedent(hunk.new_text)
+    try:
+        if _normalize_ast(old) == _normalize_ast(new):
+            return True
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    return False
+
+
+def _hunk_states(view: CandidateView) -> dict[str, Any]:
+    """path -> (status, removed lines, added lines) from the hunks, changed files only."""
+    hunks_by_path = patch_hunks(view.patch)
+    states: dict[str, Any] = {}
+    for changed in view.files:
+        if changed.binary or (changed.error and changed.error.startswith("unsafe")):
+            raise _Undecidable(changed.path)
+        if changed.status == "added" and changed.after is not None:
+            states[changed.path] = ["added", _normalize_text(changed.after, changed.is_python)]
+            continue
+        if changed.status == "deleted":
+            states[changed.path] = ["deleted"]
+            continue
+        removed: list[str] = []
+        added: list[str] = []
+        for hunk in hunks_by_path.get(changed.path, []):
+            if changed.is_python and _hunk_noop(hunk):
+                continue
+            minus = [
+                n
+                for n in (normalize_line(t, comments=changed.is_python) for t in hunk.removed)
+                if n
+            ]
+            plus = [
+                n for n in (normalize_line(t, comments=changed.is_python) for t in hunk.added) if n
+            ]
+            if minus != plus:
+                removed += minus
+                added += plus
+        if changed.status == "renamed" and changed.old_path and changed.old_path != changed.path:
+            states[changed.old_path] = ["renamed-away"]
+            states[changed.path] = ["renamed", removed, added]
+        elif removed or added:
+            states[changed.path] = ["modified", removed, added]
+    return states
+
+
+def _states(view: CandidateView) -> tuple[str, dict[str, Any]]:
+    if _whole_files(view):
+        return "files", _file_states(view)
+    return "hunks", _hunk_states(view)
+
+
+def _digest(payload: str) -> str:
+    return hashlib.sha256(payload.encode("utf-8", errors="surrogatepass")).hexdigest()[:32]
+
+
+def change_signature(view: CandidateView) -> str:
+    """A stable hash of a candidate's normalised change: equal for candidates whose changes
+    differ only in comments, docstrings and formatting; the same for every candidate that
+    changes nothing (empty or no-op). A patch that does not parse hashes its raw text."""
+    if view.parse_error:
+        return _digest("unparsable\0" + view.patch)
+    try:
+        mode, states = _states(view)
+    except _Undecidable:
+        return _digest("opaque\0" + view.patch)
+    if not states:
+        return _digest("nochange")
+    return _digest(mode + "\0" + json.dumps(sorted(states.items()), ensure_ascii=False))
+
+
+def equivalence_classes(views: list[CandidateView]) -> list[list[int]]:
+    """Indices of ``views`` grouped by :func:`change_signature`, groups in order of their
+    first member (for best-of-N voting)."""
+    groups: dict[str, list[int]] = {}
+    for index, view in enumerate(views):
+        groups.setdefault(change_signature(view), []).append(index)
+    return list(groups.values())
+
+
+def gold_equivalent(candidate: CandidateView, gold: CandidateView | None) -> bool | None:
+    """Whether ``candidate`` makes the same normalised change as ``gold``: per file, equal
+    normalised texts after both patches (both in files scope), else equal normalised
+    removed and added lines. None when there is no gold or it cannot be decided."""
+    if gold is None or gold.parse_error or gold.empty or candidate.parse_error:
+        return None
+    try:
+        if _whole_files(candidate) and _whole_files(gold):
+            return _file_states(candidate) == _file_states(gold)
+        return _hunk_states(candidate) == _hunk_states(gold)
+    except _Undecidable:
+        return None
+
+
+# --------------------------------------------------------------------------------------
+# Test tampering
+# --------------------------------------------------------------------------------------
+
+_SKIP_NAMES = frozenset(
+    {"skip", "skipif", "xfail", "skipTest", "skipIf", "skipUnless", "expectedFailure"}
+)
+_SKIP_RE = re.compile(r"\b(?:skip|skipif|xfail|skipTest|skipIf|skipUnless|expectedFailure)\b")
+_ASSERT_RE = re.compile(r"^\s*assert\b|\bassert\w*\s*\(|\b(?:pytest|self)\.(?:raises|warns)\b")
+_TEST_DEF_RE = re.compile(r"^\s*(?:async\s+)?def\s+(test\w*)\s*\(")
+_RETURN_RE = re.compile(r"^\s*return\b")
+
+
+def _call_name(node: ast.AST) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""
+
+
+def _count_asserts(node: ast.AST) -> int:
+    count = 0
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Assert):
+            count += 1
+        elif isinstance(sub, ast.Call):
+            name = _call_name(sub.func)
+            if name.startswith("assert") or name in ("raises", "warns"):
+                count += 1
+    return count
+
+
+def _count_skips(tree: ast.AST) -> int:
+    return sum(
+        1
+        for sub in ast.walk(tree)
+        if isinstance(sub, ast.Attribute | ast.Name) and _call_name(sub) in _SKIP_NAMES
+    )
+
+
+def _test_functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    out: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}::")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
+                "test"
+            ):
+                out[prefix + node.name] = node
+
+    visit(tree.body, "")
+    return out
+
+
+def _returns_early(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    body = func.body
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        body = body[1:]
+    return bool(body) and isinstance(body[0], ast.Return)
+
+
+def _parse(text: str) -> ast.Module | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+
+
+def _tampering_ast(path: str, before: ast.Module, after: ast.Module) -> list[str]:
+    reasons: list[str] = []
+    old, new = _test_functions(before), _test_functions(after)
+    for name, func in old.items():
+        if name not in new:
+            reasons.append(f"removes test {path}::{name}")
+            continue
+        lost = _count_asserts(func) - _count_asserts(new[name])
+        if lost > 0:
+            reasons.append(f"removes {lost} assertion(s) from {path}::{name}")
+        if _returns_early(new[name]) and not _returns_early(func):
+            reasons.append(f"returns at the top of {path}::{name}")
+    if _count_skips(after) > _count_skips(before):
+        reasons.append(f"adds skip/xfail markers to {path}")
+    return reasons
+
+
+def _tampering_lines(path: str, hunks: list[Hunk]) -> list[str]:
+    reasons: list[str] = []
+    removed = [_code_part(t) for h in hunks for t in h.removed]
+    added = [_code_part(t) for h in hunks for t in h.added]
+    names = {m.group(1) for t in removed if (m := _TEST_DEF_RE.match(t))}
+    names -= {m.group(1) for t in added if (m := _TEST_DEF_RE.match(t))}
+    reasons += [f"removes test {path}::{name}" for name in sorted(names)]
+    lost = sum(bool(_ASSERT_RE.search(t)) for t in removed) - sum(
+        bool(_ASSERT_RE.search(t)) for t in added
+    )
+    if lost > 0:
+        reasons.append(f"removes {lost} assertion(s) from {path}")
+    if sum(len(_SKIP_RE.findall(t)) for t in added) > sum(
+        len(_SKIP_RE.findall(t)) for t in removed
+    ):
+        reasons.append(f"adds skip/xfail markers to {path}")
+    for hunk in hunks:
+        current: str | None = None
+        for kind, text in hunk.lines:
+            code = _code_part(text).strip()
+            match = _TEST_DEF_RE.match(text)
+            if match:
+                current = match.group(1)
+                continue
+            if current is None or not code or code.startswith(('"""', "'''", '"', "'")):
+                continue
+            if kind == "+" and _RETURN_RE.match(code):
+                reasons.append(f"returns at the top of {path}::{current}")
+            current = None
+    return reasons
+
+
+def tampering_reasons(view: CandidateView) -> list[str]:
+    """Why a candidate looks like it games the tests (empty list: it does not): deleting
+    or renaming test files, removing test functions or assertions, adding skip/xfail
+    markers, returning at the top of a test, editing conftest.py or test-runner config."""
+    reasons: list[str] = []
+    hunks_by_path: dict[str, list[Hunk]] | None = None
+    for changed in view.files:
+        if not changed.is_test:
+            continue
+        config = is_runner_config(changed.path)
+        if config or (config is None and changed.is_test):
+            reasons.append(f"edits test-runner configuration {changed.path}")
+            continue
+        if changed.status == "deleted":
+            reasons.append(f"deletes test file {changed.path}")
+            continue
+        if changed.status == "renamed":
+            reasons.append(f"renames test file {changed.old_path} -> {changed.path}")
+        if changed.status == "added" or not changed.is_python or changed.binary:
+            continue
+        before = _parse(changed.before) if changed.before is not None else None
+        after = _parse(changed.after) if changed.after is not None else None
+        if before is not None and after is not None:
+            reasons += _tampering_ast(changed.path, before, after)
+            continue
+        if hunks_by_path is None:
+            hunks_by_path = patch_hunks(view.patch)
+        reasons += _tampering_lines(changed.path, hunks_by_path.get(changed.path, []))
+    return list(dict.fromkeys(reasons))
+
+
+# --------------------------------------------------------------------------------------
+# The stage
+# --------------------------------------------------------------------------------------
+
+
+def _gold_touches_code(ctx: RewardContext) -> bool | None:
+    """Whether the gold patch changes a non-test file (None: unknown, e.g. blind mode)."""
+    if ctx.mode != "oracle":
+        return None
+    if ctx.gold is not None and not ctx.gold.parse_error and not ctx.gold.empty:
+        return any(not f.is_test for f in ctx.gold.files)
+    task = ctx.task
+    gold = task.get("patch") if isinstance(task, dict) else getattr(task, "patch", None)
+    if not gold:
+        return None
+    try:
+        parts = split_patch(gold)
+    except Exception:
+        return None
+    hunks = patch_hunks(gold)
+    return any(not is_test_file(p.path, hunks.get(p.path, [])) for p in parts) if parts else None
+
+
+class SemanticStage:
+    """Flags empty, no-op, tampering and tests-only candidates (fail, short circuit) and
+    recognises a candidate equivalent to the gold patch (oracle mode: score 1.0)."""
+
+    name = "semantic"
+
+    def run(self, ctx: RewardContext) -> StageResult:
+        """Judge ``ctx.candidate``; never raises."""
+        start = time.perf_counter()
+        try:
+            result = self._run(ctx)
+        except Exception as exc:
+            result = StageResult(self.name, "error", message=f"{type(exc).__name__}: {exc}")
+        result.latency_s = time.perf_counter() - start
+        return result
+
+    def _run(self, ctx: RewardContext) -> StageResult:
+        view = ctx.candidate
+        if view.parse_error:
+            return StageResult(
+                self.name,
+                "skip",
+                message="the patch does not parse",
+                evidence={"parse_error": view.parse_error},
+            )
+        try:
+            _, states = _states(view)
+            noop: bool | None = bool(view.files) and not states
+        except _Undecidable:
+            noop = False  # a binary or unreadable change is a change
+        tests_only = bool(view.files) and all(f.is_test for f in view.files)
+        tampering = tampering_reasons(view)
+        equivalent = gold_equivalent(view, ctx.gold) if ctx.mode == "oracle" else None
+        gold_code = _gold_touches_code(ctx)
+        evidence: dict[str, Any] = {
+            "scope": view.scope,
+            "empty": view.empty,
+            "noop": noop,
+            "tests_only": tests_only,
+            "test_tampering": bool(tampering),
+            "tampering": tampering,
+            "gold_equivalent": equivalent,
+            "gold_touches_code": gold_code,
+            "signature": change_signature(view),
+        }
+
+        def fail(message: str) -> StageResult:
+            return StageResult(self.name, "fail", 0.0, True, message, evidence)
+
+        if view.empty:
+            return fail("empty patch")
+        if noop:
+            return fail("no-op: the change vanishes without comments, docstrings and formatting")
+        if tampering:
+            more = f" (+{len(tampering) - 1} more)" if len(tampering) > 1 else ""
+            return fail(f"test tampering: {tampering[0]}{more}")
+        if tests_only and gold_code is not False:
+            return fail("only test files are changed")
+        if equivalent and ctx.mode == "oracle":
+            return StageResult(
+                self.name, "pass", 1.0, False, "equivalent to the gold patch", evidence
+            )
+        return StageResult(self.name, "pass", None, False, "no semantic red flag", evidence)

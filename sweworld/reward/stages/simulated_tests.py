@@ -1,0 +1,630 @@
+"""Stage 4 of SWR, simulated tests: the SWR model writes the test report, the shared grader
+grades it.
+
+For one candidate: the SWR prompt (:mod:`sweworld.reward.swr.prompt`, oracle or blind) ->
+``samples`` reports from the language model -> each report read back
+(:func:`~sweworld.reward.swr.parse_swr_output`), completed, rendered as the log the
+repository's test command prints (:func:`~sweworld.execution.grading.render_log`) and graded
+by the same functions as a real run (``parse_log`` + ``make_report``) into a
+``report.json``-shaped verdict.
+
+Reports are written two ways (``decoding``): **generated** (one request, ``n=samples``;
+in-process models get the answer's start, ``{"tests": {``, as a prefill, and stop at the
+report's end), or, in oracle mode with an in-process model, **constrained**: the listed
+tests' ids and the JSON are forced and the model only chooses each status and ``resolved``
+(:func:`~sweworld.reward.swr.constrained_reports`), which is well formed by construction and,
+on a CPU, several times faster than generating the same report.
+
+- **Oracle** grading uses the task's FAIL_TO_PASS / PASS_TO_PASS lists. A listed test the
+  report omits (or the prompt could not show) defaults to its status *without* the fix:
+  PASS_TO_PASS -> PASSED (it passed before), FAIL_TO_PASS -> FAILED (it failed before): a
+  candidate is only credited with the fixes the model vouches for.
+- **Blind** mode has no lists: the reported tests are graded as tests that must pass, and
+  the verdict also needs the model's own ``resolved`` (inferred from the tests when the
+  report lacks it: true when at least one test is reported and all pass).
+
+The probability of resolution:
+
+- ``p_samples``: the mean over samples of the graded ``resolved`` (an unreadable report
+  counts as unresolved);
+- ``p_logprob`` (``use_logprobs`` and a backend with ``choice_logprobs``): P(``true``) vs
+  P(``false``) for the ``"resolved": `` slot written after the representative report (the
+  first readable sample whose graded verdict is the majority's; with ``samples=1`` the
+  greedy report), re-rendered canonically;
+- ``score`` = the average of the two when both exist, else the one that does. Verdict
+  ``pass`` when ``score >= 0.5``.
+
+Never raises: an LM that is down or too slow, or a prompt that does not fit (budgets are
+halved once, then it gives up) gives verdict ``error`` with the reason; every report
+unreadable gives ``error`` too. An empty candidate gets score 0 without a model call (as
+SWE-World's SWR).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweworld.execution.grading import make_report, parse_log, render_log
+from sweworld.reward.swr import (
+    EMBEDDED_SWR_CONFIG,
+    SWR_FORMAT_VERSION,
+    SWR_PREFILL,
+    SWR_REASONING_PREFILL,
+    ParsedReport,
+    SWRPrompt,
+    SWRPromptConfig,
+    build_swr_prompt,
+    parse_swr_output,
+    swr_resolved_prefix,
+)
+from sweworld.reward.swr.decoding import RESOLVED_CHOICES, constrained_reports
+from sweworld.reward.types import RewardContext, StageResult, Verdict
+
+__all__ = [
+    "DECODINGS",
+    "DEFAULT_LM_SPEC",
+    "RESOLVED_CHOICES",
+    "SimulatedTestsStage",
+    "clear_shared_lms",
+    "shared_lm",
+]
+
+DEFAULT_LM_SPEC = "embedded"
+DECODINGS = ("auto", "generate", "constrained")
+#: Stop strings that end a report (in-process models, no ``reasoning``): the ``resolved``
+#: value closing the object, or the object closed right after the tests. Put back into the
+#: text when hit (the backend says which one hit).
+_REPORT_STOPS = ("true}", "false}", "}}")
+_PASSING = frozenset({"PASSED", "XFAIL"})
+_LOG_CHARS = 8000
+_TEXT_CHARS = 4000
+
+_SHARED: dict[str, Any] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _is_in_process(spec: str) -> bool:
+    return spec.startswith(("embedded", "hf:"))
+
+
+def shared_lm(spec: str | None = None) -> Any:
+    """The LM for ``spec`` (``make_lm``'s forms); in-process models (``embedded...``,
+    ``hf:...``) are built once per process and shared, since loading one costs seconds."""
+    from sweworld.transition.lm import make_lm
+
+    text = (spec or DEFAULT_LM_SPEC).strip()
+    if not _is_in_process(text):
+        return make_lm(text)
+    with _SHARED_LOCK:
+        lm = _SHARED.get(text)
+        if lm is None:
+            lm = _SHARED[text] = make_lm(text)
+        return lm
+
+
+def clear_shared_lms() -> None:
+    """Close and forget the shared in-process models."""
+    with _SHARED_LOCK:
+        models = list(_SHARED.values())
+        _SHARED.clear()
+    for lm in models:
+        lm.close()
+
+
+@dataclass
+class _Sample:
+    """One report: what the model said and how it grades."""
+
+    index: int
+    text: str
+    parsed: ParsedReport
+    finish_reason: str = "stop"
+    completion_tokens: int = 0
+    seed: int | None = None
+    statuses: dict[str, str] = field(default_factory=dict)
+    defaulted: dict[str, int] = field(default_factory=dict)
+    model_resolved: bool | None = None
+    resolved: bool = False
+    report: dict[str, Any] = field(default_factory=dict)
+    log: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def evidence(self) -> dict[str, Any]:
+        parsed = self.parsed
+        extra: dict[str, Any] = {}
+        if isinstance(self.info.get("p_pass"), Mapping):  # constrained decoding
+            items = list(self.info["p_pass"].items())[:50]
+            extra["p_pass"] = {test: round(float(p), 4) for test, p in items}
+        return {
+            **extra,
+            "index": self.index,
+            "parse_error": parsed.error,
+            "repairs": list(parsed.repairs),
+            "statuses": dict(parsed.tests),
+            "defaulted": dict(self.defaulted),
+            "unknown_tests": parsed.unknown_tests[:20],
+            "invalid": dict(list(parsed.invalid.items())[:20]),
+            "resolved_model": parsed.resolved,
+            "resolved": self.resolved,
+            "finish_reason": self.finish_reason,
+            "completion_tokens": self.completion_tokens,
+            "seed": self.seed,
+            "text": self.text[:_TEXT_CHARS],
+        }
+
+
+class SimulatedTestsStage:
+    """Stage ``tests``: the probability that the candidate resolves the task, from reports
+    the SWR model writes (see the module docstring).
+
+    Args:
+        lm: an LM instance (kept; shared with the caller), a ``make_lm`` spec (built on
+            first use; in-process models are shared per process, see :func:`shared_lm`), or
+            None for :data:`DEFAULT_LM_SPEC` (the embedded model).
+        samples: reports per candidate; 1 is one greedy report, more are sampled at
+            ``temperature`` with ``seed`` (one request, ``n=samples``).
+        temperature: sampling temperature when ``samples > 1``.
+        seed: seed of the sampled reports (same seed, same reports).
+        use_logprobs: also read P(resolved) from the log-probabilities of ``true`` /
+            ``false`` when the backend gives them.
+        config: prompt budgets (:class:`~sweworld.reward.swr.SWRPromptConfig`); default
+            :data:`~sweworld.reward.swr.EMBEDDED_SWR_CONFIG` for the embedded model, the
+            large defaults otherwise.
+        max_tokens: generation budget per report; default from the number of listed tests
+            (oracle) or a fixed budget (blind), capped at 448 tokens for the embedded model
+            and 2,048 otherwise.
+        prefill: start the answer with ``{"tests": {`` for the model; None: only for
+            in-process models (a 135M model then answers in the format), whose backends
+            continue an assistant turn.
+        max_time_s: time budget of one generation call for in-process models (unfinished
+            reports are read as far as they got).
+        decoding: ``generate`` (free generation, ``n=samples``), ``constrained`` (oracle
+            mode: each listed test's status chosen among the statuses with
+            ``choice_logprobs``; the ids and JSON are forced, so every report is well formed)
+            or ``auto`` (constrained for in-process models in oracle mode, where the cached
+            prefix makes a choice cost one forward pass of a few tokens; generate
+            otherwise). Blind mode and reasoning models always generate.
+    """
+
+    name = "tests"
+
+    def __init__(
+        self,
+        lm: Any = None,
+        *,
+        samples: int = 3,
+        temperature: float = 0.7,
+        seed: int = 0,
+        use_logprobs: bool = True,
+        config: SWRPromptConfig | None = None,
+        max_tokens: int | None = None,
+        prefill: bool | None = None,
+        max_time_s: float | None = None,
+        decoding: str = "auto",
+    ):
+        if decoding not in DECODINGS:
+            raise ValueError(f"decoding must be one of {DECODINGS}, got {decoding!r}")
+        if samples < 1:
+            raise ValueError(f"samples must be at least 1, got {samples}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        self._spec = lm if isinstance(lm, str) or lm is None else None
+        self._lm: Any = None if self._spec is not None or lm is None else lm
+        self._owned = False
+        self.samples = int(samples)
+        self.temperature = float(temperature)
+        self.seed = int(seed)
+        self.use_logprobs = bool(use_logprobs)
+        self.config = config
+        self.max_tokens = max_tokens
+        self.prefill = prefill
+        self.max_time_s = max_time_s
+        self.decoding = decoding
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ model
+
+    @property
+    def lm(self) -> Any:
+        """The language model (built on first use from the spec)."""
+        with self._lock:
+            if self._lm is None:
+                spec = (self._spec or DEFAULT_LM_SPEC).strip()
+                self._lm = shared_lm(spec)
+                self._owned = not _is_in_process(spec)
+            return self._lm
+
+    def _is_embedded(self, lm: Any) -> bool:
+        if self._spec is not None or self._lm is None:
+            return (self._spec or DEFAULT_LM_SPEC).startswith("embedded")
+        info = getattr(lm, "_extra_info", None)
+        if isinstance(info, Mapping) and info.get("embedded"):
+            return True
+        return str(getattr(lm, "name", "")).startswith("smollm2-135m")
+
+    def _in_process(self, lm: Any) -> bool:
+        from sweworld.transition.lm.transformers_lm import TransformersLM
+
+        return isinstance(lm, TransformersLM)
+
+    def prompt_config(self, lm: Any) -> SWRPromptConfig:
+        """The budgets in use for ``lm``."""
+        if self.config is not None:
+            return self.config
+        return EMBEDDED_SWR_CONFIG if self._is_embedded(lm) else SWRPromptConfig()
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, ctx: RewardContext) -> StageResult:
+        """Judge ``ctx.candidate``; never raises (see the module docstring)."""
+        started = time.perf_counter()
+        try:
+            result = self._run(ctx)
+        except Exception as exc:  # the stage's own failure: no evidence, not a verdict
+            result = StageResult(
+                self.name,
+                "error",
+                message=f"simulated tests failed: {type(exc).__name__}: {exc}",
+                evidence={"mode": getattr(ctx, "mode", None), "error": repr(exc)},
+            )
+        result.latency_s = time.perf_counter() - started
+        return result
+
+    def _run(self, ctx: RewardContext) -> StageResult:
+        from sweworld.transition.lm.base import ContextTooLong, LMError
+
+        mode = ctx.mode
+        if mode not in ("oracle", "blind"):
+            raise ValueError(f"mode must be 'oracle' or 'blind', got {mode!r}")
+        task = ctx.task
+        candidate = ctx.candidate
+        patch = str(getattr(candidate, "patch", "") or "")
+        evidence: dict[str, Any] = {"mode": mode, "prompt_version": SWR_FORMAT_VERSION}
+        if getattr(candidate, "apply_error", None):
+            evidence["apply_error"] = candidate.apply_error
+        if _is_empty(patch):
+            evidence["empty_patch"] = True
+            evidence["report"] = self._report(task, mode, {}, patch, False)
+            return StageResult(
+                self.name,
+                "fail",
+                0.0,
+                message="empty candidate: nothing to test",
+                evidence=evidence,
+            )
+        try:
+            lm = self.lm
+        except Exception as exc:
+            evidence["error"] = f"{type(exc).__name__}: {exc}"
+            return StageResult(
+                self.name, "error", message=f"no SWR model: {evidence['error']}", evidence=evidence
+            )
+        evidence["model"] = getattr(lm, "name", type(lm).__name__)
+        config = self.prompt_config(lm)
+        timings: dict[str, float] = {}
+        shrunk = False
+        while True:
+            t0 = time.perf_counter()
+            prompt = build_swr_prompt(
+                task,
+                patch,
+                mode=mode,
+                config=config,
+                base_dir=ctx.base_dir,
+                count_tokens=getattr(lm, "count_tokens", None),
+            )
+            timings["prompt_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            try:
+                generations, prefix = self._generate(lm, prompt, config)
+            except ContextTooLong as exc:
+                timings["generate_s"] = time.perf_counter() - t0
+                if not shrunk:
+                    config, shrunk = config.scaled(0.5), True
+                    continue
+                return self._lm_error(evidence, exc, prompt, timings, shrunk)
+            except LMError as exc:
+                timings["generate_s"] = time.perf_counter() - t0
+                return self._lm_error(evidence, exc, prompt, timings, shrunk)
+            timings["generate_s"] = time.perf_counter() - t0
+            break
+        evidence.update(self._prompt_evidence(prompt, shrunk))
+        evidence["prompt_tokens"] = max((g.prompt_tokens for g in generations), default=0) or (
+            prompt.prompt_tokens
+        )
+        evidence["prefill"] = prefix
+        evidence["decoding"] = self.decoding_for(lm, prompt, config)
+        samples = [
+            self._grade(task, mode, patch, prompt, index, prefix, gen)
+            for index, gen in enumerate(generations)
+        ]
+        readable = [s for s in samples if s.parsed.ok]
+        p_samples = sum(1.0 for s in samples if s.resolved) / len(samples) if samples else 0.0
+        evidence["samples"] = [s.evidence() for s in samples]
+        evidence["samples_parsed"] = len(readable)
+        evidence["samples_resolved"] = sum(1 for s in samples if s.resolved)
+        if not readable:
+            evidence.update(p_samples=None, p_logprob=None, timings_s=timings)
+            evidence["report"] = self._report(task, mode, {}, patch, False)
+            errors = sorted({str(s.parsed.error) for s in samples})
+            return StageResult(
+                self.name,
+                "error",
+                message=f"no readable report in {len(samples)} sample(s): {'; '.join(errors)}",
+                evidence=evidence,
+            )
+        majority = p_samples >= 0.5
+        chosen = next((s for s in readable if s.resolved == majority), readable[0])
+        evidence["representative"] = chosen.index
+        evidence["report"] = chosen.report
+        log = chosen.log
+        evidence["log"] = log if len(log) <= _LOG_CHARS else log[:_LOG_CHARS] + "\n... [cut]\n"
+        t0 = time.perf_counter()
+        p_logprob = self._logprob(lm, prompt, chosen, config, evidence)
+        timings["logprob_s"] = time.perf_counter() - t0
+        score = p_samples if p_logprob is None else (p_samples + p_logprob) / 2.0
+        score = min(1.0, max(0.0, score))
+        evidence.update(p_samples=p_samples, p_logprob=p_logprob, timings_s=timings)
+        verdict: Verdict = "pass" if score >= 0.5 else "fail"
+        parts = [f"{evidence['samples_resolved']}/{len(samples)} reports resolved"]
+        if p_logprob is not None:
+            parts.append(f"P(resolved=true) {p_logprob:.2f}")
+        message = f"simulated tests ({mode}): p={score:.2f} ({', '.join(parts)})"
+        return StageResult(self.name, verdict, score, message=message, evidence=evidence)
+
+    # ------------------------------------------------------------------ pieces
+
+    def decoding_for(self, lm: Any, prompt: SWRPrompt, config: SWRPromptConfig) -> str:
+        """``constrained`` or ``generate``: what ``decoding`` means for this prompt and LM."""
+        from sweworld.transition.lm.base import supports_choice_logprobs
+
+        possible = (
+            prompt.mode == "oracle"
+            and bool(prompt.expected_tests)
+            and not config.with_reasoning
+            and supports_choice_logprobs(lm)
+        )
+        if self.decoding == "constrained":
+            return "constrained" if possible else "generate"
+        if self.decoding == "auto":
+            return "constrained" if possible and self._in_process(lm) else "generate"
+        return "generate"
+
+    def _generate(self, lm: Any, prompt: SWRPrompt, config: SWRPromptConfig) -> tuple[list, str]:
+        from sweworld.transition.lm.base import GenerationRequest
+
+        if self.decoding_for(lm, prompt, config) == "constrained":
+            reports = constrained_reports(
+                lm,
+                prompt,
+                samples=self.samples,
+                temperature=self.temperature,
+                seed=self.seed,
+                max_time_s=self.max_time_s,
+            )
+            return reports, ""
+        in_process = self._in_process(lm)
+        use_prefill = in_process if self.prefill is None else self.prefill
+        reasoning = config.with_reasoning
+        prefix = (SWR_REASONING_PREFILL if reasoning else SWR_PREFILL) if use_prefill else ""
+        messages = list(prompt.messages)
+        if prefix:
+            messages.append({"role": "assistant", "content": prefix})
+        greedy = self.samples == 1
+        request = GenerationRequest(
+            messages=messages,
+            max_tokens=self._max_tokens(lm, prompt, config),
+            temperature=0.0 if greedy else self.temperature,
+            seed=None if greedy else self.seed,
+            stop=_REPORT_STOPS if in_process and not reasoning else (),
+            n=self.samples,
+        )
+        if in_process and self.max_time_s is not None:
+            return lm.generate([request], max_time=self.max_time_s)[0], prefix
+        return lm.generate([request])[0], prefix
+
+    def _max_tokens(self, lm: Any, prompt: SWRPrompt, config: SWRPromptConfig) -> int:
+        if self.max_tokens:
+            return int(self.max_tokens)
+        embedded = self._is_embedded(lm)
+        cap = 448 if embedded else 2048
+        count = getattr(lm, "count_tokens", None) or (lambda text: (len(text) + 3) // 4)
+        if prompt.expected_tests:
+            need = count('{"tests": {}, "resolved": false}') + 8
+            need += sum(count(f'"{test}": "PASSED", ') for test in prompt.expected_tests)
+        else:
+            need = 160 if embedded else 1024
+        if config.with_reasoning:
+            need += 256
+        return max(32, min(cap, need))
+
+    def _grade(
+        self,
+        task: Any,
+        mode: str,
+        patch: str,
+        prompt: SWRPrompt,
+        index: int,
+        prefix: str,
+        gen: Any,
+    ) -> _Sample:
+        text = gen.text
+        hit = gen.info.get("stop_string") if isinstance(gen.info, Mapping) else None
+        if isinstance(hit, str) and hit in _REPORT_STOPS:
+            text += hit  # the report's own end
+        # any listed test of the task counts, also one the prompt had no room to show
+        expected = (
+            list(dict.fromkeys(_test_list(task, "FAIL_TO_PASS") + _test_list(task, "PASS_TO_PASS")))
+            if mode == "oracle"
+            else None
+        )
+        parsed = parse_swr_output(prefix + text, expected_tests=expected)
+        if prefix and (not parsed.ok or (expected and not parsed.tests)):
+            alone = parse_swr_output(text, expected_tests=expected)  # the model restarted
+            if alone.ok and len(alone.tests) > len(parsed.tests):
+                parsed = alone
+        sample = _Sample(
+            index=index,
+            text=text,
+            parsed=parsed,
+            finish_reason=gen.finish_reason,
+            completion_tokens=gen.completion_tokens,
+            seed=gen.info.get("seed") if isinstance(gen.info, Mapping) else None,
+            info=dict(gen.info) if isinstance(gen.info, Mapping) else {},
+        )
+        if not parsed.ok:
+            sample.report = self._report(task, mode, {}, patch, False)
+            return sample
+        if mode == "oracle":
+            statuses: dict[str, str] = {}
+            defaulted = {"FAIL_TO_PASS": 0, "PASS_TO_PASS": 0}
+            for key, default in (("FAIL_TO_PASS", "FAILED"), ("PASS_TO_PASS", "PASSED")):
+                for test in _test_list(task, key):
+                    if test in parsed.tests:
+                        statuses[test] = parsed.tests[test]
+                    else:
+                        statuses[test] = default
+                        defaulted[key] += 1
+            sample.defaulted = defaulted
+            model_resolved = parsed.resolved
+        else:
+            statuses = dict(parsed.tests)
+            model_resolved = parsed.resolved
+            if model_resolved is None:
+                model_resolved = bool(statuses) and all(v in _PASSING for v in statuses.values())
+        sample.statuses = statuses
+        sample.model_resolved = model_resolved
+        repo = _get(task, "repo")
+        sample.log = render_log(statuses, repo)
+        graded = parse_log(sample.log, repo)
+        sample.report = self._report(task, mode, graded, patch, bool(model_resolved))
+        entry = next(iter(sample.report.values()))
+        sample.resolved = bool(entry.get("resolved"))
+        return sample
+
+    def _report(
+        self, task: Any, mode: str, graded: Mapping[str, str], patch: str, model_resolved: bool
+    ) -> dict[str, Any]:
+        """A ``report.json``-shaped verdict. Oracle: graded against the task's lists. Blind:
+        the reported tests graded as tests that must pass, and ``resolved`` also needs the
+        model's own verdict."""
+        if mode == "oracle":
+            return make_report(task, graded, patch=patch)
+        blind_task = {
+            "instance_id": str(_get(task, "instance_id") or ""),
+            "repo": _get(task, "repo") or "",
+            "FAIL_TO_PASS": [],
+            "PASS_TO_PASS": list(graded),
+        }
+        report = make_report(blind_task, graded, patch=patch)
+        entry = next(iter(report.values()))
+        entry["resolved"] = bool(entry.get("resolved")) and model_resolved
+        return report
+
+    def _logprob(
+        self,
+        lm: Any,
+        prompt: SWRPrompt,
+        chosen: _Sample,
+        config: SWRPromptConfig,
+        evidence: dict[str, Any],
+    ) -> float | None:
+        from sweworld.transition.lm.base import (
+            LMError,
+            choice_probabilities,
+            lm_choice_logprobs,
+            supports_choice_logprobs,
+        )
+
+        if not self.use_logprobs:
+            return None
+        known = chosen.info.get("logprobs")
+        if isinstance(known, Mapping) and set(known) == set(RESOLVED_CHOICES):
+            evidence["logprobs"] = {k: round(float(v), 6) for k, v in known.items()}
+            return float(choice_probabilities(known)["true"])
+        if not supports_choice_logprobs(lm):
+            evidence["logprob_error"] = "the backend gives no log-probabilities"
+            return None
+        tests = chosen.parsed.tests
+        reported = (
+            {t: tests[t] for t in prompt.expected_tests if t in tests}
+            if prompt.mode == "oracle"
+            else dict(tests)
+        )
+        reasoning = chosen.parsed.reasoning if config.with_reasoning else None
+        prefix = swr_resolved_prefix(reported, reasoning)
+        try:
+            logprobs = lm_choice_logprobs(lm, prompt.messages, RESOLVED_CHOICES, prefix=prefix)
+        except LMError as exc:
+            evidence["logprob_error"] = f"{type(exc).__name__}: {exc}"
+            return None
+        evidence["logprobs"] = {k: round(float(v), 6) for k, v in logprobs.items()}
+        return float(choice_probabilities(logprobs)["true"])
+
+    def _prompt_evidence(self, prompt: SWRPrompt, shrunk: bool) -> dict[str, Any]:
+        return {
+            "expected_tests": len(prompt.expected_tests),
+            "tests_not_shown": prompt.tests_not_shown,
+            "test_command": prompt.test_command,
+            "test_files": list(prompt.test_files),
+            "truncated": dict(prompt.truncated),
+            "budgets_shrunk": shrunk,
+        }
+
+    def _lm_error(
+        self,
+        evidence: dict[str, Any],
+        exc: Exception,
+        prompt: SWRPrompt,
+        timings: dict[str, float],
+        shrunk: bool,
+    ) -> StageResult:
+        evidence.update(self._prompt_evidence(prompt, shrunk))
+        evidence["prompt_tokens"] = prompt.prompt_tokens
+        evidence["error"] = f"{type(exc).__name__}: {exc}"
+        evidence["timings_s"] = timings
+        return StageResult(
+            self.name,
+            "error",
+            message=f"the SWR model failed: {evidence['error']}",
+            evidence=evidence,
+        )
+
+    def close(self) -> None:
+        """Close the model if this stage built it (shared and given models stay open)."""
+        with self._lock:
+            lm, owned = self._lm, self._owned
+            if owned:
+                self._lm = None
+                self._owned = False
+        if owned and lm is not None:
+            lm.close()
+
+
+def _is_empty(patch: str) -> bool:
+    """No file is changed: blank text, or text in which no file diff can be read."""
+    from sweworld.tasks.patches import files_in_patch
+
+    if not patch.strip():
+        return True
+    try:
+        return not files_in_patch(patch)
+    except Exception:  # an unreadable diff is the model's to judge, not "empty"
+        return False
+
+
+def _get(task: Any, name: str) -> Any:
+    return task.get(name) if isinstance(task, Mapping) else getattr(task, name, None)
+
+
+def _test_list(task: Any, name: str) -> list[str]:
+    import json
+
+    value = _get(task, name)
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else []
+    return [str(t) for t in value or ()]

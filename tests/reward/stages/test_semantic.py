@@ -1,0 +1,316 @@
+"""SemanticStage: empty / no-op / tests-only / tampering flags, equivalence with the gold."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweworld.reward.candidate import view_candidate, view_gold
+from sweworld.reward.stages import SemanticStage
+from sweworld.reward.stages.semantic import (
+    change_signature,
+    equivalence_classes,
+    gold_equivalent,
+    normalize_line,
+    normalize_source,
+    tampering_reasons,
+)
+from sweworld.reward.types import RewardContext
+from sweworld.tasks.patches import make_unified_diff
+from tests.reward.stages import context, diff, make_repo, toy_base, write
+
+MOD = '''\
+"""Module docstring."""
+
+
+def area(w, h):
+    """Area of a rectangle."""
+    return w * h  # simple
+
+
+class Box:
+    """A box."""
+
+    def volume(self, w, h, d):
+        return area(w, h) * d
+'''
+
+TESTS = """\
+import pytest
+
+from pkg.mod import area
+
+
+def test_area():
+    assert area(2, 3) == 6
+    assert area(0, 3) == 0
+
+
+class TestBox:
+    def test_volume(self):
+        self.assertEqual(1, 1)
+        assert True
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(
+        tmp_path / "repo",
+        {
+            "pkg/mod.py": MOD,
+            "tests/test_mod.py": TESTS,
+            "tests/test_other.py": "def test_other():\n    assert 1\n",
+            "README.md": "readme\n",
+        },
+    )
+
+
+def judge(patch: str | None, base: Path | None, *, gold: str | None = None, mode="oracle"):
+    view = view_candidate(patch, base_dir=base)
+    gold_view = view_candidate(gold, base_dir=base) if gold is not None else None
+    task = {"patch": gold or ""}
+    ctx = RewardContext(task=task, candidate=view, mode=mode, gold=gold_view)
+    return SemanticStage().run(ctx)
+
+
+# ------------------------------------------------------------------ normalisation
+
+
+def test_normalize_source() -> None:
+    variant = (
+        "# leading comment\n\ndef area( w,h ):\n    '''Other words.'''\n"
+        "    return (w*h)\n\n\nclass Box:\n    def volume(self,w,h,d):\n"
+        "        return area(w,h)*d  # trailing\n"
+    )
+    assert normalize_source(MOD) == normalize_source(variant)
+    assert normalize_source(MOD) != normalize_source(MOD.replace("w * h", "w + h"))
+    assert "Area of" not in normalize_source(MOD) and "#" not in normalize_source(MOD)
+    # a class whose only statement is its docstring stays valid code
+    assert normalize_source('class A:\n    """doc"""\n') == "class A:\n    pass"
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12 parses it with ast")
+def test_normalize_source_token_fallback() -> None:
+    code = 'type Alias = int  # c\n\n\nasync def f( x ):\n    """doc"""\n    return [x,\n  1]\n'
+    normalized = normalize_source(code)
+    assert normalized.startswith("#tokens")
+    assert "doc" not in normalized and "# c" not in normalized
+    assert normalized == normalize_source("type Alias = int\nasync def f(x):\n    return [x, 1]\n")
+    assert normalized != normalize_source("type Alias = str\nasync def f(x):\n    return [x, 1]\n")
+
+
+def test_normalize_source_never_raises() -> None:
+    chain = "x = (" + "\n".join(["1 +"] * 5000) + "1)\n"  # libcst: minutes
+    for text in ("def (:\n", "\0\0", "x = " + "(" * 5000, "'''unterminated", chain):
+        assert isinstance(normalize_source(text), str)
+    assert normalize_line("    x  =  '#'   # comment\n") == "    x = '#'"
+    assert normalize_line("   # only a comment") == ""
+
+
+# ------------------------------------------------------------------ red flags
+
+
+@pytest.mark.parametrize("with_base", [True, False])
+def test_empty_and_noop(repo: Path, with_base: bool) -> None:
+    base = repo if with_base else None
+    result = judge("", base)
+    assert result.verdict == "fail" and result.short_circuit and result.score == 0.0
+    assert result.evidence["empty"]
+    write(repo, {"pkg/mod.py": MOD.replace("# simple", "# simpler, clearer") + "# end\n"})
+    result = judge(diff(repo), base)
+    assert result.verdict == "fail" and result.evidence["noop"], result.evidence
+    assert "no-op" in result.message
+
+
+def test_docstring_and_formatting_changes_are_noop_with_base(repo: Path) -> None:
+    write(repo, {"pkg/mod.py": MOD.replace("Area of a rectangle.", "Width times height.")})
+    assert judge(diff(repo), repo).evidence["noop"]
+    write(repo, {"pkg/mod.py": MOD.replace("return w * h", "return (w*h)")})
+    assert judge(diff(repo), repo).evidence["noop"]
+    write(repo, {"pkg/mod.py": MOD.replace("return w * h", "return w * h * 1")})
+    result = judge(diff(repo), repo)
+    assert not result.evidence["noop"] and result.verdict == "pass"
+
+
+def test_indentation_change_is_not_noop_in_hunks(repo: Path) -> None:
+    moved = MOD.replace("        return area(w, h) * d", "        pass\n    return area(w, h) * d")
+    write(repo, {"pkg/mod.py": moved})
+    result = judge(diff(repo), None)
+    assert result.evidence["noop"] is False and result.verdict == "pass"
+
+
+@pytest.mark.parametrize("with_base", [True, False])
+def test_tests_only(repo: Path, with_base: bool) -> None:
+    base = repo if with_base else None
+    write(repo, {"tests/test_new.py": "def test_new():\n    assert 2\n"})
+    tests_patch = diff(repo)
+    write(repo, {"pkg/mod.py": MOD.replace("w * h", "h * w")})
+    code_patch = diff(repo)
+    result = judge(tests_patch, base, gold=code_patch)
+    assert result.verdict == "fail" and result.evidence["tests_only"]
+    assert result.evidence["gold_touches_code"] is True
+    blind = judge(tests_patch, base, mode="blind")
+    assert blind.verdict == "fail" and blind.evidence["gold_touches_code"] is None
+    # a task whose own fix only touches tests: tests-only is not a red flag
+    same = judge(tests_patch, base, gold=tests_patch)
+    assert same.verdict == "pass" and same.evidence["gold_touches_code"] is False
+
+
+TAMPERING = {
+    "deletes": ({"tests/test_other.py": None}, "deletes test file tests/test_other.py"),
+    "removes test": (
+        {"tests/test_mod.py": TESTS.replace("def test_area():", "def helper_area():")},
+        "removes test tests/test_mod.py::test_area",
+    ),
+    "removes assert": (
+        {"tests/test_mod.py": TESTS.replace("    assert area(0, 3) == 0\n", "")},
+        "assertion(s) from tests/test_mod.py",
+    ),
+    "removes self.assert": (
+        {"tests/test_mod.py": TESTS.replace("        self.assertEqual(1, 1)\n", "")},
+        "assertion(s) from tests/test_mod.py",
+    ),
+    "skip marker": (
+        {"tests/test_mod.py": TESTS.replace("def test_area", "@pytest.mark.skip\ndef test_area")},
+        "adds skip/xfail markers to tests/test_mod.py",
+    ),
+    "pytest.skip": (
+        {
+            "tests/test_mod.py": TESTS.replace(
+                "    assert area(2, 3)", "    pytest.skip()\n    assert area(2, 3)"
+            )
+        },
+        "adds skip/xfail markers to tests/test_mod.py",
+    ),
+    "early return": (
+        {
+            "tests/test_mod.py": TESTS.replace(
+                "def test_area():\n", "def test_area():\n    return\n"
+            )
+        },
+        "returns at the top of tests/test_mod.py::test_area",
+    ),
+    "conftest": (
+        {"conftest.py": "def pytest_collection_modifyitems(items):\n    items.clear()\n"},
+        "edits test-runner configuration conftest.py",
+    ),
+}
+
+
+@pytest.mark.parametrize("with_base", [True, False])
+@pytest.mark.parametrize("case", sorted(TAMPERING))
+def test_tampering(repo: Path, case: str, with_base: bool) -> None:
+    files, expected = TAMPERING[case]
+    write(repo, {"pkg/mod.py": MOD.replace("w * h", "h * w"), **files})
+    result = judge(diff(repo), repo if with_base else None)
+    assert result.verdict == "fail" and result.short_circuit and result.score == 0.0
+    assert result.evidence["test_tampering"] is True
+    assert any(expected in reason for reason in result.evidence["tampering"]), result.evidence
+
+
+def test_adding_tests_is_not_tampering(repo: Path) -> None:
+    extra = TESTS + "\n\ndef test_more():\n    assert area(1, 1) == 1\n"
+    write(repo, {"pkg/mod.py": MOD.replace("w * h", "h * w"), "tests/test_mod.py": extra})
+    for base in (repo, None):
+        view = view_candidate(diff_again(repo, extra), base_dir=base)
+        assert tampering_reasons(view) == []
+
+
+def diff_again(repo: Path, tests: str) -> str:
+    write(repo, {"pkg/mod.py": MOD.replace("w * h", "h * w"), "tests/test_mod.py": tests})
+    return diff(repo)
+
+
+# ------------------------------------------------------------------ gold equivalence
+
+
+@pytest.mark.parametrize("with_base", [True, False])
+def test_toy_gold_is_equivalent_to_itself(toy_tasks, tmp_path: Path, with_base: bool) -> None:
+    for task in toy_tasks:
+        base = toy_base(task, tmp_path / task.instance_id) if with_base else None
+        result = SemanticStage().run(context(task, task.patch, base))
+        assert result.verdict == "pass" and result.score == 1.0, result.evidence
+        assert result.evidence["gold_equivalent"] is True
+        assert not result.evidence["noop"] and not result.evidence["test_tampering"]
+        blind = SemanticStage().run(context(task, task.patch, base, mode="blind"))
+        assert blind.verdict == "pass" and blind.score is None
+        assert blind.evidence["gold_equivalent"] is None
+
+
+def test_toy_gold_variants(toy_tasks, tmp_path: Path) -> None:
+    for task in toy_tasks:
+        base = toy_base(task, tmp_path / task.instance_id)
+        gold = view_gold(task, base)
+        assert gold is not None
+        (changed,) = gold.files
+        assert changed.before is not None and changed.after is not None
+        # reformatted and commented: equivalent with whole files
+        variant = "# reviewed\n" + reformat(changed.after)
+        assert variant.count(" ,  ") > 2
+        patch = make_unified_diff(changed.path, changed.before, variant)
+        result = SemanticStage().run(context(task, patch, base))
+        assert result.evidence["gold_equivalent"] is True and result.score == 1.0
+        # commented only: equivalent with hunks too
+        commented = changed.after.replace("\n\n\n", "\n\n\n# a note\n", 1)
+        patch = make_unified_diff(changed.path, changed.before, commented)
+        hunks = view_candidate(patch)
+        assert gold_equivalent(hunks, view_gold(task)) is True
+        # a different change is not equivalent
+        wrong = changed.before.replace("return", "return  ", 1) + "\nWRONG = 1\n"
+        patch = make_unified_diff(changed.path, changed.before, wrong)
+        result = SemanticStage().run(context(task, patch, base))
+        assert result.evidence["gold_equivalent"] is False and result.score is None
+        assert result.verdict == "pass"
+
+
+def reformat(text: str) -> str:
+    """Spacing changes on lines without string literals, a comment after every blank line."""
+    out = []
+    for line in text.split("\n"):
+        if not any(q in line for q in "\"'#"):
+            line = line.replace(", ", " ,  ").replace("(", "( ")
+        out.append(line if line.strip() else "# spacer")
+    return "\n".join(out)
+
+
+def test_gold_equivalence_undecidable(repo: Path) -> None:
+    write(repo, {"pkg/mod.py": MOD.replace("w * h", "h * w")})
+    patch = diff(repo)
+    view = view_candidate(patch, base_dir=repo)
+    assert gold_equivalent(view, None) is None
+    assert gold_equivalent(view, view_candidate("garbage\n")) is None
+    assert gold_equivalent(view, view_candidate("")) is None
+    assert gold_equivalent(view_candidate("garbage\n"), view) is None
+    binary = make_repo(repo.parent / "bin", {"x.bin": b"\x00\x01"})
+    write(binary, {"x.bin": b"\x00\x02"})
+    bview = view_candidate(diff(binary, "--binary"), base_dir=binary)
+    assert gold_equivalent(bview, bview) is None
+
+
+def test_equivalence_classes(repo: Path) -> None:
+    write(repo, {"pkg/mod.py": MOD.replace("w * h", "h * w")})
+    a = diff(repo)
+    write(repo, {"pkg/mod.py": MOD.replace("w * h", "h*w  # swapped").replace('"""A box."""', "")})
+    b = diff(repo)
+    write(repo, {"pkg/mod.py": MOD.replace("w * h", "w * h * 2")})
+    c = diff(repo)
+    write(repo, {"pkg/mod.py": MOD.replace("# simple", "# comment only")})
+    noop = diff(repo)
+    views = [view_candidate(p, base_dir=repo) for p in (a, c, b, "", noop, "junk\n", "junk\n")]
+    assert equivalence_classes(views) == [[0, 2], [1], [3, 4], [5, 6]]
+    assert change_signature(views[0]) == change_signature(view_candidate(a, base_dir=repo))
+    assert change_signature(views[0]) != change_signature(views[1])
+    assert equivalence_classes([]) == []
+
+
+def test_bad_input_gives_results(repo: Path) -> None:
+    garbage = judge("not a patch\n", repo)
+    assert garbage.verdict == "skip" and garbage.evidence["parse_error"]
+    unapplied = "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1,2 @@\n-x = 1\n+x = 2\n \n"
+    result = judge(unapplied, repo)
+    assert result.verdict == "pass" and result.evidence["scope"] == "hunks"
+    escape = "--- /dev/null\n+++ b/../x.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    assert judge(escape, repo).verdict == "skip"

@@ -1,0 +1,104 @@
+"""``sweworld reward`` and ``sweworld verify`` on the toy tasks (exact stages: no model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sweworld.cli import main
+from sweworld.tasks.toy import toy_tasks_path
+
+EXACT = "syntax,typecheck,semantic"
+
+
+def _delete_test_patch(task) -> str:
+    from sweworld.reward.model import RewardModel, SWRConfig
+    from sweworld.tasks.patches import make_unified_diff
+
+    base, _ = RewardModel(SWRConfig(calibration=None)).base_dir(task)
+    test = sorted(Path(base).glob("tests/test_*.py"))[0]
+    return make_unified_diff(str(test.relative_to(base)), test.read_text(), None)
+
+
+def _reward(capsys, task, patch: str, tmp_path: Path, *extra: str) -> dict:
+    path = tmp_path / "candidate.patch"
+    path.write_text(patch)
+    code = main(
+        ["reward", "--id", task.instance_id, "--patch", str(path), "--stages", EXACT, *extra]
+    )
+    assert code == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_reward_acceptance_patches(capsys, tmp_path, toy_task) -> None:
+    gold = _reward(capsys, toy_task, toy_task.patch, tmp_path)
+    assert gold["score"] == pytest.approx(0.95) and gold["resolved"] is True
+    assert set(gold["stages"]) == {"syntax", "typecheck", "semantic"}
+    assert gold["stages"]["semantic"]["evidence"]["gold_equivalent"] is True
+
+    broken = toy_task.patch.replace("\n+", "\n+)", 1)  # an unbalanced bracket in added code
+    syntax = _reward(capsys, toy_task, broken, tmp_path)
+    assert syntax["info"]["short_circuit"] == "syntax" and syntax["score"] == 0.0
+    assert list(syntax["stages"]) == ["syntax"]
+
+    deleting = _reward(capsys, toy_task, _delete_test_patch(toy_task), tmp_path)
+    assert deleting["info"]["short_circuit"] == "semantic"
+    assert deleting["stages"]["semantic"]["evidence"]["test_tampering"] is True
+
+    empty = _reward(capsys, toy_task, "", tmp_path)
+    assert empty["stages"]["semantic"]["evidence"]["empty"] is True and empty["reward"] == 0.0
+
+    shaped = _reward(
+        capsys, toy_task, toy_task.patch, tmp_path, "--preset", "shaped", "--steps", "20"
+    )
+    assert shaped["reward"] == pytest.approx(0.9)
+
+
+def test_reward_missing_patch_file_is_a_clear_error(capsys, toy_task) -> None:
+    code = main(["reward", "--id", toy_task.instance_id, "--patch", "/nonexistent.patch"])
+    assert code == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_verify_writes_one_prediction_per_task(capsys, tmp_path, toy_tasks) -> None:
+    lines = []
+    for task in toy_tasks[:2]:
+        for patch in ("", task.test_patch, task.patch):
+            lines.append(
+                {
+                    "instance_id": task.instance_id,
+                    "model_patch": patch,
+                    "model_name_or_path": "agent",
+                }
+            )
+    candidates = tmp_path / "candidates.jsonl"
+    candidates.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    out, scores = tmp_path / "preds.json", tmp_path / "scores.json"
+    code = main(
+        [
+            "verify",
+            "--tasks",
+            str(toy_tasks_path()),
+            "--candidates",
+            str(candidates),
+            "--out",
+            str(out),
+            "--scores",
+            str(scores),
+            "--stages",
+            EXACT,
+        ]
+    )
+    assert code == 0
+    preds = json.loads(out.read_text())
+    assert set(preds) == {t.instance_id for t in toy_tasks[:2]}
+    for task in toy_tasks[:2]:
+        entry = preds[task.instance_id]
+        assert entry["instance_id"] == task.instance_id
+        assert entry["model_patch"] == task.patch  # the gold fix beats empty and tests-only
+        assert entry["model_name_or_path"] == "sweworld-verify"
+    detail = json.loads(scores.read_text())
+    assert detail[toy_tasks[0].instance_id]["index"] == 2
+    assert detail[toy_tasks[0].instance_id]["scores"][:2] == [0.0, 0.0]
