@@ -846,6 +846,7 @@ def test_collection_of_a_large_package_matches_pytest(tmp_path):
     """sympy's own test directories (plain functions, classes, parametrize, skips,
     a conftest that modifies items), when sympy is installed here."""
     sympy = pytest.importorskip("sympy")
+    pytest.importorskip("hypothesis", reason="sympy's conftest.py requires hypothesis")
     root = tmp_path / "repo"
     shutil.copytree(
         Path(sympy.__file__).parent,

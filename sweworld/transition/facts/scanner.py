@@ -19,6 +19,21 @@ from sweworld.transition.facts.simulation import _dotted, _literal
 # --------------------------------------------------------------------------- pytest collection
 
 
+def _pytest_version() -> tuple[int, ...]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return tuple(int(p) for p in version("pytest").split(".")[:2] if p.isdigit())
+    except (PackageNotFoundError, ValueError):
+        return (99,)
+
+
+# Until pytest 9.2, a decorated test function's ``pytestmark`` attribute was one of its
+# ``-k`` keywords; 9.2 dropped it. Follow the pytest installed here (newest behaviour when
+# there is none).
+_MARKS_ATTRIBUTE_IS_KEYWORD = _pytest_version() < (9, 2)
+
+
 @dataclass
 class _Item:
     nodeid: str
@@ -263,7 +278,7 @@ class _ModuleScanner(_ParametrizeReader):
         own_marks, own_params = self._marks_of(node.decorator_list)
         marks = set(own_marks) | set(inherited_marks)
         names = {*parent_names, *class_path, node.name}
-        if own_marks:
+        if own_marks and _MARKS_ATTRIBUTE_IS_KEYWORD:
             names.add("pytestmark")
         params = own_params + inherited_params
         uncertain = self._uses_param_fixture(node)
