@@ -81,7 +81,9 @@ def failed_flags(stages: Mapping[str, Any]) -> list[str]:
     flags: list[str] = []
     for name in ("syntax", "typecheck"):
         result = stages.get(name)
-        if result is not None and _get(result, "verdict") == "fail":
+        evidence = (_get(result, "evidence") or {}) if result is not None else {}
+        failed = result is not None and _get(result, "verdict") == "fail"
+        if failed and not evidence.get("suspected_only"):
             flags.append(name)
     semantic = stages.get("semantic")
     if semantic is not None:

@@ -277,9 +277,29 @@ def _hunk_states(view: CandidateView) -> dict[str, Any]:
             plus = [
                 n for n in (normalize_line(t, comments=changed.is_python) for t in hunk.added) if n
             ]
-            if minus != plus:
+            # Compare whole sides (context included), so that moving lines within a hunk
+            # is a change even though the removed and added lines are the same.
+            old_side = [
+                n
+                for n in (
+                    normalize_line(t, comments=changed.is_python)
+                    for t in hunk.old_text.splitlines()
+                )
+                if n
+            ]
+            new_side = [
+                n
+                for n in (
+                    normalize_line(t, comments=changed.is_python)
+                    for t in hunk.new_text.splitlines()
+                )
+                if n
+            ]
+            if old_side != new_side:
                 removed += minus
                 added += plus
+                if minus == plus:  # a move: the new order is the change
+                    added.append("<order> " + " | ".join(new_side))
         if changed.status == "renamed" and changed.old_path and changed.old_path != changed.path:
             states[changed.old_path] = ["renamed-away"]
             states[changed.path] = ["renamed", removed, added]
@@ -426,7 +446,14 @@ def _tampering_ast(path: str, before: ast.Module, after: ast.Module) -> list[str
             reasons.append(f"removes {lost} assertion(s) from {path}::{name}")
         if _returns_early(new[name]) and not _returns_early(func):
             reasons.append(f"returns at the top of {path}::{name}")
-    if _count_skips(after) > _count_skips(before):
+    # Skip markers on tests that already existed, or outside any test (module or class
+    # marks), are tampering; new tests may be skipped (a fix about skipping adds such tests).
+    for name in old.keys() & new.keys():
+        if _count_skips(new[name]) > _count_skips(old[name]):
+            reasons.append(f"adds skip/xfail markers to {path}::{name}")
+    outside_after = _count_skips(after) - sum(_count_skips(f) for f in new.values())
+    outside_before = _count_skips(before) - sum(_count_skips(f) for f in old.values())
+    if outside_after > outside_before:
         reasons.append(f"adds skip/xfail markers to {path}")
     return reasons
 
@@ -443,8 +470,10 @@ def _tampering_lines(path: str, hunks: list[Hunk]) -> list[str]:
     )
     if lost > 0:
         reasons.append(f"removes {lost} assertion(s) from {path}")
-    if sum(len(_SKIP_RE.findall(t)) for t in added) > sum(
-        len(_SKIP_RE.findall(t)) for t in removed
+    # Hunks that add a test function may skip it (see _tampering_ast).
+    kept = [h for h in hunks if not any(_TEST_DEF_RE.match(_code_part(t)) for t in h.added)]
+    if sum(len(_SKIP_RE.findall(_code_part(t))) for h in kept for t in h.added) > sum(
+        len(_SKIP_RE.findall(_code_part(t))) for h in kept for t in h.removed
     ):
         reasons.append(f"adds skip/xfail markers to {path}")
     for hunk in hunks:

@@ -233,6 +233,19 @@ class SyntaxStage:
             first = errors[0]
             where = f"{first['file']}:{first['line']}:{first['column']}"
             more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+            if all(e.get("scope") == "hunk" for e in errors):
+                # A hunk is a fragment: on the SWE-bench data every hunk-only "error" was a
+                # false alarm on a resolved patch, so it is reported but does not stop the
+                # pipeline or zero the score.
+                evidence["suspected_only"] = True
+                return StageResult(
+                    self.name,
+                    "fail",
+                    None,
+                    False,
+                    f"suspected (hunks only) {where}: {first['message']}{more}",
+                    evidence,
+                )
             return StageResult(
                 self.name, "fail", 0.0, True, f"{where}: {first['message']}{more}", evidence
             )

@@ -423,7 +423,12 @@ def _unusable(changed: ChangedFile) -> str | None:
         return changed.error
     if changed.after is None:
         return "whole text unknown (hunks only)"
-    if changed.before is None and changed.status != "added":
+    if changed.status == "added":
+        # Every error of a new file would count as "introduced", including the strictness
+        # errors (missing annotations) that mypy raises on any unannotated module; agents'
+        # new files are mostly scratch scripts and tests. Only existing code is compared.
+        return "new file (only changes to existing files are compared)"
+    if changed.before is None:
         return "old text unknown"
     if not _parses(changed.after):
         return "new text does not parse"

@@ -314,3 +314,66 @@ def test_bad_input_gives_results(repo: Path) -> None:
     assert result.verdict == "pass" and result.evidence["scope"] == "hunks"
     escape = "--- /dev/null\n+++ b/../x.py\n@@ -0,0 +1 @@\n+x = 1\n"
     assert judge(escape, repo).verdict == "skip"
+
+
+GUARDS = "        if d < 0:\n            return 0\n        if w < 0:\n            return 0\n"
+GUARDS_SWAPPED = (
+    "        if w < 0:\n            return 0\n        if d < 0:\n            return 0\n"
+)
+
+
+@pytest.mark.parametrize("with_base", [True, False])
+def test_moving_lines_is_a_change_not_a_noop(repo: Path, with_base: bool) -> None:
+    # Reordering two statements (as in sympy__sympy-20801's resolved fix) changes behaviour.
+    write(
+        repo,
+        {
+            "pkg/mod.py": MOD.replace(
+                "    def volume(self, w, h, d):\n        return area(w, h) * d\n",
+                "    def volume(self, w, h, d):\n        if d < 0:\n            return 0\n"
+                "        if w < 0:\n            return 0\n        return area(w, h) * d\n",
+            )
+        },
+    )
+    subprocess_commit(repo)
+    write(
+        repo,
+        {
+            "pkg/mod.py": (repo / "pkg/mod.py")
+            .read_text()
+            .replace(
+                GUARDS,
+                GUARDS_SWAPPED,
+            )
+        },
+    )
+    patch = diff(repo)
+    result = judge(patch, repo if with_base else None)
+    assert result.evidence["noop"] is False, result.evidence
+    assert result.verdict == "pass" and not result.short_circuit
+
+
+@pytest.mark.parametrize("with_base", [True, False])
+def test_new_skipped_tests_are_not_tampering_but_skipping_old_ones_is(
+    repo: Path, with_base: bool
+) -> None:
+    added = TESTS + "\n\n@pytest.mark.skip(reason='new behaviour')\ndef test_new():\n    pass\n"
+    write(repo, {"tests/test_mod.py": added})
+    result = judge(diff(repo), repo if with_base else None)
+    assert result.evidence["test_tampering"] is False, result.evidence
+    skipped_old = TESTS.replace("def test_area():", "@pytest.mark.skip\ndef test_area():")
+    write(repo, {"tests/test_mod.py": skipped_old})
+    result = judge(diff(repo), repo if with_base else None)
+    assert result.evidence["test_tampering"] is True
+    assert any("skip" in r for r in result.evidence["tampering"])
+
+
+def subprocess_commit(repo: Path) -> None:
+    import subprocess
+
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
+        cwd=repo,
+        check=True,
+    )

@@ -71,7 +71,12 @@ def test_broken_toy_patch_fails_with_file_and_line(
     lines[target] = lines[target].rstrip(":")  # "if x" without its colon
     patch = make_unified_diff(gold.path, gold.before, "\n".join(lines))
     result = SyntaxStage().run(context(task, patch, base if with_base else None))
-    assert result.verdict == "fail" and result.score == 0.0 and result.short_circuit
+    assert result.verdict == "fail"
+    if with_base:  # a whole file that does not compile: score 0, the pipeline stops
+        assert result.score == 0.0 and result.short_circuit
+    else:  # a hunk is a fragment: reported as suspected, the pipeline goes on
+        assert result.score is None and not result.short_circuit
+        assert result.evidence["suspected_only"] is True
     (error,) = result.evidence["errors"]
     assert error["file"] == gold.path
     assert error["line"] == target + 1
