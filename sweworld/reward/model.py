@@ -5,7 +5,7 @@
     patch -> view (whole files when the base checkout is available, hunks otherwise)
           -> syntax     (ast + tree-sitter; a failure stops here: score 0, no model call)
           -> typecheck  (mypy before/after; errors the patch introduces)
-          -> semantic   (libcst; empty / no-op / tests-only / test tampering stop here;
+          -> semantic   (normalised AST; empty / no-op / tests-only / test tampering stop here;
                          equivalence with the gold patch in oracle mode)
           -> tests      (the SWR model writes a per-test report, graded by the shared grader)
           -> features -> calibrated score in [0, 1] -> RL reward (a preset)
