@@ -102,3 +102,80 @@ def test_verify_writes_one_prediction_per_task(capsys, tmp_path, toy_tasks) -> N
     detail = json.loads(scores.read_text())
     assert detail[toy_tasks[0].instance_id]["index"] == 2
     assert detail[toy_tasks[0].instance_id]["scores"][:2] == [0.0, 0.0]
+
+
+def test_calibrate_fits_and_stores_a_calibration(capsys, tmp_path, toy_tasks) -> None:
+    from sweworld.reward.calibration import load_calibration
+
+    lines = []
+    for task in toy_tasks:
+        lines.append({"instance_id": task.instance_id, "model_patch": task.patch, "resolved": True})
+        lines.append(
+            {"instance_id": task.instance_id, "model_patch": task.test_patch, "resolved": False}
+        )
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    out = tmp_path / "calibration.json"
+    code = main(
+        [
+            "calibrate",
+            "--tasks",
+            str(toy_tasks_path()),
+            "--candidates",
+            str(labelled),
+            "--out",
+            str(out),
+            "--stages",
+            EXACT,
+            "--method",
+            "logistic",
+        ]
+    )
+    assert code == 2  # test-only candidates are stopped by an exact stage: one class left
+    assert "both classes" in capsys.readouterr().err
+    lines += [
+        {"instance_id": t.instance_id, "model_patch": t.patch, "resolved": False}
+        for t in toy_tasks[:2]
+    ]  # the same fix labelled both ways: a weak, real signal
+    labelled.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    assert (
+        main(
+            [
+                "calibrate",
+                "--tasks",
+                str(toy_tasks_path()),
+                "--candidates",
+                str(labelled),
+                "--out",
+                str(out),
+                "--stages",
+                EXACT,
+            ]
+        )
+        == 0
+    )
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["n"] == 10 and printed["metrics"]["n"] == 6
+    calibrator = load_calibration(out)
+    assert calibrator.feature_names == [
+        "tests_p",
+        "tests_missing",
+        "typecheck_fail",
+        "gold_equivalent",
+        "gold_different",
+    ]
+    assert (
+        0.0
+        < calibrator.predict(
+            [
+                {
+                    "tests_p": 0.5,
+                    "tests_missing": 1.0,
+                    "typecheck_fail": 0.0,
+                    "gold_equivalent": 1.0,
+                    "gold_different": 0.0,
+                }
+            ]
+        )[0]
+        < 1.0
+    )
