@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sweworld.reward.candidate import parse_hunks
 from sweworld.transition.context.truncation import _Tok, _truncate, _truncate_chars, _waterfill
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
     "render_file",
 ]
 
-_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _DEF_RE = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
 _SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", "node_modules", ".tox", ".nox", ".venv", "venv"}
@@ -67,29 +67,18 @@ class TestFile:
 
 
 def _hunks(section: str) -> list[tuple[int, int, int, list[tuple[str, str]]]]:
-    """(old start, old count, new start, [(kind, line)]) of each hunk of one file's diff."""
-    out: list[tuple[int, int, int, list[tuple[str, str]]]] = []
-    body: list[tuple[str, str]] | None = None
-    for raw in section.split("\n"):
-        line = raw[:-1] if raw.endswith("\r") else raw
-        match = _HUNK_RE.match(line)
-        if match:
-            body = []
-            old_count = 1 if match.group(2) is None else int(match.group(2))
-            out.append((int(match.group(1)), old_count, int(match.group(3)), body))
-            continue
-        if body is None:
-            continue
-        if line.startswith(("+", "-", " ")):
-            body.append((line[0], line[1:]))
-        elif line == "":
-            body.append((" ", ""))
-        elif not line.startswith("\\"):
-            body = None  # the next file section's header
-    for _, _, _, lines in out:  # a blank line at the very end is the section's own ending
-        while lines and lines[-1] == (" ", ""):
-            lines.pop()
-    return out
+    """(old start, old count, new start, [(kind, line)]) of each hunk of one file's diff,
+    lines without their line endings (read by :func:`~sweworld.reward.candidate.parse_hunks`).
+    """
+    return [
+        (hunk.old_start, hunk.old_len, hunk.new_start, [(k, _unended(t)) for k, t in hunk.lines])
+        for hunk in parse_hunks(section)
+    ]
+
+
+def _unended(text: str) -> str:
+    text = text[:-1] if text.endswith("\n") else text
+    return text[:-1] if text.endswith("\r") else text
 
 
 def _locate(lines: list[str], old: list[str], start: int, floor: int) -> int | None:
