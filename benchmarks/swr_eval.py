@@ -258,7 +258,7 @@ def best_of_n(groups: dict[str, list[tuple[Any, bool]]], vote_weight: float) -> 
     import hashlib
 
     from sweworld.reward.metrics import best_of_n_metrics
-    from sweworld.reward.verifier import select_candidate
+    from sweworld.reward.verifier import classes_by_signature, select_candidate
 
     rows = []
     with_votes = []
@@ -272,12 +272,8 @@ def best_of_n(groups: dict[str, list[tuple[Any, bool]]], vote_weight: float) -> 
             ).hexdigest(),
         )
         scores = [r.score for r, _ in items]
-        signatures: dict[str, list[int]] = defaultdict(list)
-        for i, (r, _) in enumerate(items):
-            signatures[r.info.get("signature") or f"#{i}"].append(i)
-        _, value, table = select_candidate(
-            scores, list(signatures.values()), vote_weight=vote_weight
-        )
+        classes = classes_by_signature([r for r, _ in items])
+        _, value, table = select_candidate(scores, classes, vote_weight=vote_weight)
         tied = [c for c in table if abs(c["value"] - value) < 1e-12]
         labels = [items[i][1] for c in tied for i in c["members"] if scores[i] == scores[c["best"]]]
         with_votes.append(sum(labels) / len(labels))
@@ -293,18 +289,11 @@ def best_of_n(groups: dict[str, list[tuple[Any, bool]]], vote_weight: float) -> 
 
 
 def score_one(model: Any, task: Any, patch: str, *, base: bool) -> Any:
-    """Score one candidate and record its change signature (for equivalence votes)."""
+    """Score one candidate (``info["signature"]`` groups equivalent ones for votes)."""
     import hashlib
-
-    from sweworld.reward.stages.semantic import change_signature
 
     result = model.score(task, patch, base_dir=True if base else None)
     result.info["patch_sha"] = hashlib.sha256((patch or "").encode()).hexdigest()
-    try:
-        base_dir = model.base_dir(task)[0] if base else None
-        result.info["signature"] = change_signature(model.view(task, patch, base_dir))
-    except Exception:
-        result.info["signature"] = None
     return result
 
 

@@ -279,15 +279,16 @@ class RewardModel:
         base_dir: str | Path | bool | None = True,
         steps: int | None = None,
         outcome: str = "submitted",
-        reuse: Mapping[str, StageResult] | None = None,
+        shared_tests: dict[str, StageResult] | None = None,
     ) -> RewardResult:
         """Score one candidate patch for ``task``.
 
         ``base_dir``: the base checkout to read whole files from; True finds it through the
         session manager (falling back to hunks when the repository is unavailable); False or
         None uses hunks only. ``steps`` / ``outcome``: for the ``shaped`` preset.
-        ``reuse``: stage results to take instead of running those stages (the verifier
-        passes the tests stage of an equivalent candidate).
+        ``shared_tests``: tests-stage results by change signature, read and filled here, so
+        that candidates making the same normalised change share one model run.
+        ``info["signature"]`` is the candidate's change signature (equivalence classes).
         """
         started = time.perf_counter()
         info: dict[str, Any] = {"mode": self.config.mode}
@@ -317,12 +318,16 @@ class RewardModel:
             if candidate.apply_error:
                 info["apply_error"] = candidate.apply_error
             for name, stage in self.stages().items():
-                if reuse and name in reuse:
-                    stages[name] = reuse[name]
+                if name == "tests" and shared_tests is not None:
+                    signature = _signature(candidate, stages)
+                    if signature not in shared_tests:
+                        shared_tests[signature] = _run_stage(stage, ctx)
+                    stages[name] = shared_tests[signature]
                 else:
                     stages[name] = _run_stage(stage, ctx)
                 if stages[name].short_circuit:
                     break
+            info["signature"] = _signature(candidate, stages)
         except Exception as exc:  # never into the trainer
             info["error"] = f"{type(exc).__name__}: {exc}"
         return self._finish(task, patch, stages, info, started, steps=steps, outcome=outcome)
@@ -374,23 +379,13 @@ class RewardModel:
     def score_many(self, task: Any, patches: Sequence[str | None]) -> list[RewardResult]:
         """Score several candidates of one task; candidates with the same normalised change
         share one run of the tests stage (the model sees equivalent code either way)."""
-        from sweworld.reward.stages.semantic import change_signature
-
         base, why = self.base_dir(task)
         shared: dict[str, StageResult] = {}
         out: list[RewardResult] = []
         for patch in patches:
-            try:
-                signature = change_signature(self.view(task, patch, base))
-            except Exception:
-                signature = None
-            reuse = {"tests": shared[signature]} if signature in shared else None
-            result = self.score(task, patch, base_dir=base or False, reuse=reuse)
+            result = self.score(task, patch, base_dir=base or False, shared_tests=shared)
             if why:
                 result.info["base_unavailable"] = why
-            tests = result.stages.get("tests")
-            if signature is not None and tests is not None and signature not in shared:
-                shared[signature] = tests
             out.append(result)
         return out
 
@@ -473,6 +468,16 @@ def fit_from_results(
         "out_of_fold": binary_metrics(y, out_of_fold),
     }
     return calibrator, metrics
+
+
+def _signature(candidate: CandidateView, stages: Mapping[str, StageResult]) -> str:
+    """The candidate's change signature: the semantic stage's when it ran, else computed."""
+    semantic = stages.get("semantic")
+    if semantic is not None and semantic.evidence.get("signature"):
+        return str(semantic.evidence["signature"])
+    from sweworld.reward.stages.semantic import change_signature
+
+    return change_signature(candidate)
 
 
 def _run_stage(stage: Any, ctx: RewardContext) -> StageResult:

@@ -96,6 +96,16 @@ def select_candidate(
     return int(chosen["best"]), float(chosen["value"]), table
 
 
+def classes_by_signature(results: Sequence[Any]) -> list[list[int]]:
+    """Equivalence classes of scored candidates: indices grouped by ``info["signature"]``
+    (a candidate whose scoring failed before it had one stands alone), in order of first
+    member."""
+    groups: dict[str, list[int]] = {}
+    for index, result in enumerate(results):
+        groups.setdefault(result.info.get("signature") or f"#{index}", []).append(index)
+    return list(groups.values())
+
+
 class Verifier:
     """Score candidates with a reward model and select one per task.
 
@@ -113,16 +123,9 @@ class Verifier:
 
     def verify_task(self, task: Any, patches: Sequence[str]) -> Selection:
         """Score ``patches`` (the N candidates of ``task``) and choose one."""
-        from sweworld.reward.stages.semantic import equivalence_classes
-
         started = time.perf_counter()
         results = self.model.score_many(task, list(patches))
-        base, _ = self.model.base_dir(task)
-        views = [self.model.view(task, p, base) for p in patches]
-        try:
-            classes = equivalence_classes(views)
-        except Exception:  # grouping is an optimisation of the vote: fall back to singletons
-            classes = [[i] for i in range(len(patches))]
+        classes = classes_by_signature(results)
         scores = [r.score for r in results]
         index, value, table = select_candidate(scores, classes, vote_weight=self.vote_weight)
         return Selection(
