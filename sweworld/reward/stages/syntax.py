@@ -170,31 +170,21 @@ class SyntaxStage:
 
     def _run(self, view: CandidateView) -> StageResult:
         evidence: dict[str, Any] = {"scope": view.scope}
+
+        def stop(message: str) -> StageResult:  # a certain failure: score 0, no later stage
+            return StageResult(self.name, "fail", 0.0, True, message, evidence)
+
         if view.parse_error:
             evidence["parse_error"] = view.parse_error
             if self.fail_on_apply_error:
-                return StageResult(
-                    self.name,
-                    "fail",
-                    0.0,
-                    True,
-                    f"the patch does not parse: {view.parse_error}",
-                    evidence,
-                )
+                return stop(f"the patch does not parse: {view.parse_error}")
             return StageResult(self.name, "skip", message="the patch does not parse")
         if view.empty:
             return StageResult(self.name, "skip", message="empty candidate", evidence=evidence)
         if view.apply_error:
             evidence["apply_error"] = view.apply_error
             if self.fail_on_apply_error:
-                return StageResult(
-                    self.name,
-                    "fail",
-                    0.0,
-                    True,
-                    f"the patch does not apply to the base: {view.apply_error}",
-                    evidence,
-                )
+                return stop(f"the patch does not apply to the base: {view.apply_error}")
         python = [f for f in view.files if f.is_python]
         if not python:
             return StageResult(
@@ -246,9 +236,7 @@ class SyntaxStage:
                     f"suspected (hunks only) {where}: {first['message']}{more}",
                     evidence,
                 )
-            return StageResult(
-                self.name, "fail", 0.0, True, f"{where}: {first['message']}{more}", evidence
-            )
+            return stop(f"{where}: {first['message']}{more}")
         if not checked:
             return StageResult(
                 self.name, "skip", message="no Python file could be checked", evidence=evidence
