@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from sweworld.tasks.loaders import iter_json_lines
 from sweworld.tasks.schema import Task, parse_test_list
 
 __all__ = [
@@ -310,16 +311,7 @@ def _iter_json(path: Path, data: Any, label: str | None = None) -> Iterator[Cand
 
 
 def _iter_jsonl(path: Path) -> Iterator[Candidate]:
-    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path} line {lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CandidateLoadError(
-                f"{where}: invalid JSON ({exc.msg} at column {exc.colno})"
-            ) from None
+    for where, row in iter_json_lines(path, error=CandidateLoadError):
         yield _from_row(row, where, path.name)
 
 

@@ -216,7 +216,12 @@ def _open_text(path: Path) -> TextIO:
     return path.open("r", encoding="utf-8")
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
+def iter_json_lines(
+    path: Path, *, error: type[Exception] = TaskLoadError
+) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` for each non-blank line of a JSON Lines file (``.gz`` too), where
+    ``where`` names the file and line. Unreadable files and invalid JSON raise ``error``
+    with that location."""
     try:
         with _open_text(path) as handle:
             for lineno, line in enumerate(handle, start=1):
@@ -224,18 +229,23 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
                     continue
                 where = f"{path} line {lineno}"
                 try:
-                    row = json.loads(line)
+                    value = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise TaskLoadError(
+                    raise error(
                         f"{where}: invalid JSON ({exc.msg} at column {exc.colno})"
                     ) from None
-                if not isinstance(row, dict):
-                    raise TaskLoadError(
-                        f"{where}: expected a JSON object per line, got {type(row).__name__}"
-                    )
-                yield where, row
+                yield where, value
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
-        raise TaskLoadError(f"{path}: cannot read ({exc})") from None
+        raise error(f"{path}: cannot read ({exc})") from None
+
+
+def _iter_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
+    for where, row in iter_json_lines(path):
+        if not isinstance(row, dict):
+            raise TaskLoadError(
+                f"{where}: expected a JSON object per line, got {type(row).__name__}"
+            )
+        yield where, row
 
 
 def _iter_json(path: Path) -> Iterator[tuple[str, Any]]:
