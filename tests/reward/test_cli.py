@@ -116,44 +116,27 @@ def test_calibrate_fits_and_stores_a_calibration(capsys, tmp_path, toy_tasks) ->
     labelled = tmp_path / "labelled.jsonl"
     labelled.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     out = tmp_path / "calibration.json"
-    code = main(
-        [
-            "calibrate",
-            "--tasks",
-            str(toy_tasks_path()),
-            "--candidates",
-            str(labelled),
-            "--out",
-            str(out),
-            "--stages",
-            EXACT,
-            "--method",
-            "logistic",
-        ]
-    )
-    assert code == 2  # test-only candidates are stopped by an exact stage: one class left
+    command = [
+        "calibrate",
+        "--tasks",
+        str(toy_tasks_path()),
+        "--candidates",
+        str(labelled),
+        "--out",
+        str(out),
+        "--stages",
+        EXACT,
+        "--method",
+        "logistic",
+    ]
+    assert main(command) == 2  # test-only candidates stop at an exact stage: one class left
     assert "both classes" in capsys.readouterr().err
     lines += [
         {"instance_id": t.instance_id, "model_patch": t.patch, "resolved": False}
         for t in toy_tasks[:2]
     ]  # the same fix labelled both ways: a weak, real signal
     labelled.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    assert (
-        main(
-            [
-                "calibrate",
-                "--tasks",
-                str(toy_tasks_path()),
-                "--candidates",
-                str(labelled),
-                "--out",
-                str(out),
-                "--stages",
-                EXACT,
-            ]
-        )
-        == 0
-    )
+    assert main(command) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["n"] == 10 and printed["metrics"]["n"] == 6
     calibrator = load_calibration(out)
@@ -179,3 +162,29 @@ def test_calibrate_fits_and_stores_a_calibration(capsys, tmp_path, toy_tasks) ->
         )[0]
         < 1.0
     )
+
+
+def test_verify_warns_about_candidates_without_a_task(capsys, tmp_path, toy_task) -> None:
+    candidates = tmp_path / "candidates.jsonl"
+    rows = [
+        {"instance_id": toy_task.instance_id, "model_patch": toy_task.patch},
+        {"instance_id": "nobody__nothing-1", "model_patch": toy_task.patch},
+    ]
+    candidates.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "preds.json"
+    code = main(
+        [
+            "verify",
+            "--tasks",
+            str(toy_tasks_path()),
+            "--candidates",
+            str(candidates),
+            "--out",
+            str(out),
+            "--stages",
+            EXACT,
+        ]
+    )
+    assert code == 0
+    assert "no task row for nobody__nothing-1; skipped" in capsys.readouterr().err
+    assert list(json.loads(out.read_text())) == [toy_task.instance_id]
