@@ -333,8 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
 
+    from sweworld.models import make_lm
     from sweworld.reward.model import RewardModel, SWRConfig
-    from sweworld.transition.lm import make_lm
 
     modes = [m for m in args.modes.split(",") if m]
     sets = [s for s in args.sets.split(",") if s]

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                         if not calls:
                             continue
                         info = calls[-1].get("info", {})
-                        from sweworld.execution.base import ExecutionResult
+                        from sweworld.sandbox.executor import ExecutionResult
 
                         agree = compare(
                             ExecutionResult(r.stdout, r.stderr, r.exit_code),

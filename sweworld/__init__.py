@@ -30,9 +30,9 @@ __all__ = [
 ]
 
 _LAZY = {
-    "ExecutionRequest": "sweworld.execution.base",
-    "ExecutionResult": "sweworld.execution.base",
-    "Executor": "sweworld.execution.base",
+    "ExecutionRequest": "sweworld.sandbox.executor",
+    "ExecutionResult": "sweworld.sandbox.executor",
+    "Executor": "sweworld.sandbox.executor",
     "Session": "sweworld.sandbox.session",
     "SessionManager": "sweworld.sandbox.manager",
     "StepResult": "sweworld.sandbox.types",
@@ -42,7 +42,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from sweworld.execution.base import ExecutionRequest, ExecutionResult, Executor
+    from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult, Executor
     from sweworld.sandbox.manager import SessionManager
     from sweworld.sandbox.session import Session
     from sweworld.sandbox.types import StepResult

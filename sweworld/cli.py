@@ -289,7 +289,7 @@ def _open_session(args: argparse.Namespace):
 
 
 def _executor(args: argparse.Namespace) -> Any:
-    from sweworld.registry import make_executor
+    from sweworld.sandbox.registry import make_executor
 
     if args.executor in ("simulated", "hybrid"):
         return make_executor(args.executor, lm=args.model, mode=args.mode)

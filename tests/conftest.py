@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+# The model fixtures (offline hub, embedded model, LoRA adapter, a real chat server) serve the
+# models, transition and reward tests alike.
+pytest_plugins = ["tests.model_fixtures"]
+
 PROJECT = Path(__file__).resolve().parents[1]
 
 

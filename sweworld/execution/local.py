@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.dirs import control_dir
-from sweworld.execution.base import ExecutionRequest, ExecutionResult
 from sweworld.execution.envs import EnvBuilder, EnvRecipe, PythonEnv
 from sweworld.sandbox.bwrap import SandboxLimits, SandboxRunner
+from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
 
 
 class LocalExecutor:

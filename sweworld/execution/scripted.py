@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweworld.execution.base import ExecutionRequest, ExecutionResult
+from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,14 @@ class ScriptedExecutor:
         else:
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]
         return cls(rows)
+
+    @classmethod
+    def from_spec(cls, arg: str, **kwargs: Any) -> ScriptedExecutor:
+        """``scripted:PATH`` in the executor registry: the rule file at ``PATH``."""
+        path = Path(arg)
+        if not path.is_file():
+            raise ValueError(f"scripted executor rules: {arg!r} is not a file")
+        return cls.from_file(path)
 
     def add(
         self,

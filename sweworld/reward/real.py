@@ -111,7 +111,7 @@ def real_reward(
 
     config = SessionConfig(limits=SandboxLimits(timeout=timeout))
     if executor in ("local", "docker"):
-        from sweworld.registry import make_executor
+        from sweworld.sandbox.registry import make_executor
 
         executor = make_executor(executor, timeout=timeout)
     try:

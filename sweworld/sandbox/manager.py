@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.dirs import control_dir, runtime_dir
-from sweworld.registry import make_executor
 from sweworld.sandbox.bwrap import PidsCgroup, SandboxLimits, bwrap_path
+from sweworld.sandbox.registry import make_executor
 from sweworld.sandbox.repos import BaseCheckout, find_repo_source, materialize
 from sweworld.sandbox.session import Session, SessionConfig
 from sweworld.sandbox.tools import ToolConfig

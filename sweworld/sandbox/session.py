@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweworld.execution.base import ExecutionRequest, ExecutionResult, Executor
 from sweworld.sandbox.actions import ActionParseError, parse_action
 from sweworld.sandbox.bwrap import (
     BASE_ENV,
@@ -35,6 +34,7 @@ from sweworld.sandbox.bwrap import (
     SandboxLimits,
     SandboxRunner,
 )
+from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult, Executor
 from sweworld.sandbox.paths import SandboxPaths
 from sweworld.sandbox.render import (
     detect_submission,

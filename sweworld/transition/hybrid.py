@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from sweworld.execution.base import ExecutionRequest, ExecutionResult, Executor
+from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult, Executor
 
 
 class Policy(Protocol):

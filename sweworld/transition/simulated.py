@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweworld.execution.base import ExecutionRequest, ExecutionResult
+from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
 from sweworld.transition.types import Prediction, WorkspaceView
 
 # (temperature, seed offset) for attempt 1, 2, ...: greedy first, then seeded samples.
@@ -94,7 +94,7 @@ class SimulatedExecutor:
     """Predicts execution with a language model (the embedded default unless told otherwise).
 
     Args:
-        lm: an :class:`~sweworld.transition.lm.base.LM` or a spec for ``make_lm``
+        lm: an :class:`~sweworld.models.base.LM` or a spec for ``make_lm``
             (``"embedded"``, ``"openai:URL#MODEL"``, ``"hf:PATH+ADAPTER"``, ``"replay:FILE"``);
             loaded on first use.
         mode: ``"blind"`` (no gold patch, test patch or test lists in the context) or
@@ -147,7 +147,7 @@ class SimulatedExecutor:
     def lm(self) -> Any:
         with self._lm_lock:
             if self._lm is None:
-                from sweworld.transition.lm import make_lm
+                from sweworld.models import make_lm
 
                 self._lm = make_lm(self._lm_spec)
             return self._lm
@@ -288,8 +288,8 @@ class SimulatedExecutor:
         started: float,
         timings: dict[str, float],
     ) -> tuple[Prediction, dict[str, Any]]:
+        from sweworld.models.base import GenerationRequest, LMError
         from sweworld.transition.context import build_context
-        from sweworld.transition.lm.base import GenerationRequest, LMError
         from sweworld.transition.prompt import build_messages
         from sweworld.transition.validate import (
             check_prediction,
@@ -370,7 +370,7 @@ class SimulatedExecutor:
         turn (in-process transformers)."""
         if not self.prefill or self.with_reasoning:
             return ""
-        from sweworld.transition.lm.transformers_lm import TransformersLM
+        from sweworld.models.transformers_lm import TransformersLM
 
         return '{"stdout": "' if isinstance(self.lm, TransformersLM) else ""
 

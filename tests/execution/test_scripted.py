@@ -7,7 +7,7 @@ import json
 import pytest
 
 from sweworld.execution import ExecutionRequest, Executor, NoExecutor, ScriptedExecutor
-from sweworld.registry import make_executor
+from sweworld.sandbox.registry import make_executor
 
 
 def req(*argv: str) -> ExecutionRequest:
@@ -54,7 +54,7 @@ def test_registry(tmp_path):
     assert isinstance(make_executor("scripted"), ScriptedExecutor)
     (tmp_path / "rules.json").write_text(json.dumps([{"command": "ls", "stdout": "x"}]))
     assert make_executor(f"scripted:{tmp_path / 'rules.json'}").rules[0].command == "ls"
-    assert isinstance(make_executor("sweworld.execution.base:NoExecutor"), NoExecutor)
+    assert isinstance(make_executor("sweworld.sandbox.executor:NoExecutor"), NoExecutor)
     ex = ScriptedExecutor()
     assert make_executor(ex) is ex
     with pytest.raises(ValueError, match="unknown executor 'magic'"):

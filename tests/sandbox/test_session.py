@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from sweworld.execution.base import ExecutionResult
 from sweworld.execution.scripted import ScriptedExecutor
 from sweworld.sandbox.bwrap import SandboxLimits
+from sweworld.sandbox.executor import ExecutionResult
 from sweworld.sandbox.session import SessionClosed, SessionConfig
 from tests.conftest import requires_sandbox
 

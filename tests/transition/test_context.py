@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweworld.execution.base import ExecutionRequest
+from sweworld.sandbox.executor import ExecutionRequest
 from sweworld.sandbox.workspace import WorkspaceChanges
 from sweworld.tasks import Task
 from sweworld.transition.context import (

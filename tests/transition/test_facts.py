@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sweworld.execution.base import ExecutionRequest
+from sweworld.sandbox.executor import ExecutionRequest
 from sweworld.tasks.toy import toy_data_dir
 from sweworld.transition.facts import (
     Environment,

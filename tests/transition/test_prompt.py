@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sweworld.execution.base import ExecutionRequest
+from sweworld.sandbox.executor import ExecutionRequest
 from sweworld.sandbox.workspace import WorkspaceChanges
 from sweworld.tasks import load_tasks
 from sweworld.transition.context import (

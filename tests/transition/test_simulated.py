@@ -6,9 +6,9 @@ import json
 import subprocess
 import sys
 
+from sweworld.models.base import LMError
+from sweworld.models.replay import ReplayLM
 from sweworld.transition.hybrid import EveryK, HybridExecutor, Matching, compare
-from sweworld.transition.lm.base import LMError
-from sweworld.transition.lm.replay import ReplayLM
 from sweworld.transition.simulated import SimulatedExecutor
 from tests.conftest import PROJECT, requires_sandbox
 
@@ -152,7 +152,7 @@ def test_hybrid_routes_and_logs_side_by_side(manager, toy_task, tmp_path):
 
 
 def test_compare_metrics():
-    from sweworld.execution.base import ExecutionResult as R
+    from sweworld.sandbox.executor import ExecutionResult as R
 
     real = R("PASSED t::a\nFAILED t::b - x\n", "Traceback...\nValueError: no\n", 1)
     good = R("PASSED t::a\nFAILED t::b\n", "ValueError: no\n", 1)

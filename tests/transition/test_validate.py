@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from sweworld.execution.base import ExecutionRequest
+from sweworld.sandbox.executor import ExecutionRequest
 from sweworld.tasks.toy import toy_data_dir
 from sweworld.transition.facts import Facts, compute_facts, parse_command
 from sweworld.transition.types import Prediction, WorkspaceView

@@ -13,7 +13,6 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from sweworld.execution.base import ExecutionRequest, ExecutionResult
 from sweworld.execution.docker.common import (
     CONTROL_DIR,
     DEFAULT_ACTIVATE,
@@ -35,6 +34,7 @@ from sweworld.execution.docker.common import (
 )
 from sweworld.execution.docker.naming import _ImageResolver
 from sweworld.execution.docker.sync import _WorkspaceSync
+from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
 
 # Interpreters a script may name by absolute path (a shebang): in the container the
 # activated environment's one must run, not the system's.

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweworld.execution.base import ExecutionRequest
 from sweworld.execution.docker.common import (
     CONTROL_DIR,
     MAX_ARGS_BYTES,
@@ -29,6 +28,7 @@ from sweworld.execution.docker.common import (
     _gone,
     _SessionState,
 )
+from sweworld.sandbox.executor import ExecutionRequest
 
 _DELETED = ("deleted",)
 

@@ -94,7 +94,7 @@ def _is_in_process(spec: str) -> bool:
 def shared_lm(spec: str | None = None) -> Any:
     """The LM for ``spec`` (``make_lm``'s forms); in-process models (``embedded...``,
     ``hf:...``) are built once per process and shared, since loading one costs seconds."""
-    from sweworld.transition.lm import make_lm
+    from sweworld.models import make_lm
 
     text = (spec or DEFAULT_LM_SPEC).strip()
     if not _is_in_process(text):
@@ -247,7 +247,7 @@ class SimulatedTestsStage:
         return str(getattr(lm, "name", "")).startswith("smollm2-135m")
 
     def _in_process(self, lm: Any) -> bool:
-        from sweworld.transition.lm.transformers_lm import TransformersLM
+        from sweworld.models.transformers_lm import TransformersLM
 
         return isinstance(lm, TransformersLM)
 
@@ -275,7 +275,7 @@ class SimulatedTestsStage:
         return result
 
     def _run(self, ctx: RewardContext) -> StageResult:
-        from sweworld.transition.lm.base import ContextTooLong, LMError
+        from sweworld.models.base import ContextTooLong, LMError
 
         mode = ctx.mode
         if mode not in ("oracle", "blind"):
@@ -380,7 +380,7 @@ class SimulatedTestsStage:
 
     def decoding_for(self, lm: Any, prompt: SWRPrompt, config: SWRPromptConfig) -> str:
         """``constrained`` or ``generate``: what ``decoding`` means for this prompt and LM."""
-        from sweworld.transition.lm.base import supports_choice_logprobs
+        from sweworld.models.base import supports_choice_logprobs
 
         possible = (
             prompt.mode == "oracle"
@@ -395,7 +395,7 @@ class SimulatedTestsStage:
         return "generate"
 
     def _generate(self, lm: Any, prompt: SWRPrompt, config: SWRPromptConfig) -> tuple[list, str]:
-        from sweworld.transition.lm.base import GenerationRequest
+        from sweworld.models.base import GenerationRequest
 
         if self.decoding_for(lm, prompt, config) == "constrained":
             reports = constrained_reports(
@@ -533,7 +533,7 @@ class SimulatedTestsStage:
         config: SWRPromptConfig,
         evidence: dict[str, Any],
     ) -> float | None:
-        from sweworld.transition.lm.base import (
+        from sweworld.models.base import (
             LMError,
             choice_probabilities,
             lm_choice_logprobs,

@@ -41,7 +41,7 @@ def constrained_reports(
     max_time_s: float | None = None,
 ) -> list[Any]:
     """``samples`` reports for ``prompt.expected_tests`` as
-    :class:`~sweworld.transition.lm.base.Generation` objects (``text`` is the report;
+    :class:`~sweworld.models.base.Generation` objects (``text`` is the report;
     ``info`` holds ``decoding``, ``seed``, ``p_pass`` (test -> P(PASSED) among the
     statuses) and ``logprobs`` (of ``true`` / ``false``)).
 
@@ -49,9 +49,9 @@ def constrained_reports(
     PASSED, true); otherwise every choice is drawn from the choices' probabilities at
     ``temperature`` with a generator seeded per sample. When ``max_time_s`` runs out the
     current report stops where it is (``finish_reason="timeout"``, no ``resolved``).
-    Errors of ``choice_logprobs`` (:class:`~sweworld.transition.lm.base.LMError`) propagate.
+    Errors of ``choice_logprobs`` (:class:`~sweworld.models.base.LMError`) propagate.
     """
-    from sweworld.transition.lm.base import (
+    from sweworld.models.base import (
         Generation,
         choice_probabilities,
         lm_choice_logprobs,

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweworld.transition.validate.parsing import _candidates, _Lenient, _Truncated
+from sweworld.models.json_text import LenientJSONReader, TruncatedJSON, json_spans
 
 __all__ = ["STATUSES", "ParsedReport", "normalize_status", "parse_swr_output"]
 
@@ -132,7 +132,7 @@ def _report_dict(value: Any, depth: int = 0) -> dict[str, Any] | None:
 def _decode(text: str) -> tuple[dict[str, Any] | None, list[str]]:
     """The first report object in ``text`` (fenced blocks first), strict JSON before the
     lenient reader."""
-    for start, end in _candidates(text):
+    for start, end in json_spans(text):
         region = text[start:end] if end is not None else text[start:]
         for match in list(re.finditer(r"\{", region))[:64]:
             chunk = region[match.start() :]
@@ -143,10 +143,10 @@ def _decode(text: str) -> tuple[dict[str, Any] | None, list[str]]:
             found = _report_dict(value)
             if found is not None:
                 return found, ["text after the object ignored"] if chunk[used:].strip() else []
-            reader = _Lenient(chunk, 0)
+            reader = LenientJSONReader(chunk, 0)
             try:
                 value = reader.value()
-            except (ValueError, _Truncated, RecursionError):
+            except (ValueError, TruncatedJSON, RecursionError):
                 continue
             found = _report_dict(value)
             if found is not None:

@@ -38,6 +38,14 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from sweworld.models.budget import (
+    LineTokens,
+    TokenCounter,
+    approx_tokens,
+    truncate_chars,
+    truncate_text,
+    waterfill,
+)
 from sweworld.reward.swr.parsing import normalize_status
 from sweworld.reward.swr.testfiles import (
     blind_test_files,
@@ -45,8 +53,6 @@ from sweworld.reward.swr.testfiles import (
     fit_test_files,
     oracle_test_files,
 )
-from sweworld.transition.context.config import TokenCounter, approx_tokens
-from sweworld.transition.context.truncation import _Tok, _truncate, _truncate_chars, _waterfill
 
 __all__ = [
     "EMBEDDED_SWR_CONFIG",
@@ -231,7 +237,7 @@ def _test_list(task: Any, name: str) -> list[str]:
 
 
 def _tests_section(
-    f2p: list[str], p2p: list[str], budget: int, tok: _Tok
+    f2p: list[str], p2p: list[str], budget: int, tok: LineTokens
 ) -> tuple[str, list[str], list[str], int]:
     """The listed ids in at most ``budget`` tokens (whole ids, FAIL_TO_PASS first), the ids
     shown of each list, and how many were left out."""
@@ -267,15 +273,14 @@ def _tests_section(
             lines.append(f"... and {missing} more {name} tests not shown")
     text = "\n".join(lines)
     if budget <= 0 or tok(text) > budget:  # not even the headers fit
-        text, _ = _truncate(text, budget, tok)
+        text, _ = truncate_text(text, budget, tok)
     return text, shown[0], shown[1], left_out
 
 
-def _patch_text(patch: str, budget: int, tok: _Tok) -> tuple[str, int]:
-    from sweworld.transition.context.build import _patch_parts
-    from sweworld.transition.context.truncation import _fit_parts
+def _patch_text(patch: str, budget: int, tok: LineTokens) -> tuple[str, int]:
+    from sweworld.models.budget import fit_parts, patch_parts
 
-    return _fit_parts(_patch_parts(patch), budget, tok)
+    return fit_parts(patch_parts(patch), budget, tok)
 
 
 def _test_command(task: Any, mode: str, blind_files: Sequence[str]) -> str:
@@ -310,7 +315,7 @@ def build_swr_prompt(
     if mode not in ("oracle", "blind"):
         raise ValueError(f"mode must be 'oracle' or 'blind', got {mode!r}")
     config = config or SWRPromptConfig()
-    tok = _Tok(count_tokens or config.counter)
+    tok = LineTokens(count_tokens or config.counter)
     oracle = mode == "oracle"
     patch = str(candidate_patch or "")
     problem = str(_get(task, "problem_statement") or "").strip("\n")
@@ -355,14 +360,14 @@ def build_swr_prompt(
         return text, left_out
 
     builders: dict[str, tuple[int, Callable[[int], tuple[str, int]]]] = {
-        "problem_statement": (config.problem_tokens, lambda b: _truncate(problem, b, tok)),
+        "problem_statement": (config.problem_tokens, lambda b: truncate_text(problem, b, tok)),
     }
     if oracle:
         gold = str(_get(task, "patch") or "")
         builders["gold_patch"] = (config.gold_patch_tokens, lambda b: _patch_text(gold, b, tok))
     builders["test_command"] = (
         config.command_tokens,
-        lambda b: _truncate_chars("$ " + command, b, tok),
+        lambda b: truncate_chars("$ " + command, b, tok),
     )
     builders["test_files"] = (config.test_files_tokens, files_text)
     if oracle:
@@ -376,7 +381,7 @@ def build_swr_prompt(
     demands = [tok(results[n][0]) for n in names]
     if sum(demands) > config.total_tokens:
         weights = [float(builders[n][0]) for n in names]
-        alloc = _waterfill(demands, weights, config.total_tokens)
+        alloc = waterfill(demands, weights, config.total_tokens)
         for _ in range(8):
             for n, a, d in zip(names, alloc, demands, strict=True):
                 if a < d:
@@ -385,7 +390,7 @@ def build_swr_prompt(
             over = sum(demands) - config.total_tokens
             if over <= 0:
                 break
-            alloc = _waterfill(demands, weights, config.total_tokens - over)
+            alloc = waterfill(demands, weights, config.total_tokens - over)
 
     blocks: list[str] = []
     for name in names:

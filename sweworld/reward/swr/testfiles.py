@@ -21,8 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sweworld.models.budget import LineTokens, truncate_chars, truncate_text, waterfill
 from sweworld.reward.candidate import parse_hunks
-from sweworld.transition.context.truncation import _Tok, _truncate, _truncate_chars, _waterfill
 
 __all__ = [
     "TestFile",
@@ -337,7 +337,7 @@ def _render(lines: list[str], keep: set[int]) -> tuple[str, int]:
     return "\n".join(out), cut
 
 
-def render_file(file: TestFile, budget: int, tok: _Tok) -> tuple[str, int]:
+def render_file(file: TestFile, budget: int, tok: LineTokens) -> tuple[str, int]:
     """The file's text in at most ``budget`` tokens (header included) and the lines cut:
     whole when it fits, else windows around the focus lines, else head and tail."""
     header = file.header
@@ -346,7 +346,7 @@ def render_file(file: TestFile, budget: int, tok: _Tok) -> tuple[str, int]:
     if tok(whole) <= room:
         return f"{header}\n{whole}".rstrip("\n"), 0
     if room <= 0:
-        return _truncate_chars(header, max(budget, 0), tok)[0], len(file.lines)
+        return truncate_chars(header, max(budget, 0), tok)[0], len(file.lines)
     text, cut = "", len(file.lines)
     if file.focus:
         n = len(file.lines)
@@ -357,13 +357,15 @@ def render_file(file: TestFile, budget: int, tok: _Tok) -> tuple[str, int]:
             text, cut = _render(file.lines, keep)
             if tok(text) <= room:
                 return f"{header}\n{text}", cut
-        text, more = _truncate(text, room, tok)
+        text, more = truncate_text(text, room, tok)
         return f"{header}\n{text}", cut + more
-    text, cut = _truncate(whole, room, tok)
+    text, cut = truncate_text(whole, room, tok)
     return f"{header}\n{text}", cut
 
 
-def fit_test_files(files: Sequence[TestFile], budget: int, tok: _Tok) -> tuple[str, int, list[str]]:
+def fit_test_files(
+    files: Sequence[TestFile], budget: int, tok: LineTokens
+) -> tuple[str, int, list[str]]:
     """The files together in at most ``budget`` tokens: the budget is shared (files that
     need less keep what they need), files that would get almost nothing are left out with a
     note. Returns the text, the lines cut, and the paths shown."""
@@ -373,12 +375,12 @@ def fit_test_files(files: Sequence[TestFile], budget: int, tok: _Tok) -> tuple[s
         note = ""
         if dropped:
             names = ", ".join(f.path for f in dropped)
-            note, _ = _truncate_chars(
+            note, _ = truncate_chars(
                 f"({len(dropped)} more test files not shown: {names})", 60, tok
             )
         room = budget - (tok(note) + 1 if note else 0) - len(shown)
         demands = [tok.line(f.header) + tok("\n".join(f.lines)) for f in shown]
-        alloc = _waterfill(demands, [1.0] * len(shown), max(room, 0))
+        alloc = waterfill(demands, [1.0] * len(shown), max(room, 0))
         starved = any(a < d and a < _MIN_FILE_TOKENS for a, d in zip(alloc, demands, strict=True))
         if starved and len(shown) > 1:
             shown = shown[:-1]
@@ -394,6 +396,6 @@ def fit_test_files(files: Sequence[TestFile], budget: int, tok: _Tok) -> tuple[s
         chunks.append(note)
     text = "\n\n".join(chunks)
     if tok(text) > budget:
-        text, more = _truncate(text, budget, tok)
+        text, more = truncate_text(text, budget, tok)
         cut += more
     return text, cut, [f.path for f in shown]

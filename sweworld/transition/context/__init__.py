@@ -1,6 +1,6 @@
 """The SWT context: what the transition model reads to predict one execution command.
 
-:func:`build_context` gathers, for one :class:`~sweworld.execution.base.ExecutionRequest`
+:func:`build_context` gathers, for one :class:`~sweworld.sandbox.executor.ExecutionRequest`
 and the session's :class:`~sweworld.transition.types.WorkspaceView`:
 
 * the problem statement, the agent's changes (``git diff`` against the base), the command
@@ -28,6 +28,7 @@ In ``blind`` mode nothing from the gold patch, the test patch, the test lists or
 Pure: the same request, workspace, task, history, facts and config give the same context.
 """
 
+from sweworld.models.budget import truncate_lines
 from sweworld.transition.context.build import build_context
 from sweworld.transition.context.config import (
     CONTEXT_FIELDS,
@@ -39,7 +40,6 @@ from sweworld.transition.context.config import (
     approx_tokens,
 )
 from sweworld.transition.context.config import TokenCounter as TokenCounter
-from sweworld.transition.context.truncation import truncate_lines
 
 __all__ = [
     "CONTEXT_FIELDS",

@@ -6,6 +6,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import fields, is_dataclass
 from typing import Any
 
+from sweworld.models.budget import (
+    LineTokens,
+    Part,
+    fit_parts,
+    patch_parts,
+    truncate_chars,
+    truncate_text,
+    waterfill,
+)
 from sweworld.transition.context.config import (
     CONTEXT_FIELDS,
     CONTEXT_VERSION,
@@ -15,14 +24,6 @@ from sweworld.transition.context.config import (
 )
 from sweworld.transition.context.executed import _Collector, _decode
 from sweworld.transition.context.related import _changed_lines, _related_files, _related_text
-from sweworld.transition.context.truncation import (
-    _fit_parts,
-    _Part,
-    _Tok,
-    _truncate,
-    _truncate_chars,
-    _waterfill,
-)
 from sweworld.transition.types import WORKDIR, WorkspaceView
 
 # ------------------------------------------------------------------------------------------
@@ -128,18 +129,6 @@ def _history_items(history: Iterable[Any], steps: int) -> list[HistoryItem]:
 # ------------------------------------------------------------------------------------------
 
 
-def _patch_parts(patch: str) -> list[_Part]:
-    from sweworld.tasks.patches import PatchError, split_patch
-
-    try:
-        pieces = split_patch(patch)
-    except (PatchError, ValueError, IndexError, KeyError):
-        pieces = []
-    if not pieces:
-        return [_Part("", patch, "patch")] if patch else []
-    return [_Part("", p.text, p.path) for p in pieces]
-
-
 def build_context(
     request: Any,
     view: WorkspaceView,
@@ -156,7 +145,7 @@ def build_context(
     ``sweworld.transition.facts.compute_facts`` (read duck-typed) or None.
     """
     config = config or ContextConfig()
-    tok = _Tok(config.counter)
+    tok = LineTokens(config.counter)
     task = task if task is not None else getattr(request, "task", None)
     oracle = config.mode == "oracle"
     cwd = getattr(request, "cwd", None) or WORKDIR
@@ -172,7 +161,7 @@ def build_context(
     env = getattr(request, "env", None) or {}
     env_lines = [f"{k}={v}" for k, v in sorted(env.items(), key=lambda kv: str(kv[0]))]
     env_line_cap = max(config.env_tokens // 2, 16)
-    env_text = "\n".join(_truncate_chars(line, env_line_cap, tok)[0] for line in env_lines)
+    env_text = "\n".join(truncate_chars(line, env_line_cap, tok)[0] for line in env_lines)
     stdin_text = ""
     stdin = bytes(getattr(request, "stdin", b"") or b"")
     if stdin and not executed.stdin_is_script:
@@ -181,48 +170,48 @@ def build_context(
 
     history_items = _history_items(history, config.history_steps)
     history_parts = [
-        _Part(f"$ {h.command}\n(exit code {h.exit_code})", h.output.rstrip("\n"), h.command)
+        Part(f"$ {h.command}\n(exit code {h.exit_code})", h.output.rstrip("\n"), h.command)
         for h in history_items
     ]
 
-    tests_parts: list[_Part] = []
+    tests_parts: list[Part] = []
     if oracle and task is not None:
         f2p = list(getattr(task, "FAIL_TO_PASS", []) or [])
         p2p = list(getattr(task, "PASS_TO_PASS", []) or [])
         if f2p:
             tests_parts.append(
-                _Part("FAIL_TO_PASS (fail before the fix, pass after):", "\n".join(f2p))
+                Part("FAIL_TO_PASS (fail before the fix, pass after):", "\n".join(f2p))
             )
         if p2p:
-            tests_parts.append(_Part("PASS_TO_PASS (pass before and after):", "\n".join(p2p)))
+            tests_parts.append(Part("PASS_TO_PASS (pass before and after):", "\n".join(p2p)))
 
     problem = str(getattr(task, "problem_statement", "") or "").strip("\n")
     builders: dict[str, Callable[[int], tuple[str, int]]] = {
-        "problem": lambda b: _truncate(problem, b, tok),
-        "diff": lambda b: _fit_parts(_patch_parts(diff), b, tok),
-        "history": lambda b: _fit_parts(history_parts, b, tok),
-        "executed_code": lambda b: _fit_parts(executed.parts, b, tok),
+        "problem": lambda b: truncate_text(problem, b, tok),
+        "diff": lambda b: fit_parts(patch_parts(diff), b, tok),
+        "history": lambda b: fit_parts(history_parts, b, tok),
+        "executed_code": lambda b: fit_parts(executed.parts, b, tok),
         "related_code": lambda b: _related_text(
             related_files, related_notes, executed.idents, b, tok, config.line_numbers
         ),
-        "facts": lambda b: _truncate(_render_facts(facts), b, tok),
-        "command": lambda b: _truncate_chars(command, b, tok),
-        "env": lambda b: _truncate(env_text, b, tok),
-        "stdin": lambda b: _truncate(stdin_text, b, tok),
+        "facts": lambda b: truncate_text(_render_facts(facts), b, tok),
+        "command": lambda b: truncate_chars(command, b, tok),
+        "env": lambda b: truncate_text(env_text, b, tok),
+        "stdin": lambda b: truncate_text(stdin_text, b, tok),
     }
     if oracle:
         gold = str(getattr(task, "patch", "") or "")
         test_patch = str(getattr(task, "test_patch", "") or "")
-        builders["gold_patch"] = lambda b: _fit_parts(_patch_parts(gold), b, tok)
-        builders["test_patch"] = lambda b: _fit_parts(_patch_parts(test_patch), b, tok)
-        builders["tests"] = lambda b: _fit_parts(tests_parts, b, tok)
+        builders["gold_patch"] = lambda b: fit_parts(patch_parts(gold), b, tok)
+        builders["test_patch"] = lambda b: fit_parts(patch_parts(test_patch), b, tok)
+        builders["tests"] = lambda b: fit_parts(tests_parts, b, tok)
 
     names = [n for n in CONTEXT_FIELDS if n in builders]
     results = {n: builders[n](config.budget(n)) for n in names}
     demands = [tok(results[n][0]) for n in names]
     if sum(demands) > config.total_tokens:
         weights = [float(config.budget(n)) for n in names]
-        alloc = _waterfill(demands, weights, config.total_tokens)
+        alloc = waterfill(demands, weights, config.total_tokens)
         for _ in range(8):
             for n, a, d in zip(names, alloc, demands, strict=True):
                 if a < d:
@@ -231,7 +220,7 @@ def build_context(
             over = sum(demands) - config.total_tokens
             if over <= 0:
                 break
-            alloc = _waterfill(demands, weights, config.total_tokens - over)
+            alloc = waterfill(demands, weights, config.total_tokens - over)
 
     truncated = {n: results[n][1] for n in names if results[n][1] > 0}
     values = {n: results[n][0] for n in names}

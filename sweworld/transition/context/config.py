@@ -4,10 +4,10 @@ and :class:`SWTContext`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from sweworld.models.budget import TokenCounter, approx_tokens
 from sweworld.transition.types import WORKDIR
 
 CONTEXT_VERSION = "swt-ctx-v1"
@@ -28,13 +28,6 @@ CONTEXT_FIELDS: tuple[str, ...] = (
     "stdin",
 )
 ORACLE_FIELDS: frozenset[str] = frozenset({"gold_patch", "test_patch", "tests"})
-
-TokenCounter = Callable[[str], int]
-
-
-def approx_tokens(text: str) -> int:
-    """A deterministic token estimate: one token per four characters, rounded up."""
-    return (len(text) + 3) // 4
 
 
 # ------------------------------------------------------------------------------------------

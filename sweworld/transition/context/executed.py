@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweworld.models.budget import Part, split_text_lines
 from sweworld.transition.context.config import ContextConfig
 from sweworld.transition.context.outline import (
     _abs,
@@ -23,7 +24,6 @@ from sweworld.transition.context.outline import (
     _Unit,
     _whole,
 )
-from sweworld.transition.context.truncation import _Part, _split_text_lines
 from sweworld.transition.types import WORKDIR, WorkspaceView
 
 # ------------------------------------------------------------------------------------------
@@ -57,7 +57,7 @@ class _Item:
 
 @dataclass
 class _Executed:
-    parts: list[_Part] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)
     sources: list[_Source] = field(default_factory=list)
     paths: set[str] = field(default_factory=set)
     test_files: list[str] = field(default_factory=list)
@@ -383,19 +383,19 @@ class _Collector:
         numbers = self.config.line_numbers
         for item in self.items.values():
             if item.kind == "note":
-                out.parts.append(_Part(f"({item.text})", "", item.text))
+                out.parts.append(Part(f"({item.text})", "", item.text))
             elif item.kind == "inline":
-                body = _whole(_split_text_lines(item.text), numbers)
-                out.parts.append(_Part("==> python -c <==", body, "python -c"))
+                body = _whole(split_text_lines(item.text), numbers)
+                out.parts.append(Part("==> python -c <==", body, "python -c"))
                 out.sources.append(_Source("python -c", item.text, self.cwd))
                 out.idents |= set(_IDENT_RE.findall(item.text))
             elif item.kind == "stdin":
                 text, note = _decode(bytes(getattr(self.request, "stdin", b"") or b""))
                 if text is None:
-                    out.parts.append(_Part(f"==> <stdin> <== (script; {note})", "", "<stdin>"))
+                    out.parts.append(Part(f"==> <stdin> <== (script; {note})", "", "<stdin>"))
                     continue
-                body = _whole(_split_text_lines(text), numbers)
-                out.parts.append(_Part("==> <stdin> <== (script read from stdin)", body, "stdin"))
+                body = _whole(split_text_lines(text), numbers)
+                out.parts.append(Part("==> <stdin> <== (script read from stdin)", body, "stdin"))
                 out.sources.append(_Source("<stdin>", text, self.cwd))
                 out.idents |= set(_IDENT_RE.findall(text))
             else:
@@ -409,10 +409,10 @@ class _Collector:
             out.test_files.append(path)
         text, note = _read_source(self.view, path, self.config)
         if text is None:
-            out.parts.append(_Part(f"==> {path} <== ({item.role}; {note})", "", path))
+            out.parts.append(Part(f"==> {path} <== ({item.role}; {note})", "", path))
             return
         out.sources.append(_Source(path, text, posixpath.dirname(path), path, item.pytest))
-        lines = _split_text_lines(text)
+        lines = split_text_lines(text)
         numbers = self.config.line_numbers
         units = _outline(text, lines) if (item.names or item.compact) else None
         label = "whole file" if item.role == "test" else item.role
@@ -424,15 +424,15 @@ class _Collector:
                 if missing:
                     label += f"; not found: {', '.join(sorted(missing))}"
                 body = _render_numbered(numbered, len(lines), numbers)
-                out.parts.append(_Part(f"==> {path} <== ({label})", body, path))
+                out.parts.append(Part(f"==> {path} <== ({label})", body, path))
                 out.idents |= {u.short for u in found} | _body_idents(lines, found)
                 return
             label = f"whole file; not found in it: {', '.join(sorted(item.names))}"
         elif item.compact and units is not None:
             body = _render_numbered(_render_all(lines, units, lambda u: False), len(lines), numbers)
-            out.parts.append(_Part(f"==> {path} <== ({item.role}; signatures)", body, path))
+            out.parts.append(Part(f"==> {path} <== ({item.role}; signatures)", body, path))
             return
-        out.parts.append(_Part(f"==> {path} <== ({label})", _whole(lines, numbers), path))
+        out.parts.append(Part(f"==> {path} <== ({label})", _whole(lines, numbers), path))
         out.idents |= set(_IDENT_RE.findall(text))
 
 

@@ -11,6 +11,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sweworld.models.budget import (
+    LineTokens,
+    Part,
+    fit_parts,
+    split_text_lines,
+    truncate_text,
+)
 from sweworld.transition.context.config import ContextConfig
 from sweworld.transition.context.executed import _Executed, _render_all, _walk
 from sweworld.transition.context.outline import (
@@ -22,13 +29,6 @@ from sweworld.transition.context.outline import (
     _render_unit,
     _Unit,
     _whole,
-)
-from sweworld.transition.context.truncation import (
-    _fit_parts,
-    _Part,
-    _split_text_lines,
-    _Tok,
-    _truncate,
 )
 from sweworld.transition.types import WORKDIR, WorkspaceView
 
@@ -200,7 +200,7 @@ def _related_files(
     changed: dict[str, set[int]],
     cwd: str,
     config: ContextConfig,
-) -> tuple[list[_RelFile], list[_Part]]:
+) -> tuple[list[_RelFile], list[Part]]:
     resolver = _Resolver(view, cwd)
     shown = set(executed.paths)
     direct: list[str] = []
@@ -233,7 +233,7 @@ def _related_files(
     ordered += [(p, "imported indirectly") for p in second]
     seen: set[str] = set(shown)
     files: list[_RelFile] = []
-    notes: list[_Part] = []
+    notes: list[Part] = []
     for path, reason in ordered:
         if path in seen:
             continue
@@ -242,11 +242,11 @@ def _related_files(
             break
         text, note = _read_source(view, path, config)
         if text is None:
-            notes.append(_Part(f"==> {path} <== ({reason}; {note})", "", path))
+            notes.append(Part(f"==> {path} <== ({reason}; {note})", "", path))
             continue
         if not text.strip():
             continue  # an empty __init__.py says nothing
-        lines = _split_text_lines(text)
+        lines = split_text_lines(text)
         units = _outline(text, lines)
         files.append(_RelFile(path, reason, lines, units, frozenset(changed.get(path, ()))))
     return files, notes
@@ -254,10 +254,10 @@ def _related_files(
 
 def _related_text(
     files: Sequence[_RelFile],
-    notes: Sequence[_Part],
+    notes: Sequence[Part],
     idents: set[str],
     budget: int,
-    tok: _Tok,
+    tok: LineTokens,
     numbers: bool,
 ) -> tuple[str, int]:
     """Outlines of every file first, then bodies while the budget allows: changed
@@ -286,8 +286,8 @@ def _related_text(
     costs = [tok.line(header(i)) + tok.lines(body(i).split("\n")) + 1 for i in range(len(files))]
     total = sum(costs) + note_cost
     if total > budget:
-        parts = [_Part(header(i), body(i), files[i].path) for i in range(len(files))]
-        return _fit_parts([*parts, *notes], budget, tok)
+        parts = [Part(header(i), body(i), files[i].path) for i in range(len(files))]
+        return fit_parts([*parts, *notes], budget, tok)
 
     candidates: list[tuple[int, _Unit, _Unit]] = []  # (file, top-level owner, unit)
     for i, f in enumerate(files):
@@ -329,4 +329,4 @@ def _related_text(
     chunks = [f"{header(i)}\n{body(i)}".rstrip("\n") for i in range(len(files))]
     chunks += [n.header for n in notes]
     text = "\n\n".join(chunks)
-    return _truncate(text, budget, tok)
+    return truncate_text(text, budget, tok)

@@ -62,7 +62,7 @@ def compute_facts(
     env: Environment | None = None,
 ) -> Facts:
     """Everything that can be computed exactly about ``request`` (an
-    :class:`~sweworld.execution.base.ExecutionRequest`: ``argv``, ``cwd``, ``stdin``,
+    :class:`~sweworld.sandbox.executor.ExecutionRequest`: ``argv``, ``cwd``, ``stdin``,
     ``env``) in the workspace seen through ``view``.
 
     Args:

@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from sweworld.execution.base import NO_EXECUTOR_EXIT_CODE
+from sweworld.sandbox.executor import NO_EXECUTOR_EXIT_CODE
 from sweworld.transition.facts import (
     NO_TARGET_EXIT_CODE,
     Facts,

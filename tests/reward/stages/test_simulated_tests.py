@@ -11,12 +11,12 @@ import time
 
 import pytest
 
+from sweworld.models import ContextTooLong, LMUnavailable, ReplayLM
+from sweworld.models.base import BaseLM, Generation
 from sweworld.reward.stages.simulated_tests import SimulatedTestsStage, shared_lm
 from sweworld.reward.swr import SWR_PREFILL, SWRPromptConfig, swr_target
 from sweworld.reward.types import CandidateView, ChangedFile, RewardContext
 from sweworld.tasks.toy import toy_data_dir
-from sweworld.transition.lm import ContextTooLong, LMUnavailable, ReplayLM
-from sweworld.transition.lm.base import BaseLM, Generation
 
 
 def context(task, patch=None, mode="oracle", base_dir=True) -> RewardContext:
@@ -331,7 +331,7 @@ def test_lm_from_a_spec_string(toy_tasks, tmp_path):
 def embedded_lm():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from sweworld.transition.lm.embedded import embedded_model_path
+    from sweworld.models.embedded import embedded_model_path
 
     try:
         embedded_model_path()

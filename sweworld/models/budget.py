@@ -1,13 +1,15 @@
-"""Deterministic truncation: whole lines around a ``... [N lines cut] ...`` marker, and budgets
-shared among parts.
+"""Prompt budgets shared by SWT and SWR: token counting, deterministic truncation (whole
+lines around a ``... [N lines cut] ...`` marker) and budgets shared among parts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from sweworld.transition.context.config import TokenCounter, approx_tokens
+from sweworld.models.base import approx_tokens
+
+TokenCounter = Callable[[str], int]
 
 # ------------------------------------------------------------------------------------------
 # Truncation
@@ -18,7 +20,7 @@ def _marker(n: int) -> str:
     return f"... [{n} lines cut] ..."
 
 
-class _Tok:
+class LineTokens:
     """A token counter with a per-line cache (budgets are spent line by line)."""
 
     def __init__(self, counter: TokenCounter):
@@ -39,7 +41,7 @@ class _Tok:
         return sum(self.line(line) for line in lines)
 
 
-def _split_text_lines(text: str) -> list[str]:
+def split_text_lines(text: str) -> list[str]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -51,15 +53,16 @@ def truncate_lines(
 ) -> tuple[str, int]:
     """Cut ``text`` to at most ``budget`` tokens: whole lines, head and tail kept around a
     ``... [N lines cut] ...`` marker. Returns the text and the number of lines cut."""
-    return _truncate(text, budget, _Tok(counter) if not isinstance(counter, _Tok) else counter)
+    tok = counter if isinstance(counter, LineTokens) else LineTokens(counter)
+    return truncate_text(text, budget, tok)
 
 
-def _truncate(text: str, budget: int, tok: _Tok) -> tuple[str, int]:
+def truncate_text(text: str, budget: int, tok: LineTokens) -> tuple[str, int]:
     if not text:
         return "", 0
     if tok(text) <= budget:
         return text, 0
-    lines = _split_text_lines(text)
+    lines = split_text_lines(text)
     n = len(lines)
     if budget <= 0 or tok(_marker(n)) > budget:
         return "", n
@@ -97,7 +100,7 @@ def _truncate(text: str, budget: int, tok: _Tok) -> tuple[str, int]:
     return _marker(n), n
 
 
-def _truncate_chars(text: str, budget: int, tok: _Tok) -> tuple[str, int]:
+def truncate_chars(text: str, budget: int, tok: LineTokens) -> tuple[str, int]:
     """Cut a single line by characters (head and tail kept); returns characters cut."""
     if tok(text) <= budget:
         return text, 0
@@ -118,7 +121,7 @@ def _truncate_chars(text: str, budget: int, tok: _Tok) -> tuple[str, int]:
     return best, best_cut
 
 
-def _waterfill(demands: Sequence[int], weights: Sequence[float], cap: int) -> list[int]:
+def waterfill(demands: Sequence[int], weights: Sequence[float], cap: int) -> list[int]:
     """Share ``cap`` between items: each gets at most its demand, the rest in proportion to
     its weight (deterministic; the result sums to at most ``cap``)."""
     alloc = [0] * len(demands)
@@ -142,7 +145,7 @@ def _waterfill(demands: Sequence[int], weights: Sequence[float], cap: int) -> li
 
 
 @dataclass(frozen=True)
-class _Part:
+class Part:
     """One piece of a multi-part field: a header line (may be empty) and a body."""
 
     header: str
@@ -150,15 +153,15 @@ class _Part:
     label: str = ""  # what the "not shown" note calls it
 
 
-_MIN_PART_BODY = 24
+MIN_PART_BODY = 24
 
 
-def _fit_parts(parts: Sequence[_Part], budget: int, tok: _Tok) -> tuple[str, int]:
+def fit_parts(parts: Sequence[Part], budget: int, tok: LineTokens) -> tuple[str, int]:
     """Fit parts into ``budget``: parts smaller than an even share are kept whole, the others
     are cut to the share; parts that would get almost nothing are left out with a note."""
     parts = [p for p in parts if p.header or p.body]
     if not parts or budget <= 0:
-        return "", sum(len(_split_text_lines(p.body)) for p in parts)
+        return "", sum(len(split_text_lines(p.body)) for p in parts)
     shown = list(parts)
     while True:
         dropped = parts[len(shown) :]
@@ -166,30 +169,43 @@ def _fit_parts(parts: Sequence[_Part], budget: int, tok: _Tok) -> tuple[str, int
         if dropped:
             names = ", ".join(p.label or p.header for p in dropped)
             note = f"({len(dropped)} more not shown: {names})"
-            note, _ = _truncate_chars(note, max(budget // 4, 8), tok)
+            note, _ = truncate_chars(note, max(budget // 4, 8), tok)
         avail = budget - (tok(note) + 1 if note else 0) - len(shown)  # blank separators
         headers = [tok.line(p.header) if p.header else 0 for p in shown]
         demands = [h + (tok(p.body) if p.body else 0) for h, p in zip(headers, shown, strict=True)]
-        alloc = _waterfill(demands, [1.0] * len(shown), max(avail, 0))
+        alloc = waterfill(demands, [1.0] * len(shown), max(avail, 0))
         starved = [
             i
             for i, (a, d) in enumerate(zip(alloc, demands, strict=True))
-            if a < d and a - headers[i] < _MIN_PART_BODY
+            if a < d and a - headers[i] < MIN_PART_BODY
         ]
         if starved and len(shown) > 1:
             shown = shown[:-1]
             continue
         break
     chunks: list[str] = []
-    cut_total = sum(len(_split_text_lines(p.body)) + 1 for p in dropped)
+    cut_total = sum(len(split_text_lines(p.body)) + 1 for p in dropped)
     for part, a, d, h in zip(shown, alloc, demands, headers, strict=True):
         body = part.body
         if a < d:
-            body, cut = _truncate(body, max(a - h, 0), tok)
+            body, cut = truncate_text(body, max(a - h, 0), tok)
             cut_total += cut
         chunk = f"{part.header}\n{body}" if part.header else body
         chunks.append(chunk.rstrip("\n"))
     if note:
         chunks.append(note)
-    text, cut = _truncate("\n\n".join(chunks), budget, tok)
+    text, cut = truncate_text("\n\n".join(chunks), budget, tok)
     return text, cut_total + cut
+
+
+def patch_parts(patch: str) -> list[Part]:
+    """One :class:`Part` per file of a unified diff (the whole text when it does not split)."""
+    from sweworld.tasks.patches import PatchError, split_patch
+
+    try:
+        pieces = split_patch(patch)
+    except (PatchError, ValueError, IndexError, KeyError):
+        pieces = []
+    if not pieces:
+        return [Part("", patch, "patch")] if patch else []
+    return [Part("", p.text, p.path) for p in pieces]

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweworld.transition.lm.base import (
+from sweworld.models.base import (
     LM,
     BaseLM,
     ContextTooLong,
@@ -31,11 +31,11 @@ from sweworld.transition.lm.base import (
     LMUnavailable,
     Messages,
 )
-from sweworld.transition.lm.replay import RecordingLM, ReplayLM
+from sweworld.models.replay import RecordingLM, ReplayLM
 
 if TYPE_CHECKING:
-    from sweworld.transition.lm.openai_lm import OpenAILM
-    from sweworld.transition.lm.transformers_lm import TransformersLM
+    from sweworld.models.openai_lm import OpenAILM
+    from sweworld.models.transformers_lm import TransformersLM
 
 __all__ = [
     "LM",
@@ -64,10 +64,10 @@ SPEC_FORMS = (
 )
 
 _LAZY = {
-    "OpenAILM": "sweworld.transition.lm.openai_lm",
-    "TransformersLM": "sweworld.transition.lm.transformers_lm",
-    "embedded_model_path": "sweworld.transition.lm.embedded",
-    "load_embedded": "sweworld.transition.lm.embedded",
+    "OpenAILM": "sweworld.models.openai_lm",
+    "TransformersLM": "sweworld.models.transformers_lm",
+    "embedded_model_path": "sweworld.models.embedded",
+    "load_embedded": "sweworld.models.embedded",
 }
 
 
@@ -91,15 +91,15 @@ def make_lm(spec: str | LM | None = None, **kwargs: Any) -> LM:
     text = (spec or "embedded").strip()
     kind, sep, rest = text.partition(":")
     if text == "embedded" or text == "embedded:default":
-        from sweworld.transition.lm.embedded import load_embedded
+        from sweworld.models.embedded import load_embedded
 
         return load_embedded(**kwargs)
     if text == "embedded:base":
-        from sweworld.transition.lm.embedded import load_embedded
+        from sweworld.models.embedded import load_embedded
 
         return load_embedded(adapter=False, **kwargs)
     if text.startswith("embedded+"):
-        from sweworld.transition.lm.embedded import load_embedded
+        from sweworld.models.embedded import load_embedded
 
         return load_embedded(adapter=text.partition("+")[2], **kwargs)
     if sep and kind == "replay" and rest:
@@ -108,14 +108,14 @@ def make_lm(spec: str | LM | None = None, **kwargs: Any) -> LM:
         url, hash_, model = rest.rpartition("#")
         if not hash_ or not url or not model:
             raise ValueError(f"LM spec {text!r} needs a model: {kind}:URL#MODEL")
-        from sweworld.transition.lm.openai_lm import OpenAILM
+        from sweworld.models.openai_lm import OpenAILM
 
         kwargs.setdefault(
             "api_key", os.environ.get("SWEWORLD_LM_API_KEY") or os.environ.get("OPENAI_API_KEY")
         )
         return OpenAILM(url, model, **kwargs)
     if sep and kind == "hf" and rest:
-        from sweworld.transition.lm.transformers_lm import TransformersLM
+        from sweworld.models.transformers_lm import TransformersLM
 
         path, adapter = _split_adapter(rest)
         return TransformersLM(path, adapter=adapter, **kwargs)

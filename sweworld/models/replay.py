@@ -3,7 +3,7 @@
 ``ReplayLM(responses)`` answers from
 
 - a **list** (or tuple) of answers, served in order, one per sample; when the list is
-  exhausted it raises :class:`~sweworld.transition.lm.base.LMError` (an unexpected extra call
+  exhausted it raises :class:`~sweworld.models.base.LMError` (an unexpected extra call
   is a bug worth seeing), unless ``cycle=True``, which starts over;
 - a **dict**: the key equal to the last user message wins; otherwise the first key (in the
   dict's order) found as a substring of the last user message, then of any message; no
@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sweworld.transition.lm.base import (
+from sweworld.models.base import (
     BaseLM,
     Generation,
     GenerationRequest,
@@ -401,7 +401,7 @@ class RecordingLM(BaseLM):
 
     @property
     def supports_logprobs(self) -> bool:  # type: ignore[override]
-        from sweworld.transition.lm.base import supports_choice_logprobs
+        from sweworld.models.base import supports_choice_logprobs
 
         return supports_choice_logprobs(self.inner)
 
@@ -409,7 +409,7 @@ class RecordingLM(BaseLM):
         self, messages: Messages, choices: Sequence[str], *, prefix: str = ""
     ) -> dict[str, float]:
         """The wrapped LM's ``choice_logprobs`` (not recorded)."""
-        from sweworld.transition.lm.base import lm_choice_logprobs
+        from sweworld.models.base import lm_choice_logprobs
 
         return lm_choice_logprobs(self.inner, messages, choices, prefix=prefix)
 

@@ -20,7 +20,7 @@ as vLLM, replayed answers) behaves the same way:
 Optional capability, **choice log-probabilities**: ``choice_logprobs(messages, choices,
 prefix=...)`` scores a few short continuations (``"true"`` / ``"false"``) of the assistant
 answer that starts with ``prefix``. In-process transformers, OpenAI-compatible servers that
-return ``logprobs`` (vLLM) and :class:`~sweworld.transition.lm.replay.ReplayLM` have it;
+return ``logprobs`` (vLLM) and :class:`~sweworld.models.replay.ReplayLM` have it;
 other backends raise :class:`LogprobsUnsupported`. :func:`choice_probabilities` turns the
 scores into probabilities (a softmax over the choices).
 """
@@ -102,7 +102,7 @@ class Generation:
     """One sample: its text and what it cost.
 
     ``prompt_tokens`` / ``completion_tokens`` are counted by the backend (approximate for
-    :class:`~sweworld.transition.lm.replay.ReplayLM`); ``latency_s`` is the wall time from the
+    :class:`~sweworld.models.replay.ReplayLM`); ``latency_s`` is the wall time from the
     start of the call (or of the sample's batch) to this sample's end; ``model`` names the
     model that answered (with its adapter); ``info`` holds backend details (``backend``,
     ``seed``, ``adapter``, ...).

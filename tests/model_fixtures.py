@@ -1,5 +1,6 @@
-"""Fixtures for the transition model's tests: offline model hub, the embedded model, and a
-real OpenAI-compatible HTTP server (stdlib ``http.server``) backed by a ReplayLM."""
+"""Model fixtures for the models, transition and reward tests (loaded by the root conftest):
+an offline model hub, the embedded model, a LoRA adapter, and a real OpenAI-compatible HTTP
+server (stdlib ``http.server``) backed by a ReplayLM."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 @pytest.fixture(scope="session")
 def embedded_path():
     """The converted embedded model (converted into the user's cache on first use)."""
-    from sweworld.transition.lm import LMUnavailable
-    from sweworld.transition.lm.embedded import embedded_model_path
+    from sweworld.models import LMUnavailable
+    from sweworld.models.embedded import embedded_model_path
 
     try:
         return embedded_model_path()
@@ -93,7 +94,7 @@ class ChatServer:
         self.thread.start()
 
     def answer(self, path: str, body: dict, number: int) -> tuple[int, Any]:
-        from sweworld.transition.lm import GenerationRequest
+        from sweworld.models import GenerationRequest
 
         if path != "/v1/chat/completions":
             return 404, {"error": {"message": f"no route {path}", "code": 404}}
@@ -165,7 +166,7 @@ class ChatServer:
 @pytest.fixture
 def chat_server():
     """A running server answering ``echo: <last user message>`` (``#k`` per sample)."""
-    from sweworld.transition.lm import ReplayLM
+    from sweworld.models import ReplayLM
 
     counter = {"k": 0}
     lock = threading.Lock()

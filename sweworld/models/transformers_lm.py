@@ -11,7 +11,7 @@ runs compute the same function, but float rounding in larger matrix products can
 the last bits, so on rare near-ties greedy decoding may pick another token; ``max_batch=1``
 makes every request's result independent of the others.
 
-``choice_logprobs`` (:mod:`~sweworld.transition.lm.transformers_scoring`) scores whole
+``choice_logprobs`` (:mod:`~sweworld.models.transformers_scoring`) scores whole
 choices by teacher forcing in one forward pass, reusing the previous context's KV cache.
 """
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweworld.transition.lm.base import (
+from sweworld.models.base import (
     BaseLM,
     ContextTooLong,
     Generation,
@@ -39,7 +39,7 @@ from sweworld.transition.lm.base import (
     cut_at_stop,
     sample_seed,
 )
-from sweworld.transition.lm.transformers_scoring import ChoiceScoringMixin
+from sweworld.models.transformers_scoring import ChoiceScoringMixin
 
 _DTYPES = {
     "float32": "float32",
