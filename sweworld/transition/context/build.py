@@ -22,8 +22,8 @@ from sweworld.transition.context.config import (
     HistoryItem,
     SWTContext,
 )
-from sweworld.transition.context.executed import _Collector, _decode
-from sweworld.transition.context.related import _changed_lines, _related_files, _related_text
+from sweworld.transition.context.executed import Collector, decode_source
+from sweworld.transition.context.related import changed_lines, related_files, related_text
 from sweworld.transition.types import WORKDIR, WorkspaceView
 
 # ------------------------------------------------------------------------------------------
@@ -150,11 +150,11 @@ def build_context(
     oracle = config.mode == "oracle"
     cwd = getattr(request, "cwd", None) or WORKDIR
 
-    executed = _Collector(request, view, config).collect(_facts_executed_files(facts))
+    executed = Collector(request, view, config).collect(_facts_executed_files(facts))
 
     diff = view.diff()
-    changed = _changed_lines(diff)
-    related_files, related_notes = _related_files(view, executed, changed, cwd, config)
+    changed = changed_lines(diff)
+    rel_files, rel_notes = related_files(view, executed, changed, cwd, config)
 
     argv = tuple(str(a) for a in getattr(request, "argv", ()))
     command = getattr(request, "command", None) or " ".join(argv)
@@ -165,7 +165,7 @@ def build_context(
     stdin_text = ""
     stdin = bytes(getattr(request, "stdin", b"") or b"")
     if stdin and not executed.stdin_is_script:
-        decoded, note = _decode(stdin)
+        decoded, note = decode_source(stdin)
         stdin_text = decoded if decoded is not None else note
 
     history_items = _history_items(history, config.history_steps)
@@ -191,8 +191,8 @@ def build_context(
         "diff": lambda b: fit_parts(patch_parts(diff), b, tok),
         "history": lambda b: fit_parts(history_parts, b, tok),
         "executed_code": lambda b: fit_parts(executed.parts, b, tok),
-        "related_code": lambda b: _related_text(
-            related_files, related_notes, executed.idents, b, tok, config.line_numbers
+        "related_code": lambda b: related_text(
+            rel_files, rel_notes, executed.idents, b, tok, config.line_numbers
         ),
         "facts": lambda b: truncate_text(_render_facts(facts), b, tok),
         "command": lambda b: truncate_chars(command, b, tok),

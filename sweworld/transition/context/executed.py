@@ -14,15 +14,15 @@ from typing import Any
 from sweworld.models.budget import Part, split_text_lines
 from sweworld.transition.context.config import ContextConfig
 from sweworld.transition.context.outline import (
-    _abs,
-    _canon,
-    _NumberedLine,
-    _outline,
-    _read_source,
-    _render_numbered,
-    _render_unit,
-    _Unit,
-    _whole,
+    NumberedLine,
+    Unit,
+    abs_path,
+    canonical_path,
+    outline_units,
+    read_source,
+    render_numbered,
+    render_unit,
+    render_whole,
 )
 from sweworld.transition.types import WORKDIR, WorkspaceView
 
@@ -56,7 +56,7 @@ class _Item:
 
 
 @dataclass
-class _Executed:
+class Executed:
     parts: list[Part] = field(default_factory=list)
     sources: list[_Source] = field(default_factory=list)
     paths: set[str] = field(default_factory=set)
@@ -141,13 +141,13 @@ def _is_test_file(name: str, pattern: str = "pytest") -> bool:
     return base.startswith("test_") or base.endswith("_test.py")
 
 
-def _decode(data: bytes) -> tuple[str | None, str]:
+def decode_source(data: bytes) -> tuple[str | None, str]:
     if b"\0" in data:
         return None, f"({len(data):,} bytes of binary data)"
     return data.decode("utf-8", errors="replace"), ""
 
 
-class _Collector:
+class Collector:
     """Finds what one request executes (phase 1), then renders it (phase 2)."""
 
     def __init__(self, request: Any, view: WorkspaceView, config: ContextConfig):
@@ -160,7 +160,7 @@ class _Collector:
 
     # -------------------------------------------------------------- phase 1
 
-    def collect(self, extra_files: Sequence[str] = ()) -> _Executed:
+    def collect(self, extra_files: Sequence[str] = ()) -> Executed:
         argv = [str(a) for a in getattr(self.request, "argv", ())]
         if argv:
             name = posixpath.basename(argv[0])
@@ -170,10 +170,10 @@ class _Collector:
                 self._pytest(argv[1:])
             elif name in ("coverage", "coverage3") and argv[1:2] == ["run"]:
                 self._python([a for a in argv[2:] if not a.startswith("--")])
-            elif "/" in argv[0] and self.view.is_file(_abs(argv[0], self.cwd)):
+            elif "/" in argv[0] and self.view.is_file(abs_path(argv[0], self.cwd)):
                 self._script(argv[0], argv[1:])
         for path in extra_files:
-            self._add_file(_canon(self.view, path, self.cwd), None, role="executed")
+            self._add_file(canonical_path(self.view, path, self.cwd), None, role="executed")
         return self._render()
 
     def _add(self, item: _Item) -> None:
@@ -247,7 +247,7 @@ class _Collector:
         self._add(_Item("stdin", "<stdin>"))
 
     def _script(self, arg: str, args: list[str]) -> None:
-        path = _canon(self.view, arg, self.cwd)
+        path = canonical_path(self.view, arg, self.cwd)
         runner = "test" in posixpath.basename(path).lower()
         labels = [a for a in args if not a.startswith("-")] if runner else []
         self._add_file(path, None, role="script")
@@ -272,7 +272,7 @@ class _Collector:
         if module.split(".")[0] in sys.stdlib_module_names or module in ("pip", "pip3"):
             return
         for root in dict.fromkeys((self.cwd, WORKDIR, f"{WORKDIR}/src")):
-            base = _abs(module.replace(".", "/"), root)
+            base = abs_path(module.replace(".", "/"), root)
             for candidate in (base + ".py", base + "/__main__.py"):
                 if self.view.is_file(candidate):
                     path = self.view.resolve(candidate) or candidate
@@ -298,7 +298,7 @@ class _Collector:
         if not positional or positional[0] == "discover":
             rest = positional[1:]
             directory = start or (rest[0] if rest else ".")
-            self._test_dir(_canon(self.view, directory, self.cwd), "unittest")
+            self._test_dir(canonical_path(self.view, directory, self.cwd), "unittest")
             return
         for label in positional:
             if label.endswith(".py") or "/" in label:
@@ -310,7 +310,7 @@ class _Collector:
         parts = label.split(".")
         for root in dict.fromkeys(roots):
             for k in range(len(parts), 0, -1):
-                base = _abs("/".join(parts[:k]), root)
+                base = abs_path("/".join(parts[:k]), root)
                 if self.view.is_file(base + ".py"):
                     path = self.view.resolve(base + ".py") or base + ".py"
                     names = {".".join(parts[k:])} if k < len(parts) else None
@@ -347,9 +347,9 @@ class _Collector:
         node = target.split("[", 1)[0]
         path_part, _, rest = node.partition("::")
         names = {rest.replace("::", ".")} if rest else None
-        candidates = [_abs(path_part, self.cwd)]
+        candidates = [abs_path(path_part, self.cwd)]
         if not path_part.startswith("/"):
-            candidates.append(_abs(path_part, WORKDIR))
+            candidates.append(abs_path(path_part, WORKDIR))
         for candidate in dict.fromkeys(candidates):
             if self.view.is_dir(candidate):
                 self._test_dir(self.view.resolve(candidate) or candidate, "pytest")
@@ -357,7 +357,7 @@ class _Collector:
             if self.view.exists(candidate):
                 self._test_file(self.view.resolve(candidate) or candidate, names)
                 return
-        self._test_file(_canon(self.view, path_part, self.cwd), names)
+        self._test_file(canonical_path(self.view, path_part, self.cwd), names)
 
     def _test_dir(self, directory: str, pattern: str) -> None:
         room = max(self.config.max_files - len(self.items) - 1, 0)
@@ -378,23 +378,23 @@ class _Collector:
 
     # -------------------------------------------------------------- phase 2
 
-    def _render(self) -> _Executed:
-        out = _Executed(stdin_is_script=self.stdin_is_script)
+    def _render(self) -> Executed:
+        out = Executed(stdin_is_script=self.stdin_is_script)
         numbers = self.config.line_numbers
         for item in self.items.values():
             if item.kind == "note":
                 out.parts.append(Part(f"({item.text})", "", item.text))
             elif item.kind == "inline":
-                body = _whole(split_text_lines(item.text), numbers)
+                body = render_whole(split_text_lines(item.text), numbers)
                 out.parts.append(Part("==> python -c <==", body, "python -c"))
                 out.sources.append(_Source("python -c", item.text, self.cwd))
                 out.idents |= set(_IDENT_RE.findall(item.text))
             elif item.kind == "stdin":
-                text, note = _decode(bytes(getattr(self.request, "stdin", b"") or b""))
+                text, note = decode_source(bytes(getattr(self.request, "stdin", b"") or b""))
                 if text is None:
                     out.parts.append(Part(f"==> <stdin> <== (script; {note})", "", "<stdin>"))
                     continue
-                body = _whole(split_text_lines(text), numbers)
+                body = render_whole(split_text_lines(text), numbers)
                 out.parts.append(Part("==> <stdin> <== (script read from stdin)", body, "stdin"))
                 out.sources.append(_Source("<stdin>", text, self.cwd))
                 out.idents |= set(_IDENT_RE.findall(text))
@@ -402,63 +402,63 @@ class _Collector:
                 self._render_file(item, out)
         return out
 
-    def _render_file(self, item: _Item, out: _Executed) -> None:
+    def _render_file(self, item: _Item, out: Executed) -> None:
         path = item.key
         out.paths.add(path)
         if item.pytest:
             out.test_files.append(path)
-        text, note = _read_source(self.view, path, self.config)
+        text, note = read_source(self.view, path, self.config)
         if text is None:
             out.parts.append(Part(f"==> {path} <== ({item.role}; {note})", "", path))
             return
         out.sources.append(_Source(path, text, posixpath.dirname(path), path, item.pytest))
         lines = split_text_lines(text)
         numbers = self.config.line_numbers
-        units = _outline(text, lines) if (item.names or item.compact) else None
+        units = outline_units(text, lines) if (item.names or item.compact) else None
         label = "whole file" if item.role == "test" else item.role
         if item.names and units is not None:
             found, missing = _select(units, item.names)
             if found:
-                numbered = _render_all(lines, units, _test_expander(found))
+                numbered = render_units(lines, units, _test_expander(found))
                 label = f"selected: {', '.join(sorted(item.names))}; the rest as signatures"
                 if missing:
                     label += f"; not found: {', '.join(sorted(missing))}"
-                body = _render_numbered(numbered, len(lines), numbers)
+                body = render_numbered(numbered, len(lines), numbers)
                 out.parts.append(Part(f"==> {path} <== ({label})", body, path))
                 out.idents |= {u.short for u in found} | _body_idents(lines, found)
                 return
             label = f"whole file; not found in it: {', '.join(sorted(item.names))}"
         elif item.compact and units is not None:
-            body = _render_numbered(_render_all(lines, units, lambda u: False), len(lines), numbers)
+            body = render_numbered(render_units(lines, units, lambda u: False), len(lines), numbers)
             out.parts.append(Part(f"==> {path} <== ({item.role}; signatures)", body, path))
             return
-        out.parts.append(Part(f"==> {path} <== ({label})", _whole(lines, numbers), path))
+        out.parts.append(Part(f"==> {path} <== ({label})", render_whole(lines, numbers), path))
         out.idents |= set(_IDENT_RE.findall(text))
 
 
-def _render_all(
-    lines: Sequence[str], units: Sequence[_Unit], expand: Callable[[_Unit], bool]
-) -> list[_NumberedLine]:
-    out: list[_NumberedLine] = []
+def render_units(
+    lines: Sequence[str], units: Sequence[Unit], expand: Callable[[Unit], bool]
+) -> list[NumberedLine]:
+    out: list[NumberedLine] = []
     for unit in units:
-        _render_unit(lines, unit, expand, out)
+        render_unit(lines, unit, expand, out)
     return out
 
 
-def _walk(units: Iterable[_Unit]) -> Iterable[_Unit]:
+def walk_units(units: Iterable[Unit]) -> Iterable[Unit]:
     for unit in units:
         yield unit
-        yield from _walk(unit.children)
+        yield from walk_units(unit.children)
 
 
-def _select(units: Sequence[_Unit], names: set[str]) -> tuple[list[_Unit], set[str]]:
-    by_name = {u.name: u for u in _walk(units) if u.name}
+def _select(units: Sequence[Unit], names: set[str]) -> tuple[list[Unit], set[str]]:
+    by_name = {u.name: u for u in walk_units(units) if u.name}
     found = [by_name[n] for n in sorted(names) if n in by_name]
     missing = {n for n in names if n not in by_name}
     return found, missing
 
 
-def _test_expander(found: Sequence[_Unit]) -> Callable[[_Unit], bool]:
+def _test_expander(found: Sequence[Unit]) -> Callable[[Unit], bool]:
     keys = {u.key for u in found}
     classes = {u.name.rsplit(".", 1)[0] for u in found if "." in u.name} | {
         u.name for u in found if u.kind == "class"
@@ -468,7 +468,7 @@ def _test_expander(found: Sequence[_Unit]) -> Callable[[_Unit], bool]:
         parts = name.split(".")
         prefixes |= {".".join(parts[: i + 1]) for i in range(len(parts))}
 
-    def expand(unit: _Unit) -> bool:
+    def expand(unit: Unit) -> bool:
         if unit.key in keys or unit.fixture:
             return True
         if unit.kind == "def" and unit.short in _SETUP_NAMES:
@@ -479,7 +479,7 @@ def _test_expander(found: Sequence[_Unit]) -> Callable[[_Unit], bool]:
     return expand
 
 
-def _body_idents(lines: Sequence[str], units: Iterable[_Unit]) -> set[str]:
+def _body_idents(lines: Sequence[str], units: Iterable[Unit]) -> set[str]:
     out: set[str] = set()
     for unit in units:
         out |= set(_IDENT_RE.findall("\n".join(lines[unit.start - 1 : unit.end])))

@@ -20,7 +20,7 @@ from sweworld.transition.types import WorkspaceView
 
 
 @dataclass(frozen=True)
-class _Unit:
+class Unit:
     """A top-level or class-level piece of a Python file, by 1-based line numbers."""
 
     kind: str  # "def" | "class" | "import" | "doc" | "stmt"
@@ -29,7 +29,7 @@ class _Unit:
     end: int
     head_end: int  # last line of the signature (def/class)
     doc: tuple[int, int] | None = None  # lines of the docstring's first line
-    children: tuple[_Unit, ...] = ()
+    children: tuple[Unit, ...] = ()
     fixture: bool = False
 
     @property
@@ -51,7 +51,7 @@ def _doc_lines(lines: Sequence[str], start: int, end: int) -> tuple[int, int]:
     return (start, start)
 
 
-def _ast_units(text: str, lines: Sequence[str]) -> list[_Unit]:
+def _ast_units(text: str, lines: Sequence[str]) -> list[Unit]:
     tree = ast.parse(text)
     return [_ast_unit(node, "", lines) for node in tree.body]
 
@@ -68,7 +68,7 @@ def _ast_doc(body: list[ast.stmt], lines: Sequence[str]) -> tuple[int, int] | No
     return None
 
 
-def _ast_unit(node: ast.stmt, prefix: str, lines: Sequence[str]) -> _Unit:
+def _ast_unit(node: ast.stmt, prefix: str, lines: Sequence[str]) -> Unit:
     end = node.end_lineno or node.lineno
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         decorators = node.decorator_list
@@ -83,10 +83,10 @@ def _ast_unit(node: ast.stmt, prefix: str, lines: Sequence[str]) -> _Unit:
         if isinstance(node, ast.ClassDef):
             body = node.body[1:] if doc else node.body
             children = tuple(_ast_unit(child, name + ".", lines) for child in body)
-            return _Unit("class", name, start, end, head_end, doc, children, fixture)
-        return _Unit("def", name, start, end, head_end, doc, (), fixture)
+            return Unit("class", name, start, end, head_end, doc, children, fixture)
+        return Unit("def", name, start, end, head_end, doc, (), fixture)
     if isinstance(node, ast.Import | ast.ImportFrom):
-        return _Unit("import", "", node.lineno, end, end)
+        return Unit("import", "", node.lineno, end, end)
     if (
         not prefix
         and node.lineno == 1 + _leading_comment_lines(lines)
@@ -94,8 +94,8 @@ def _ast_unit(node: ast.stmt, prefix: str, lines: Sequence[str]) -> _Unit:
         and isinstance(node.value, ast.Constant)
         and isinstance(node.value.value, str)
     ):
-        return _Unit("doc", "", node.lineno, end, end, _doc_lines(lines, node.lineno, end))
-    return _Unit("stmt", "", node.lineno, end, end)
+        return Unit("doc", "", node.lineno, end, end, _doc_lines(lines, node.lineno, end))
+    return Unit("stmt", "", node.lineno, end, end)
 
 
 def _leading_comment_lines(lines: Sequence[str]) -> int:
@@ -108,7 +108,7 @@ def _leading_comment_lines(lines: Sequence[str]) -> int:
     return count
 
 
-def _ts_units(text: str, lines: Sequence[str]) -> list[_Unit] | None:
+def _ts_units(text: str, lines: Sequence[str]) -> list[Unit] | None:
     """Outline with tree-sitter-python (tolerates syntax errors); None when unavailable."""
     try:
         import tree_sitter
@@ -123,7 +123,7 @@ def _ts_units(text: str, lines: Sequence[str]) -> list[_Unit] | None:
     return [_ts_unit(node, "", lines) for node in tree.root_node.named_children]
 
 
-def _ts_unit(node: Any, prefix: str, lines: Sequence[str]) -> _Unit:
+def _ts_unit(node: Any, prefix: str, lines: Sequence[str]) -> Unit:
     start = node.start_point[0] + 1
     end = max(start, node.end_point[0] + 1 - (1 if node.end_point[1] == 0 else 0))
     definition = node
@@ -139,7 +139,7 @@ def _ts_unit(node: Any, prefix: str, lines: Sequence[str]) -> _Unit:
         body = definition.child_by_field_name("body")
         head_end = end
         doc = None
-        children: tuple[_Unit, ...] = ()
+        children: tuple[Unit, ...] = ()
         if body is not None:
             body_row = body.start_point[0] + 1
             head_end = max(definition.start_point[0] + 1, body_row - 1)
@@ -160,31 +160,31 @@ def _ts_unit(node: Any, prefix: str, lines: Sequence[str]) -> _Unit:
                     _ts_unit(c, name + ".", lines) for c in stmts if c.type != "comment"
                 )
         kind = "class" if definition.type == "class_definition" else "def"
-        return _Unit(kind, name, start, end, min(head_end, end), doc, children, fixture)
+        return Unit(kind, name, start, end, min(head_end, end), doc, children, fixture)
     if node.type in ("import_statement", "import_from_statement", "future_import_statement"):
-        return _Unit("import", "", start, end, end)
-    return _Unit("stmt", "", start, end, end)
+        return Unit("import", "", start, end, end)
+    return Unit("stmt", "", start, end, end)
 
 
-def _outline(text: str, lines: Sequence[str]) -> list[_Unit] | None:
+def outline_units(text: str, lines: Sequence[str]) -> list[Unit] | None:
     try:
         return _ast_units(text, lines)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return _ts_units(text, lines)
 
 
-_NumberedLine = tuple[int | None, str]
+NumberedLine = tuple[int | None, str]
 
 
 def _indent_of(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
-def _render_unit(
+def render_unit(
     lines: Sequence[str],
-    unit: _Unit,
-    expand: Callable[[_Unit], bool],
-    out: list[_NumberedLine],
+    unit: Unit,
+    expand: Callable[[Unit], bool],
+    out: list[NumberedLine],
 ) -> None:
     def span(a: int, b: int) -> None:
         out.extend((i, lines[i - 1]) for i in range(a, min(b, len(lines)) + 1))
@@ -215,7 +215,7 @@ def _render_unit(
         shown_to = unit.doc[1]
     if unit.kind == "class" and unit.children:
         for child in unit.children:
-            _render_unit(lines, child, expand, out)
+            render_unit(lines, child, expand, out)
     elif unit.end > shown_to:
         indent = _indent_of(lines[unit.start - 1]) if unit.start <= len(lines) else ""
         for i in range(unit.head_end + 1, min(unit.end, len(lines)) + 1):
@@ -225,7 +225,7 @@ def _render_unit(
         out.append((None, indent + "..."))
 
 
-def _render_numbered(numbered: Sequence[_NumberedLine], total_lines: int, numbers: bool) -> str:
+def render_numbered(numbered: Sequence[NumberedLine], total_lines: int, numbers: bool) -> str:
     if not numbers:
         return "\n".join(text for _, text in numbered)
     width = len(str(max(total_lines, 1)))
@@ -235,8 +235,8 @@ def _render_numbered(numbered: Sequence[_NumberedLine], total_lines: int, number
     )
 
 
-def _whole(lines: Sequence[str], numbers: bool) -> str:
-    return _render_numbered(list(enumerate(lines, 1)), len(lines), numbers)
+def render_whole(lines: Sequence[str], numbers: bool) -> str:
+    return render_numbered(list(enumerate(lines, 1)), len(lines), numbers)
 
 
 # ------------------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ def _whole(lines: Sequence[str], numbers: bool) -> str:
 # ------------------------------------------------------------------------------------------
 
 
-def _read_source(view: WorkspaceView, path: str, config: ContextConfig) -> tuple[str | None, str]:
+def read_source(view: WorkspaceView, path: str, config: ContextConfig) -> tuple[str | None, str]:
     """(text, "") or (None, a one-line note saying why it is not shown)."""
     host = view.host(path)
     if host is None:
@@ -265,9 +265,9 @@ def _read_source(view: WorkspaceView, path: str, config: ContextConfig) -> tuple
     return text, ""
 
 
-def _abs(path: str, cwd: str) -> str:
+def abs_path(path: str, cwd: str) -> str:
     return posixpath.normpath(posixpath.join(cwd, path))
 
 
-def _canon(view: WorkspaceView, path: str, cwd: str) -> str:
-    return view.resolve(_abs(path, cwd)) or _abs(path, cwd)
+def canonical_path(view: WorkspaceView, path: str, cwd: str) -> str:
+    return view.resolve(abs_path(path, cwd)) or abs_path(path, cwd)

@@ -19,16 +19,16 @@ from sweworld.models.budget import (
     truncate_text,
 )
 from sweworld.transition.context.config import ContextConfig
-from sweworld.transition.context.executed import _Executed, _render_all, _walk
+from sweworld.transition.context.executed import Executed, render_units, walk_units
 from sweworld.transition.context.outline import (
-    _abs,
-    _NumberedLine,
-    _outline,
-    _read_source,
-    _render_numbered,
-    _render_unit,
-    _Unit,
-    _whole,
+    NumberedLine,
+    Unit,
+    abs_path,
+    outline_units,
+    read_source,
+    render_numbered,
+    render_unit,
+    render_whole,
 )
 from sweworld.transition.types import WORKDIR, WorkspaceView
 
@@ -81,11 +81,11 @@ def _pytest_rootdir(view: WorkspaceView, directory: str) -> str:
 
 
 @dataclass
-class _RelFile:
+class RelatedFile:
     path: str
     reason: str
     lines: list[str]
-    units: list[_Unit] | None
+    units: list[Unit] | None
     changed: frozenset[int] = frozenset()
 
 
@@ -101,7 +101,7 @@ class _Resolver:
             key = (root, rel)
             if key not in self._cache:
                 found = None
-                base = _abs(rel, root) if rel else root
+                base = abs_path(rel, root) if rel else root
                 for candidate in (base + ".py", base + "/__init__.py"):
                     if self.view.is_file(candidate):
                         found = self.view.resolve(candidate) or candidate
@@ -163,7 +163,7 @@ def _parent_inits(view: WorkspaceView, path: str) -> list[str]:
     return out
 
 
-def _changed_lines(diff: str) -> dict[str, set[int]]:
+def changed_lines(diff: str) -> dict[str, set[int]]:
     """New-side line numbers the diff adds (and where it removes), per /testbed path."""
     out: dict[str, set[int]] = {}
     current: set[int] | None = None
@@ -194,13 +194,13 @@ def _changed_lines(diff: str) -> dict[str, set[int]]:
     return out
 
 
-def _related_files(
+def related_files(
     view: WorkspaceView,
-    executed: _Executed,
+    executed: Executed,
     changed: dict[str, set[int]],
     cwd: str,
     config: ContextConfig,
-) -> tuple[list[_RelFile], list[Part]]:
+) -> tuple[list[RelatedFile], list[Part]]:
     resolver = _Resolver(view, cwd)
     shown = set(executed.paths)
     direct: list[str] = []
@@ -221,7 +221,7 @@ def _related_files(
     second: list[str] = []
     for path in direct:
         second += _parent_inits(view, path)
-        text, _ = _read_source(view, path, config)
+        text, _ = read_source(view, path, config)
         if text is not None:
             second += resolver.resolve_imports(text, posixpath.dirname(path), False)
 
@@ -232,7 +232,7 @@ def _related_files(
     ordered += [(p, "changed by the agent") for p in touched]
     ordered += [(p, "imported indirectly") for p in second]
     seen: set[str] = set(shown)
-    files: list[_RelFile] = []
+    files: list[RelatedFile] = []
     notes: list[Part] = []
     for path, reason in ordered:
         if path in seen:
@@ -240,20 +240,20 @@ def _related_files(
         seen.add(path)
         if len(files) + len(notes) >= config.max_related_files:
             break
-        text, note = _read_source(view, path, config)
+        text, note = read_source(view, path, config)
         if text is None:
             notes.append(Part(f"==> {path} <== ({reason}; {note})", "", path))
             continue
         if not text.strip():
             continue  # an empty __init__.py says nothing
         lines = split_text_lines(text)
-        units = _outline(text, lines)
-        files.append(_RelFile(path, reason, lines, units, frozenset(changed.get(path, ()))))
+        units = outline_units(text, lines)
+        files.append(RelatedFile(path, reason, lines, units, frozenset(changed.get(path, ()))))
     return files, notes
 
 
-def _related_text(
-    files: Sequence[_RelFile],
+def related_text(
+    files: Sequence[RelatedFile],
     notes: Sequence[Part],
     idents: set[str],
     budget: int,
@@ -270,17 +270,17 @@ def _related_text(
     def body(i: int) -> str:
         f = files[i]
         if f.units is None:
-            return _whole(f.lines, numbers)
+            return render_whole(f.lines, numbers)
         keys = expanded[i]
-        numbered = _render_all(f.lines, f.units, lambda u: u.key in keys)
-        return _render_numbered(numbered, len(f.lines), numbers)
+        numbered = render_units(f.lines, f.units, lambda u: u.key in keys)
+        return render_numbered(numbered, len(f.lines), numbers)
 
-    def unit_cost(i: int, unit: _Unit) -> int:
+    def unit_cost(i: int, unit: Unit) -> int:
         f = files[i]
         keys = expanded[i]
-        out: list[_NumberedLine] = []
-        _render_unit(f.lines, unit, lambda u: u.key in keys, out)
-        return tok.lines(_render_numbered(out, len(f.lines), numbers).split("\n"))
+        out: list[NumberedLine] = []
+        render_unit(f.lines, unit, lambda u: u.key in keys, out)
+        return tok.lines(render_numbered(out, len(f.lines), numbers).split("\n"))
 
     note_cost = sum(tok.line(n.header) + 1 for n in notes)
     costs = [tok.line(header(i)) + tok.lines(body(i).split("\n")) + 1 for i in range(len(files))]
@@ -289,10 +289,10 @@ def _related_text(
         parts = [Part(header(i), body(i), files[i].path) for i in range(len(files))]
         return fit_parts([*parts, *notes], budget, tok)
 
-    candidates: list[tuple[int, _Unit, _Unit]] = []  # (file, top-level owner, unit)
+    candidates: list[tuple[int, Unit, Unit]] = []  # (file, top-level owner, unit)
     for i, f in enumerate(files):
         for top in f.units or ():
-            for unit in _walk([top]):
+            for unit in walk_units([top]):
                 if unit.kind in ("def", "class", "stmt") and any(
                     unit.start <= n <= unit.end for n in f.changed
                 ):
@@ -303,7 +303,7 @@ def _related_text(
                         candidates.append((i, top, unit))
     for i, f in enumerate(files):
         for top in f.units or ():
-            for unit in _walk([top]):
+            for unit in walk_units([top]):
                 if unit.kind in ("def", "class") and unit.short in idents:
                     candidates.append((i, top, unit))
     for i, f in enumerate(files):
@@ -312,7 +312,7 @@ def _related_text(
                 candidates.append((i, top, top))
     for i, f in enumerate(files):
         for top in f.units or ():
-            for unit in _walk(top.children):
+            for unit in walk_units(top.children):
                 if unit.kind == "def":
                     candidates.append((i, top, unit))
 
