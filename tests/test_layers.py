@@ -1,0 +1,250 @@
+"""The layers of sweworld point one way, and no module imports another's private names.
+
+The order (``docs/ARCHITECTURE.md``)::
+
+    tasks <- sandbox <- execution <- models <- transition / reward <- env / serve / cli
+
+A module may import its own package and the packages below it; ``transition`` and
+``reward`` are peers that do not import each other. Every import counts: module level,
+inside functions, under ``TYPE_CHECKING``, relative ones, and dotted module paths written
+as strings (lazy imports, ``importlib.import_module``). A private name (one leading
+underscore) is never imported from another module, nor read as an attribute of an
+imported sweworld module.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "sweworld"
+
+# Rank of each top-level part of ``sweworld``: a module may import ranks at or below its
+# own, and only its own package at its own rank (peers do not import each other), except
+# at the top, where the entry points may use each other.
+LAYERS: dict[str, int] = {
+    "dirs": -1,  # where caches live; imports nothing of sweworld
+    "tasks": 0,
+    "sandbox": 1,
+    "execution": 2,
+    "models": 3,
+    "transition": 4,
+    "reward": 4,
+    "data": 5,
+    "train": 5,
+    "env": 5,
+    "serve": 5,
+    "bench": 5,
+    "cli": 5,
+    "__main__": 5,
+    "__init__": 5,  # the package's lazy facade
+}
+TOP = max(LAYERS.values())
+_MODULE_STRING = re.compile(r"^sweworld(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?$")
+
+
+@dataclass(frozen=True)
+class Offence:
+    path: str
+    line: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.what}"
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """``sweworld.a.b`` for ``<root>/a/b.py`` (``sweworld.a`` for ``a/__init__.py``)."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
+
+
+def part_of(module: str) -> str:
+    """The top-level part of ``sweworld`` a dotted module belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _absolute(module: str | None, level: int, importer: str, is_package: bool) -> str:
+    if not level:
+        return module or ""
+    base = importer.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[: len(base) - (level - 1)] if level > 1 else base
+    return ".".join(base + ([module] if module else []))
+
+
+def imports_of(source: str, importer: str, is_package: bool) -> Iterator[tuple[int, str, str]]:
+    """``(line, imported module, name or "")`` for every sweworld import in ``source``."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "sweworld" or alias.name.startswith("sweworld."):
+                    yield node.lineno, alias.name, ""
+        elif isinstance(node, ast.ImportFrom):
+            module = _absolute(node.module, node.level, importer, is_package)
+            if module == "sweworld" or module.startswith("sweworld."):
+                for alias in node.names:
+                    yield node.lineno, module, alias.name
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _MODULE_STRING.match(node.value)
+            and part_of(node.value) in LAYERS
+        ):
+            module, _, name = node.value.partition(":")
+            yield node.lineno, module, name
+
+
+def private_attributes(source: str) -> Iterator[tuple[int, str]]:
+    """``(line, "alias._name")`` where a private attribute of an imported sweworld module or
+    name is read."""
+    tree = ast.parse(source)
+    aliases: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("sweworld"):
+                    aliases.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sweworld"):
+            aliases.update(alias.asname or alias.name for alias in node.names)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and _is_private(node.attr)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+        ):
+            yield node.lineno, f"{node.value.id}.{node.attr}"
+
+
+def offences(path: Path, source: str, root: Path = ROOT) -> list[Offence]:
+    """Upward imports, imports between peers and private imports of one module."""
+    importer = module_name(path, root)
+    mine = part_of(importer)
+    where = str(path.relative_to(root.parent))
+    found: list[Offence] = []
+    if mine not in LAYERS:
+        return [Offence(where, 1, f"'{mine}' has no layer: add it to LAYERS in {__name__}")]
+    rank = LAYERS[mine]
+    for line, module, name in imports_of(source, importer, path.name == "__init__.py"):
+        other = part_of(module)
+        if other not in LAYERS:
+            found.append(Offence(where, line, f"imports {module}, which has no layer"))
+        elif other != mine and (LAYERS[other] > rank or (LAYERS[other] == rank and rank != TOP)):
+            found.append(
+                Offence(
+                    where, line, f"{mine} (layer {rank}) imports {module} (layer {LAYERS[other]})"
+                )
+            )
+        if name and _is_private(name) and module != importer:
+            found.append(Offence(where, line, f"imports private name {name} from {module}"))
+        if any(_is_private(p) for p in module.split(".")) and module.rsplit(".", 1)[0] != (
+            importer if path.name == "__init__.py" else importer.rsplit(".", 1)[0]
+        ):
+            found.append(Offence(where, line, f"imports private module {module}"))
+    for line, attribute in private_attributes(source):
+        found.append(Offence(where, line, f"reads private attribute {attribute}"))
+    return found
+
+
+def all_offences(root: Path = ROOT) -> list[Offence]:
+    out: list[Offence] = []
+    for path in sorted(root.rglob("*.py")):
+        out += offences(path, path.read_text(encoding="utf-8"), root)
+    return out
+
+
+# ------------------------------------------------------------------------------ the check
+
+
+def test_every_part_of_the_package_has_a_layer() -> None:
+    parts = {p.stem if p.is_file() else p.name for p in ROOT.iterdir()}
+    parts = {p for p in parts if not p.startswith(".") and p not in ("py", "__pycache__")}
+    parts = {p for p in parts if (ROOT / p).is_dir() or (ROOT / f"{p}.py").is_file()}
+    assert parts - set(LAYERS) == set()
+
+
+def test_layers_point_one_way_and_no_private_name_crosses_a_module() -> None:
+    found = all_offences()
+    assert not found, f"{len(found)} offending imports:\n" + "\n".join(map(str, found))
+
+
+def test_reward_imports_nothing_of_transition() -> None:
+    """The issue's own check, as text: ``grep -rn "from sweworld.transition" sweworld/reward``
+    (and ``import sweworld.transition``) finds nothing."""
+    pattern = re.compile(r"^\s*(from|import)\s+sweworld\.transition\b")
+    hits = []
+    for path in sorted((ROOT / "reward").rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        hits += [f"{path}:{n}: {line}" for n, line in enumerate(lines, 1) if pattern.match(line)]
+    assert hits == []
+
+
+# ------------------------------------------------------------------ the checker can fail
+
+
+def _check(tmp_path: Path, relative: str, source: str) -> list[str]:
+    root = tmp_path / "sweworld"
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    return [o.what for o in offences(path, source, root)]
+
+
+@pytest.mark.parametrize(
+    ("relative", "source", "expected"),
+    [
+        ("reward/x.py", "from sweworld.transition.types import A\n", "reward (layer 4) imports"),
+        ("transition/x.py", "import sweworld.reward.model\n", "transition (layer 4) imports"),
+        ("models/x.py", "def f():\n    from sweworld.reward import y\n", "models (layer 3)"),
+        (
+            "sandbox/x.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from sweworld.execution.base import E\n",
+            "sandbox (layer 1) imports",
+        ),
+        ("tasks/x.py", "LAZY = {'E': 'sweworld.sandbox.session:Session'}\n", "tasks (layer 0)"),
+        ("sandbox/x.py", "from ..execution import local\n", "imports sweworld.execution"),
+        ("reward/a/x.py", "from .y import _helper\n", "private name _helper"),
+        (
+            "tasks/x.py",
+            "from sweworld.tasks import schema\nschema._parse(1)\n",
+            "private attribute schema._parse",
+        ),
+        ("tasks/x.py", "from sweworld.sandbox._impl import f\n", "private module"),
+        ("widgets/x.py", "x = 1\n", "has no layer"),
+    ],
+)
+def test_checker_reports_offences(tmp_path: Path, relative: str, source: str, expected: str):
+    found = _check(tmp_path, relative, source)
+    assert any(expected in what for what in found), found
+
+
+@pytest.mark.parametrize(
+    ("relative", "source"),
+    [
+        ("reward/x.py", "from sweworld.models.budget import waterfill\n"),
+        ("reward/x.py", "from sweworld.reward.types import CandidateView\n"),
+        ("cli.py", "from sweworld.transition import simulated\nfrom sweworld.reward import m\n"),
+        ("transition/a/x.py", "from . import y\nfrom .y import public\n"),
+        ("tasks/x.py", "from sweworld.dirs import cache_dir\n"),
+        ("cli.py", "from sweworld import __version__\n"),
+        ("models/x.py", "import json\nNAME = 'sweworld.models.embedded'\n"),
+    ],
+)
+def test_checker_accepts_downward_and_public_imports(tmp_path: Path, relative: str, source: str):
+    assert _check(tmp_path, relative, source) == []
