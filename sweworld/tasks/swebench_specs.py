@@ -1,0 +1,285 @@
+"""The SWE-bench harness's environment per repository and version, as facts.
+
+For each repository the harness evaluates, and each of its versions: the Python the
+harness's environment is built with, the test command (``test_cmd``), the install command
+and the pytest version it pins (when it pins one). These are facts read from the harness's
+``MAP_REPO_VERSION_TO_SPECS`` (harness 4.x, ``swebench/harness/constants/python.py``),
+encoded here as rows of ``(versions, python, test command, install, pytest pin)``.
+
+:func:`harness_spec` looks a repository and version up. An unknown version of a known
+repository is answered with ``matched=False`` and the most recent version's row, so that
+callers can keep the (per repository constant) test runner and drop what is per version.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "DJANGO_REPO",
+    "SWEBENCH_SPECS",
+    "HarnessSpec",
+    "harness_spec",
+    "is_swebench_repo",
+    "runner_of_command",
+]
+
+DJANGO_REPO = "django/django"
+
+PYTEST = "pytest -rA"
+ASTROPY_OLD = "pytest -rA -vv -o console_output_style=classic --tb=no"
+DJANGO = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
+DJANGO_NO_PARALLEL = "./tests/runtests.py --verbosity 2"
+SEABORN = "pytest --no-header -rA"
+SPHINX = "tox --current-env -epy39 -v --"
+SYMPY = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"
+
+_PIP_E = "python -m pip install -e ."
+
+
+@dataclass(frozen=True)
+class HarnessSpec:
+    """The harness environment of one repository version.
+
+    Attributes:
+        version: the harness's version key (``"3.0"``, ``"v5.3"``).
+        python: major.minor of the environment's interpreter.
+        test_command: the ``test_cmd`` without directives.
+        install: the install command run in the environment.
+        pytest: the pytest version the environment pins, or None when it is not pinned.
+        matched: False when the asked version is not in the table (this is then the row of
+            the repository's most recent version, and per-version facts do not hold).
+    """
+
+    version: str
+    python: str
+    test_command: str
+    install: str
+    pytest: str | None = None
+    matched: bool = True
+
+    @property
+    def test_runner(self) -> str:
+        """The runner the test command starts (:func:`runner_of_command`)."""
+        return runner_of_command(self.test_command)
+
+
+def runner_of_command(command: str) -> str:
+    """``django`` for runtests.py, ``sympy`` for bin/test, ``pytest`` for pytest (also
+    through tox), ``python`` for a bare interpreter, ``unknown`` otherwise."""
+    if "runtests.py" in command:
+        return "django"
+    if "bin/test" in command:
+        return "sympy"
+    if "pytest" in command or command.startswith("tox "):
+        return "pytest"
+    if command.strip() in ("python", "python3"):
+        return "python"
+    return "unknown"
+
+
+# (versions, python, test command, install, pytest pin), one row per group of versions.
+_Row = tuple[str, str, str, str, "str | None"]
+_ROWS: dict[str, tuple[_Row, ...]] = {
+    "astropy/astropy": (
+        (
+            "3.0 3.1 3.2 4.1 4.2 4.3 5.0 5.1 5.2",
+            "3.9",
+            PYTEST,
+            _PIP_E + "[test] --verbose",
+            "7.4.0",
+        ),
+        ("v5.3", "3.10", PYTEST, _PIP_E + "[test] --verbose", "7.4.0"),
+        ("0.1 0.2 0.3 0.4 1.1 1.2 1.3", "3.6", ASTROPY_OLD, _PIP_E + "[test] --verbose", "3.3.1"),
+    ),
+    DJANGO_REPO: (
+        (
+            "1.4 1.5 1.6 1.7 1.8 1.10 1.11 2.0 2.1 2.2",
+            "3.5",
+            DJANGO,
+            "python setup.py install",
+            None,
+        ),
+        ("1.9", "3.5", DJANGO_NO_PARALLEL, "python setup.py install", None),
+        ("3.0 3.1 3.2", "3.6", DJANGO, _PIP_E, None),
+        ("4.0", "3.8", DJANGO, _PIP_E, None),
+        ("4.1 4.2", "3.9", DJANGO, _PIP_E, None),
+        ("5.0 5.1 5.2", "3.11", DJANGO, _PIP_E, None),
+    ),
+    "marshmallow-code/marshmallow": (
+        (
+            "2.18 2.19 2.20 3.0 3.1 3.2 3.4 3.8 3.9 3.10 3.11 3.12 3.13 3.15 3.16 3.19",
+            "3.9",
+            PYTEST,
+            "python -m pip install -e '.[dev]'",
+            None,
+        ),
+    ),
+    "matplotlib/matplotlib": (
+        ("3.5 3.6 3.7", "3.11", PYTEST, _PIP_E, None),
+        ("3.8 3.9", "3.11", PYTEST, 'python -m pip install --no-build-isolation -e ".[dev]"', None),
+        ("3.1 3.2 3.3 3.4", "3.8", PYTEST, _PIP_E, None),
+        ("3.0", "3.7", PYTEST, _PIP_E, None),
+        (
+            "1.0 1.1 1.2 1.3 1.4 1.5 2.0 2.1 2.2",
+            "3.5",
+            PYTEST,
+            "python setup.py build; python setup.py install",
+            None,
+        ),
+    ),
+    "mwaskom/seaborn": (
+        ("0.11", "3.9", SEABORN, _PIP_E, None),
+        ("0.12 0.13 0.14", "3.9", SEABORN, _PIP_E + "[dev]", None),
+    ),
+    "pallets/flask": (
+        ("2.0", "3.9", PYTEST, _PIP_E, None),
+        ("2.1", "3.10", PYTEST, _PIP_E, None),
+        ("2.2 2.3 3.0 3.1", "3.11", PYTEST, _PIP_E, None),
+    ),
+    "psf/requests": (
+        (
+            "0.7 0.8 0.9 0.11 0.13 0.14 1.1 1.2 2.0 2.2 2.3 2.4 2.5 2.7 2.8 2.9 2.10 2.11 2.12"
+            " 2.17 2.18 2.19 2.22 2.25 2.26 2.27 2.31 3.0",
+            "3.9",
+            PYTEST,
+            "python -m pip install .",
+            None,
+        ),
+    ),
+    "pvlib/pvlib-python": (
+        ("0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9", "3.9", PYTEST, _PIP_E + "[all]", None),
+    ),
+    "pydata/xarray": (
+        (
+            "0.12 0.18 0.19 0.20 2022.03 2022.06 2022.09 2023.07 2024.05",
+            "3.10",
+            PYTEST,
+            _PIP_E,
+            "7.4.0",
+        ),
+    ),
+    "pydicom/pydicom": (
+        ("1.0 1.1 1.2 1.3", "3.6", PYTEST, _PIP_E, None),
+        ("1.4 2.0", "3.8", PYTEST, _PIP_E, None),
+        ("2.1 2.2", "3.9", PYTEST, _PIP_E, None),
+        ("2.3", "3.10", PYTEST, _PIP_E, None),
+        ("2.4 3.0", "3.11", PYTEST, _PIP_E, None),
+    ),
+    "pylint-dev/astroid": (
+        ("2.5 2.6 2.7 2.8 2.9 2.10 2.12 2.13 2.14 2.15 2.16 3.0", "3.9", PYTEST, _PIP_E, None),
+    ),
+    "pylint-dev/pylint": (
+        (
+            "2.8 2.9 2.10 2.11 2.13 2.14 2.15 2.16 2.17 3.0 3.1 3.2 3.3 4.0",
+            "3.9",
+            PYTEST,
+            _PIP_E,
+            None,
+        ),
+    ),
+    "pytest-dev/pytest": (
+        (
+            "4.4 4.5 4.6 5.0 5.1 5.2 5.3 5.4 6.0 6.2 6.3 7.0 7.1 7.2 7.4 8.0 8.1 8.2 8.3 8.4",
+            "3.9",
+            PYTEST,
+            _PIP_E,
+            None,
+        ),
+    ),
+    "pyvista/pyvista": ((" ".join(f"0.{n}" for n in range(20, 44)), "3.9", PYTEST, _PIP_E, None),),
+    "scikit-learn/scikit-learn": (
+        (
+            "0.20 0.21 0.22",
+            "3.6",
+            PYTEST,
+            "python -m pip install -v --no-use-pep517 --no-build-isolation -e .",
+            None,
+        ),
+        (
+            "1.3 1.4 1.5 1.6",
+            "3.9",
+            PYTEST,
+            "python -m pip install -v --no-use-pep517 --no-build-isolation -e .",
+            None,
+        ),
+    ),
+    "sphinx-doc/sphinx": (
+        (
+            "1.5 1.6 1.7 1.8 2.0 2.1 2.2 2.3 2.4 3.0 3.1 3.2 3.3 3.4 3.5 4.0 4.1 4.2 4.3 4.4"
+            " 4.5 5.0 5.1 5.2 5.3 6.0 6.2 7.0 7.1 7.2 7.3 7.4",
+            "3.9",
+            SPHINX,
+            _PIP_E + "[test]",
+            None,
+        ),
+        ("8.0 8.1", "3.10", SPHINX, _PIP_E + "[test]", None),
+    ),
+    "sqlfluff/sqlfluff": (
+        (
+            "0.4 0.5 0.6 0.8 0.9 0.10 0.11 0.12 0.13 1.0 1.1 1.2 1.3 1.4 2.0 2.1 2.2",
+            "3.9",
+            PYTEST,
+            _PIP_E,
+            None,
+        ),
+    ),
+    "sympy/sympy": (
+        (
+            "0.7 1.0 1.1 1.2 1.4 1.5 1.6 1.7 1.8 1.9 1.10 1.11 1.12 1.13 1.14",
+            "3.9",
+            SYMPY,
+            _PIP_E,
+            None,
+        ),
+    ),
+    "swe-bench/humaneval": (("1.0", "3.9", "python", "", None),),
+}
+
+
+def _build(rows: tuple[_Row, ...]) -> dict[str, HarnessSpec]:
+    table: dict[str, HarnessSpec] = {}
+    for versions, python, command, install, pytest in rows:
+        for version in versions.split():
+            table[version] = HarnessSpec(version, python, command, install, pytest)
+    return table
+
+
+# repository (lowercase owner/name) -> harness version -> spec
+SWEBENCH_SPECS: Mapping[str, Mapping[str, HarnessSpec]] = {
+    repo.lower(): _build(rows) for repo, rows in _ROWS.items()
+}
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", version))
+
+
+def is_swebench_repo(repo: str | None) -> bool:
+    """Whether the harness has an environment for ``repo`` (``owner/name``, any case)."""
+    return bool(repo) and str(repo).strip().lower() in SWEBENCH_SPECS
+
+
+def harness_spec(repo: str | None, version: object) -> HarnessSpec | None:
+    """The harness environment of ``repo`` at ``version``; None for a repository the
+    harness does not have. A version written differently (``5.3`` for ``v5.3``, ``3`` for
+    ``3.0`` is not: the numbers must be equal) matches; an unknown or missing version gets
+    the most recent version's row with ``matched=False``."""
+    table = SWEBENCH_SPECS.get(str(repo or "").strip().lower())
+    if not table:
+        return None
+    if version is not None:
+        text = str(version).strip()
+        if text in table:
+            return table[text]
+        key = _version_key(text)
+        if key:
+            for known, spec in table.items():
+                if _version_key(known) == key:
+                    return spec
+    latest = max(table.values(), key=lambda spec: _version_key(spec.version))
+    return HarnessSpec(
+        latest.version, latest.python, latest.test_command, latest.install, latest.pytest, False
+    )
