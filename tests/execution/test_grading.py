@@ -87,7 +87,7 @@ def test_pytest_parser_reads_summary_lines_like_the_harness():
         "tests/test_inventory.py::TestRemove::test_x": P,
         # ids are cut at the first space, as in the datasets' lists (pytest-dev__pytest-11143)
         "testing/test_assertrewrite.py::test_get_assertion_exprs[multi-line": P,
-        "[1]": S,  # the harness records the skip count of `SKIPPED [1] file:line: reason`
+        # `SKIPPED [1] file:line: reason` names no test (harness 5.0's _is_skip_summary)
         "tests/test_money.py::test_legacy": X,
         "tests/test_inventory.py::TestRemove::test_db": E,
         # dashes inside a parametrised id survive; only " - " is the message separator
@@ -135,12 +135,17 @@ def test_pytest_v2_parser_strips_colours_and_reads_verbose_lines():
             "=== 1 failed, 1 passed in 0.1s ===",
         ]
     )
+    # Harness 5.0 reads a verbose line only when it *ends* with the status word: the
+    # progress-percentage suffix of pytest's verbose lines hides test_three and test_five.
     assert parse_pytest_v2_log(log) == {
         "sklearn/tests/test_a.py::test_one": P,
         "sklearn/tests/test_a.py::test_two": F,
-        "astropy/io/tests/test_b.py::test_three": P,
         "astropy/io/tests/test_b.py::test_four": F,
-        "sphinx/tests/test_c.py::test_five": S,
+    }
+    # The rest of a summary line is the id (harness 5.0), so ids with spaces survive.
+    assert parse_pytest_v2_log("PASSED a.py::t[a b]\nFAILED a.py::u[c d] - boom") == {
+        "a.py::t[a b]": P,
+        "a.py::u[c d]": F,
     }
     # The harness removes every control character, tabs included.
     assert parse_pytest_v2_log("PASSED\ta.py::t") == {}
@@ -321,11 +326,27 @@ def test_grade_missing_error_and_xfail():
     assert not is_resolved(report)
 
 
-def test_grade_skipped_is_in_neither_list_as_in_the_harness():
-    task = make_task(["t::a", "t::s"], ["t::p"])
-    report = grade(task, {"t::a": P, "t::s": S, "t::p": TestStatus.PASSED})
-    assert report[FAIL_TO_PASS] == {"success": ["t::a"], "failure": []}
-    assert resolution_status(report) == ResolvedStatus.FULL.value
+def test_grade_skipped_fails_fail_to_pass_and_keeps_pass_to_pass_as_in_the_harness():
+    task = make_task(["t::a", "t::s"], ["t::p", "t::q"])
+    report = grade(task, {"t::a": P, "t::s": S, "t::p": TestStatus.PASSED, "t::q": S})
+    # A patch that skips a FAIL_TO_PASS test has not fixed it (harness 5.0's test_failed);
+    # a skipped PASS_TO_PASS test is not a regression (its test_maintained).
+    assert report[FAIL_TO_PASS] == {"success": ["t::a"], "failure": ["t::s"]}
+    assert report[PASS_TO_PASS] == {"success": ["t::p", "t::q"], "failure": []}
+    assert resolution_status(report) == ResolvedStatus.PARTIAL.value
+    # Skipping every FAIL_TO_PASS test resolves nothing (4.x graded it RESOLVED_FULL).
+    assert resolution_status(grade(make_task(["t::s"]), {"t::s": S})) == ResolvedStatus.NO.value
+
+
+def test_grade_matches_ids_truncated_in_the_datasets_by_prefix():
+    task = make_task(["t.py::test_g[log(photon"], ["t.py::test_h[a"])
+    statuses = {"t.py::test_g[log(photon)]": P, "t.py::test_h[a]": P, "t.py::test_h[ab]": F}
+    report = grade(task, statuses)
+    assert report[FAIL_TO_PASS]["success"] == ["t.py::test_g[log(photon"]
+    # candidates that disagree on pass/fail settle nothing: the test is missing, so failed
+    assert report[PASS_TO_PASS]["failure"] == ["t.py::test_h[a"]
+    # complete ids never match by prefix
+    assert grade(make_task(["t.py::test_g"]), {"t.py::test_g2": P})[FAIL_TO_PASS]["failure"]
 
 
 def test_resolution_full_partial_no():
@@ -419,7 +440,12 @@ def test_make_report_shapes():
         assert entry["resolved"] is False and entry["sweworld_status"] == status
         assert "tests_status" not in entry
         assert entry["patch_successfully_applied"] is False
-    assert "sweworld_status" not in make_report(task, {}, status="ok")["o__r-1"]
+    # A finished run that printed no test result is not graded (never a pass, never a
+    # list of failures): the harness's get_logs_eval returns "not found" for it.
+    empty = make_report(task, {}, status="ok")["o__r-1"]
+    assert empty["sweworld_status"] == "no_test_results" and not empty["resolved"]
+    assert "tests_status" not in empty
+    assert "sweworld_status" not in make_report(task, {"x": F}, status="ok")["o__r-1"]
     assert make_report({"instance_id": "x", "FAIL_TO_PASS": ["a"]}, {"a": X})["x"]["resolved"]
 
 
