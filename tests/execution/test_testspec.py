@@ -87,9 +87,22 @@ def test_unknown_version_gets_the_latest_command():
     assert harness_test_command("django/django", "9.9") == DJANGO
     assert harness_test_command("astropy/astropy", "0.0") == "pytest -rA"
     assert test_spec(task("django/django", "tests/a/tests.py")).command == f"{DJANGO} a.tests"
-    for repo, spec in SWEBENCH_TEST_COMMANDS.items():
-        assert spec.versions, repo
+    for repo, commands in SWEBENCH_TEST_COMMANDS.items():
+        assert commands, repo
         assert harness_test_command(repo, "no-such-version")
+
+
+def test_the_command_comes_from_the_task_environment():
+    # A row that states its own test command (an R2E-Gym / SWE-Gym style row) is run with it,
+    # the same description the facts and the executor read.
+    row = {
+        "instance_id": "o__r-3",
+        "repo": "someone/project",
+        "test_patch": diff("tests/test_a.py"),
+        "test_cmd": "pytest -rA -x",
+    }
+    assert test_spec(Task.from_row(row)).command == "pytest -rA -x tests/test_a.py"
+    assert test_spec(row).command == "pytest -rA -x tests/test_a.py"
 
 
 def test_test_spec_for_a_swebench_task():
