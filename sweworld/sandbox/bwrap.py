@@ -6,13 +6,15 @@ session's workspace, writable), ``/tmp`` (the session's private tmp, writable), 
 ``/root``, and the shim folder ``/.sweworld``. There is no network, no view of host processes
 (pid namespace), and everything else is read-only. Limits: wall time (executor time is not
 counted), CPU seconds, address space, file size, output bytes per stream, and processes
-(through a pids cgroup where the host offers one).
+(see :mod:`sweworld.sandbox.limits`). The launch chain gets no host environment (see
+:mod:`sweworld.sandbox.launch`). ``launch`` and ``limits`` were split out of this module;
+their names are re-exported here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
+import logging
 import os
 import select
 import selectors
@@ -25,70 +27,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sweworld.sandbox.shims import (
-    CTL,
-    INIT_SCRIPT,
-    SANDBOX_DIR,
-    SERVER_SCRIPT,
-    SHIM_BIN,
-    answer_call,
-    shim_assets,
+from sweworld.sandbox.launch import (
+    BASE_ENV,
+    SANDBOX_PATH,
+    SHELL_OWN_ENV,
+    SandboxUnavailable,
+    bwrap_path,
+    launcher_env,
+    nsenter_path,
+    root_args,
 )
-
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-SANDBOX_PATH = f"{SHIM_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-BASE_ENV = {
-    "PATH": SANDBOX_PATH,
-    "HOME": "/root",
-    "USER": "root",
-    "LOGNAME": "root",
-    "SHELL": "/bin/bash",
-    "HOSTNAME": "sweworld",
-    "TERM": "dumb",
-    "LANG": "C.UTF-8",
-    "PAGER": "cat",
-    "GIT_PAGER": "cat",
-    "MANPAGER": "cat",
-}
-# Variables bash itself sets or that only steer the wrapper: never reported as agent settings.
-SHELL_OWN_ENV = frozenset(
-    {
-        "PWD",
-        "OLDPWD",
-        "SHLVL",
-        "_",
-        "BASH_ENV",
-        "SWEWORLD_CWD",
-        "SWEWORLD_CPU",
-        "SWEWORLD_MEM",
-        "SWEWORLD_FSIZE",
-    }
+from sweworld.sandbox.limits import (
+    PidsCgroup,
+    SandboxLimits,
+    descriptor_message,
+    out_of_descriptors,
 )
+from sweworld.sandbox.shims import CTL, SANDBOX_DIR, SERVER_SCRIPT, answer_call
 
-
-class SandboxUnavailable(RuntimeError):
-    """bubblewrap is missing or cannot create namespaces here."""
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    """Resource limits for one command.
-
-    Attributes:
-        timeout: wall-clock seconds for the command, not counting time spent in the executor.
-        cpu_seconds: CPU time per process (``ulimit -t``).
-        memory_mb: address space per process (``ulimit -v``).
-        file_mb: largest file a command may write (``ulimit -f``).
-        max_output_bytes: stdout and stderr are each cut here and the command is stopped.
-        max_processes: processes and threads at once (pids cgroup, where available).
-    """
-
-    timeout: float = 90.0
-    cpu_seconds: int = 300
-    memory_mb: int = 8192
-    file_mb: int = 1024
-    max_output_bytes: int = 2_000_000
-    max_processes: int = 512
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -104,126 +61,6 @@ class RawRun:
     wall_s: float = 0.0
     executor_s: float = 0.0
     calls: list[dict] = field(default_factory=list)
-
-
-@functools.lru_cache(maxsize=1)
-def bwrap_path() -> str:
-    path = shutil.which("bwrap")
-    if not path:
-        raise SandboxUnavailable(
-            "bubblewrap (`bwrap`) is not installed: `apt-get install bubblewrap` "
-            "(Debian/Ubuntu) or `dnf install bubblewrap`"
-        )
-    return path
-
-
-@functools.lru_cache(maxsize=1)
-def nsenter_path() -> str:
-    path = shutil.which("nsenter")
-    if not path:
-        raise SandboxUnavailable("`nsenter` (util-linux) is needed by the overlay workspace")
-    return path
-
-
-class PidsCgroup:
-    """A pids cgroup (v2, or v1's pids hierarchy) for one session, where the host allows it."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    @staticmethod
-    @functools.lru_cache(maxsize=1)
-    def _parent() -> Path | None:
-        try:
-            mounts = Path("/proc/self/mounts").read_text().splitlines()
-        except OSError:
-            return None
-        for line in mounts:
-            parts = line.split()
-            if len(parts) < 4:
-                continue
-            mnt, fstype, opts = parts[1], parts[2], parts[3].split(",")
-            if fstype == "cgroup" and "pids" in opts:
-                candidate = Path(mnt) / "sweworld"
-            elif fstype == "cgroup2":
-                controllers = Path(mnt, "cgroup.subtree_control")
-                try:
-                    if "pids" not in controllers.read_text().split():
-                        continue
-                except OSError:
-                    continue
-                candidate = Path(mnt) / "sweworld"
-            else:
-                continue
-            try:
-                candidate.mkdir(exist_ok=True)
-                if fstype == "cgroup2":
-                    (candidate / "cgroup.subtree_control").write_text("+pids")
-                return candidate
-            except OSError:
-                continue
-        return None
-
-    @classmethod
-    def create(cls, name: str, max_processes: int) -> PidsCgroup | None:
-        parent = cls._parent()
-        if parent is None:
-            return None
-        path = parent / name
-        try:
-            path.mkdir(exist_ok=True)
-            (path / "pids.max").write_text(str(max_processes))
-        except OSError:
-            return None
-        return cls(path)
-
-    @classmethod
-    def remove_named(cls, name: str) -> None:
-        """Remove a session's cgroup if it exists (cleanup after a crash)."""
-        parent = cls._parent()
-        if parent is not None and (parent / name).is_dir():
-            cls(parent / name).remove()
-
-    @property
-    def procs_file(self) -> Path:
-        return self.path / "cgroup.procs"
-
-    def remove(self) -> None:
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.01)
-
-
-def _root_args(intercept: bool = True) -> list[str]:
-    """The sandbox's read-only system; ``intercept`` installs the execution shims."""
-    args: list[str] = []
-    for d in _SYSTEM_DIRS:
-        if os.path.islink(d):
-            args += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            args += ["--ro-bind", d, d]
-    assets = shim_assets()
-    args += ["--ro-bind", str(assets.etc), "/etc"]
-    if intercept:
-        for path in assets.absolute_overrides:
-            args += ["--ro-bind", str(assets.exec_shim), path]
-    args += [
-        "--ro-bind",
-        str(assets.bin),
-        SHIM_BIN,
-        "--ro-bind",
-        str(assets.init),
-        INIT_SCRIPT,
-        "--ro-bind",
-        str(assets.server),
-        SERVER_SCRIPT,
-    ]
-    return args
 
 
 class SandboxRunner:
@@ -246,16 +83,18 @@ class SandboxRunner:
         limits: SandboxLimits,
         cgroup: PidsCgroup | None = None,
         mount_ns_fd: int | None = None,
-        read_only: Sequence[Path] = (),
+        read_only: Sequence[Path | tuple[Path, str]] = (),
         env: Mapping[str, str] | None = None,
         intercept: bool = True,
     ):
         """``mounts`` maps sandbox paths (``/testbed``, ``/tmp``) to host folders as seen from
         the mount namespace ``mount_ns_fd`` (the workspace's), or from this process's own.
 
-        ``read_only`` host folders appear at the same path, read-only (a Python environment
-        and its base interpreter); ``env`` adds or replaces variables; ``intercept=False``
-        leaves out the execution shims, for a sandbox that runs commands for real.
+        ``read_only`` host folders appear read-only at the same path, or at the sandbox path
+        of a ``(host, inside)`` pair (a Python environment and its base interpreter); ``env``
+        adds or replaces variables; ``intercept=False`` leaves out the execution shims, for
+        a sandbox that runs commands for real. Nothing of this process's own environment
+        reaches the sandbox: the launch chain runs with :func:`launcher_env`.
         """
         self.mounts = dict(mounts)
         self.read_only = tuple(read_only)
@@ -293,10 +132,11 @@ class SandboxRunner:
             "/dev",
             "--tmpfs",
             "/root",
-            *_root_args(self.intercept),
+            *root_args(self.intercept),
         ]
-        for path in self.read_only:
-            args += ["--ro-bind", str(path), str(path)]
+        for item in self.read_only:
+            host, inside = item if isinstance(item, tuple) else (item, str(item))
+            args += ["--ro-bind", str(host), inside]
         for inside, host in self.mounts.items():
             args += ["--bind", str(host), inside]
         args += ["--bind", str(self.ctl_dir), CTL, "--remount-ro", "/", "--clearenv"]
@@ -313,59 +153,77 @@ class SandboxRunner:
         return args
 
     def _start(self) -> None:
+        """Start the warm sandbox; on any failure nothing is left open (descriptors, a
+        half-started process) and :class:`SandboxUnavailable` says what ran out."""
+        try:
+            self._launch()
+        except SandboxUnavailable:
+            self.stop()
+            raise
+        except OSError as exc:
+            self.stop()
+            if out_of_descriptors(exc):
+                raise SandboxUnavailable(
+                    descriptor_message("could not start the session's sandbox", exc)
+                ) from exc
+            raise SandboxUnavailable(f"could not start the sandbox: {exc}") from exc
+
+    def _launch(self) -> None:
         if self.ctl_dir.exists():
             shutil.rmtree(self.ctl_dir, ignore_errors=True)
         for sub in ("req", "steps"):
             (self.ctl_dir / sub).mkdir(parents=True, exist_ok=True)
         for fifo in ("requests", "exec"):
             os.mkfifo(self.ctl_dir / fifo, 0o600)
+        # The process limit of a sandbox whose user is not the host's root: RLIMIT_NPROC,
+        # set inside the sandbox's own user namespace so it counts only this session.
+        inner = f"ulimit -u {int(self.limits.max_processes)} 2>/dev/null; exec bash {SERVER_SCRIPT}"
         args_fd = os.memfd_create("sweworld-bwrap-args", 0)
-        os.write(args_fd, b"".join(a.encode() + b"\0" for a in self._bwrap_args()))
-        os.lseek(args_fd, 0, os.SEEK_SET)
-        # Options travel through a memfd so the sandbox's /proc/1/cmdline shows no host paths.
-        argv = [bwrap_path(), "--args", str(args_fd), "bash", SERVER_SCRIPT]
-        pass_fds = [args_fd]
-        if self.mount_ns_fd is not None:
-            argv = [nsenter_path(), f"--mount=/proc/self/fd/{self.mount_ns_fd}", *argv]
-            pass_fds.append(self.mount_ns_fd)
-        if self.cgroup is not None:
-            argv = [
-                "/bin/sh",
-                "-c",
-                'echo $$ > "$0" && exec "$@"',
-                str(self.cgroup.procs_file),
-                *argv,
-            ]
         try:
-            with open(self.log_path, "wb") as log:
-                proc = subprocess.Popen(
+            os.write(args_fd, b"".join(a.encode() + b"\0" for a in self._bwrap_args()))
+            os.lseek(args_fd, 0, os.SEEK_SET)
+            # Options travel through a memfd so the sandbox's /proc/1/cmdline shows no host
+            # paths.
+            argv = [bwrap_path(), "--args", str(args_fd), "bash", "-c", inner]
+            pass_fds = [args_fd]
+            if self.mount_ns_fd is not None:
+                argv = [nsenter_path(), f"--mount=/proc/self/fd/{self.mount_ns_fd}", *argv]
+                pass_fds.append(self.mount_ns_fd)
+            if self.cgroup is not None:
+                argv = [
+                    "/bin/sh",
+                    "-c",
+                    'echo $$ > "$0" && exec "$@"',
+                    str(self.cgroup.procs_file),
+                    *argv,
+                ]
+            with open(self.log_path, "wb") as log_file:
+                # env: bwrap's own pid-1 reaper keeps the environment it is started with,
+                # and the sandbox can read it at /proc/1/environ.
+                self._proc = subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
-                    stderr=log,
+                    stderr=log_file,
                     pass_fds=pass_fds,
                     start_new_session=True,
+                    env=launcher_env(),
                 )
-        except OSError as exc:
-            raise SandboxUnavailable(f"could not start bubblewrap: {exc}") from exc
         finally:
             os.close(args_fd)
-        self._proc = proc
         self._status = b""
-        fd = proc.stdout.fileno()
+        fd = self._proc.stdout.fileno()
         os.set_blocking(fd, False)
         if self._read_status(deadline=time.monotonic() + 30, want=b"ready") is None:
-            log = self.log_path.read_bytes().decode(errors="replace").strip()
-            self.stop()
-            raise SandboxUnavailable(f"the sandbox did not start: {log or 'no output'}")
+            text = self.log_path.read_bytes().decode(errors="replace").strip()
+            raise SandboxUnavailable(f"the sandbox did not start: {text or 'no output'}")
         flags = os.O_NONBLOCK | os.O_NOFOLLOW
-        self._fds = {
-            "req": os.open(self.ctl_dir / "req", os.O_RDONLY | os.O_DIRECTORY),
-            "exec_r": os.open(self.ctl_dir / "exec", os.O_RDONLY | flags),
-        }
+        self._fds["req"] = os.open(self.ctl_dir / "req", os.O_RDONLY | os.O_DIRECTORY)
+        self._fds["exec_r"] = os.open(self.ctl_dir / "exec", os.O_RDONLY | flags)
         self._fds["exec_w"] = os.open(self.ctl_dir / "exec", os.O_WRONLY | flags)
         self._fds["requests"] = os.open(self.ctl_dir / "requests", os.O_WRONLY | flags)
         self.starts += 1
+        log.debug("sandbox %s started", self.ctl_dir.name)
 
     def _read_status(self, deadline: float, want: bytes) -> bytes | None:
         """Block (until ``deadline``) for the next status line starting with ``want``."""
@@ -434,9 +292,38 @@ class SandboxRunner:
             self._start()
         self._seq += 1
         step = self.ctl_dir / "steps" / str(self._seq)
+        try:
+            result = self._run_step(step, command, cwd, on_call, limit, merge_stderr)
+        except OSError as exc:
+            # The request may be half sent: stop the sandbox so the next command starts clean.
+            self.stop()
+            shutil.rmtree(step, ignore_errors=True)
+            if out_of_descriptors(exc):
+                raise SandboxUnavailable(
+                    descriptor_message("could not run the command", exc)
+                ) from exc
+            raise SandboxUnavailable(f"could not run the command: {exc}") from exc
+        if result.timed_out or result.truncated:
+            self.stop()
+        result.cwd = _read_small(step / "cwd_out")
+        shutil.rmtree(step, ignore_errors=True)
+        if result.calls:  # the shims have exited: their request folders can go
+            for entry in os.scandir(self.ctl_dir / "req"):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        return result
+
+    def _run_step(
+        self,
+        step: Path,
+        command: str,
+        cwd: str,
+        on_call: Callable[[int, str], dict] | None,
+        limit: float,
+        merge_stderr: bool,
+    ) -> RawRun:
         step.mkdir()
-        (step / "cmd").write_bytes(command.encode("utf-8", errors="surrogateescape"))
-        (step / "cwd").write_bytes(cwd.encode())
+        (step / "cmd").write_bytes(encode_text(command))
+        (step / "cwd").write_bytes(encode_text(cwd))
         streams = ["out"] if merge_stderr else ["out", "err"]
         if merge_stderr:
             (step / "merge").touch()
@@ -449,19 +336,11 @@ class SandboxRunner:
                 # opens it; it is closed when the server reports the command done.
                 fds[name + "_keep"] = os.open(step / name, os.O_WRONLY | os.O_NONBLOCK)
             os.write(self._fds["requests"], f"{self._seq}\n".encode())
-            result = self._pump(fds, streams, on_call, limit)
+            return self._pump(fds, streams, on_call, limit)
         finally:
             for fd in fds.values():
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        if result.timed_out or result.truncated:
-            self.stop()
-        result.cwd = _read_small(step / "cwd_out")
-        shutil.rmtree(step, ignore_errors=True)
-        if result.calls:  # the shims have exited: their request folders can go
-            for entry in os.scandir(self.ctl_dir / "req"):
-                shutil.rmtree(entry.path, ignore_errors=True)
-        return result
 
     def _control_intact(self) -> bool:
         try:
@@ -581,6 +460,16 @@ class SandboxRunner:
         return on_call(req_fd, req_id)
 
 
+def encode_text(text: str) -> bytes:
+    """UTF-8 bytes of ``text``; undecodable bytes smuggled as surrogate escapes (file names
+    read with ``os.fsdecode``) are restored, any other lone surrogate becomes ``?``. Never
+    raises."""
+    try:
+        return text.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="replace")
+
+
 def _read_small(path: Path) -> str | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -603,9 +492,15 @@ def _kill(proc: subprocess.Popen) -> None:
 __all__ = [
     "BASE_ENV",
     "SANDBOX_DIR",
+    "SANDBOX_PATH",
+    "SHELL_OWN_ENV",
     "PidsCgroup",
     "RawRun",
     "SandboxLimits",
     "SandboxRunner",
     "SandboxUnavailable",
+    "bwrap_path",
+    "encode_text",
+    "launcher_env",
+    "nsenter_path",
 ]

@@ -22,12 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.dirs import control_dir, runtime_dir
-from sweworld.sandbox.bwrap import PidsCgroup, SandboxLimits, bwrap_path
+from sweworld.sandbox.launch import SandboxUnavailable, bwrap_path
+from sweworld.sandbox.limits import (
+    PidsCgroup,
+    SandboxLimits,
+    descriptor_message,
+    out_of_descriptors,
+)
 from sweworld.sandbox.registry import make_executor
 from sweworld.sandbox.repos import BaseCheckout, find_repo_source, materialize
 from sweworld.sandbox.session import Session, SessionConfig
 from sweworld.sandbox.tools import ToolConfig
-from sweworld.sandbox.workspace import make_workspace, resolve_backend
+from sweworld.sandbox.workspace import copy_tmp_dir, make_workspace, resolve_backend
 
 _counter = itertools.count(1)
 _live_managers: weakref.WeakSet[SessionManager] = weakref.WeakSet()
@@ -149,6 +155,7 @@ class SessionManager:
         sid = f"{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
         state_dir = self.sessions_dir / sid
         state_dir.mkdir(mode=0o700)
+        workspace = None
         try:
             if source is None:
                 workspace = make_workspace(self.backend, base.path, state_dir)
@@ -169,11 +176,18 @@ class SessionManager:
             )
             if source is not None:
                 shutil.rmtree(session.tmp_dir)
-                from sweworld.sandbox.session import _copy_dir
-
-                _copy_dir(source.tmp_dir, session.tmp_dir)
-        except BaseException:
+                copy_tmp_dir(source.tmp_dir, session.tmp_dir)
+        except BaseException as exc:
+            # Leave nothing behind: the namespace's descriptors, the state folder, a cgroup.
+            if workspace is not None:
+                with contextlib.suppress(Exception):
+                    workspace.destroy()
             shutil.rmtree(state_dir, ignore_errors=True)
+            PidsCgroup.remove_named(state_dir.name)
+            cause = exc if out_of_descriptors(exc) else (exc.__cause__ or exc.__context__)
+            if cause is not None and out_of_descriptors(cause):
+                what = f"could not open a session ({len(self._sessions)} open)"
+                raise SandboxUnavailable(descriptor_message(what, cause)) from exc
             raise
         session._on_fork = self._fork
         with self._lock:
@@ -234,10 +248,12 @@ def _copy_history(history: dict[str, list[str]]) -> dict[str, list[str]]:
 
 
 def gc_stale_sessions(*folders: Path) -> list[str]:
-    """Remove session state (and pids cgroups) left by processes that no longer run.
+    """Remove session state and pids cgroups left by processes that no longer run.
 
-    ``folders`` default to the runtime and control folders. Overlay mounts need no cleanup:
-    they live in private mount namespaces that the kernel tears down with their process.
+    ``folders`` default to the runtime and control folders; the session cgroups of dead
+    processes (empty, named ``<pid>-...``) are removed wherever their folder went. Overlay
+    mounts need no cleanup: they live in private mount namespaces that the kernel tears down
+    with their process.
     """
     folders = folders or (runtime_dir() / "sessions", control_dir())
     removed = []
@@ -254,6 +270,11 @@ def gc_stale_sessions(*folders: Path) -> list[str]:
                 removed.append(entry.name)
             else:
                 entry.unlink(missing_ok=True)
+    for name in PidsCgroup.stale():
+        pid_text = name.split("-", 1)[0]
+        dead = pid_text.isdigit() and not _pid_alive(int(pid_text))
+        if dead and PidsCgroup.remove_named(name) and name not in removed:
+            removed.append(name)
     return removed
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import itertools
+import logging
 import shutil
 import threading
 import time
@@ -26,15 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.sandbox.actions import ActionParseError, parse_action
-from sweworld.sandbox.bwrap import (
-    BASE_ENV,
-    SHELL_OWN_ENV,
-    PidsCgroup,
-    RawRun,
-    SandboxLimits,
-    SandboxRunner,
-)
+from sweworld.sandbox.bwrap import RawRun, SandboxRunner
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult, Executor
+from sweworld.sandbox.launch import BASE_ENV, SHELL_OWN_ENV, SandboxUnavailable
+from sweworld.sandbox.limits import PidsCgroup, SandboxLimits
 from sweworld.sandbox.paths import SandboxPaths
 from sweworld.sandbox.render import (
     detect_submission,
@@ -46,10 +42,12 @@ from sweworld.sandbox.repos import BaseCheckout
 from sweworld.sandbox.router import REFUSED_EXIT_CODE, find_refusal, routes
 from sweworld.sandbox.shims import ShimProtocolError, answer_call, read_call
 from sweworld.sandbox.tools import ToolConfig, ToolContext, run_tool
-from sweworld.sandbox.types import BashOutcome, StepResult
-from sweworld.sandbox.workspace import Workspace, copy_tree
+from sweworld.sandbox.types import BashOutcome, StepResult, clean_text, clean_value
+from sweworld.sandbox.workspace import Workspace, copy_tmp_dir
 
 WORKDIR = "/testbed"
+SANDBOX_ERROR_EXIT_CODE = 126
+log = logging.getLogger(__name__)
 
 
 class SessionClosed(RuntimeError):
@@ -167,31 +165,44 @@ class Session:
     # ------------------------------------------------------------------ stepping
 
     def step(self, action: str | Mapping[str, Any]) -> StepResult:
-        """Run one agent action and return its observation (never raises on bad input)."""
+        """Run one agent action and return its observation (never raises on bad input).
+
+        Text is valid Unicode on both sides: a lone surrogate in the action (not encodable
+        as UTF-8) is replaced by U+FFFD before anything runs (``info["action_cleaned"]``),
+        and the observation is cleaned the same way.
+        """
         with self._lock:
             self._check_open()
             self.steps += 1
             started = time.perf_counter()
-            try:
-                parsed = parse_action(action)
-            except ActionParseError as exc:
-                return StepResult(
-                    observation=exc.message,
-                    exit_code=-1,
-                    done=False,
-                    info={"error": "parse", "n_actions": exc.n_actions},
-                )
-            fmt = self.config.observation_format
-            if parsed.kind == "bash" and fmt != "r2egym":
-                result = self._step_bash(parsed.command)
-            elif parsed.kind == "bash":
-                result = self._step_tool("execute_bash", {"cmd": parsed.command})
-            else:
-                result = self._step_tool(parsed.function, parsed.parameters)
+            cleaned = clean_value(action)
+            result = self._step(cleaned)
+            if cleaned != action:
+                result.info["action_cleaned"] = True
+            result.observation = clean_text(result.observation)
             result.info["latency_s"] = time.perf_counter() - started
             if result.done:
                 self.done = True
             return result
+
+    def _step(self, action: str | Mapping[str, Any]) -> StepResult:
+        try:
+            parsed = parse_action(action)
+        except ActionParseError as exc:
+            return StepResult(
+                observation=exc.message,
+                exit_code=-1,
+                done=False,
+                info={"error": "parse", "n_actions": exc.n_actions},
+            )
+        fmt = self.config.observation_format
+        if parsed.kind == "bash" and fmt != "r2egym":
+            result = self._step_bash(parsed.command)
+        elif parsed.kind == "bash":
+            result = self._step_tool("execute_bash", {"cmd": parsed.command})
+        else:
+            result = self._step_tool(parsed.function, parsed.parameters)
+        return result
 
     def _step_tool(self, function: str, params: Mapping[str, str]) -> StepResult:
         ctx = ToolContext(
@@ -233,9 +244,15 @@ class Session:
     def run(
         self, command: str, *, timeout: float | None = None, merge_stderr: bool = False
     ) -> BashOutcome:
-        """Run one shell command through the router (real / executor / refused)."""
+        """Run one shell command through the router (real / executor / refused).
+
+        A sandbox that cannot run (out of file descriptors or processes, bubblewrap failing)
+        is an outcome with exit code 126, the reason in ``stderr`` and ``info["error"]``;
+        the session stays usable and the next command tries again.
+        """
         with self._lock:
             self._check_open()
+            command = clean_text(command)
             refusal = find_refusal(command, self.cwd)
             if refusal is not None:
                 return BashOutcome(
@@ -243,13 +260,21 @@ class Session:
                     exit_code=REFUSED_EXIT_CODE,
                     info={"refused": refusal.reason},
                 )
-            raw = self._runner.run(
-                command,
-                self.cwd,
-                on_call=self._serve_call,
-                timeout=timeout,
-                merge_stderr=merge_stderr,
-            )
+            try:
+                raw = self._runner.run(
+                    command,
+                    self.cwd,
+                    on_call=self._serve_call,
+                    timeout=timeout,
+                    merge_stderr=merge_stderr,
+                )
+            except SandboxUnavailable as exc:
+                log.warning("session %s: %s", self.id, exc)
+                return BashOutcome(
+                    stderr=f"sweworld: {exc}\n",
+                    exit_code=SANDBOX_ERROR_EXIT_CODE,
+                    info={"error": "sandbox", "message": str(exc), "routes": routes(command)},
+                )
             if raw.cwd:
                 self.cwd = raw.cwd
             return self._outcome(raw, command)
@@ -310,13 +335,23 @@ class Session:
         try:
             result = self.executor.execute(request)
         except Exception as exc:  # an executor bug must not take the session down
+            log.exception("session %s: the executor failed on %r", self.id, request.command)
             result = ExecutionResult(
                 stderr=f"sweworld: the {getattr(self.executor, 'name', 'executor')} executor "
                 f"failed on `{request.command}`: {type(exc).__name__}: {exc}\n",
                 exit_code=1,
                 info={"error": repr(exc)},
             )
-        answer_call(req_dir_fd, req_id, result.stdout, result.stderr, result.exit_code)
+        status = result.info.get("status") if isinstance(result.info, dict) else None
+        if status not in (None, "ok", "simulated"):
+            log.info("session %s: `%s` -> %s", self.id, request.command, status)
+        answer_call(
+            req_dir_fd,
+            req_id,
+            clean_text(result.stdout),
+            clean_text(result.stderr),
+            result.exit_code,
+        )
         return {
             "command": request.command,
             "cwd": call.cwd,
@@ -359,7 +394,12 @@ class Session:
                 "git add -A >/dev/null 2>&1 || exit 4\n"
                 f"git -c core.quotePath=false diff --cached {self.base.head}\n"
             )
-            raw = self._runner.run(script, WORKDIR, on_call=None, timeout=600)
+            try:
+                raw = self._runner.run(script, WORKDIR, on_call=None, timeout=600)
+            except SandboxUnavailable as exc:
+                raise RuntimeError(
+                    f"could not compute the patch of session {self.id}: {exc}"
+                ) from exc
             if raw.exit_code != 0 or raw.timed_out:
                 err = raw.stderr.decode(errors="replace").strip()
                 raise RuntimeError(
@@ -377,7 +417,7 @@ class Session:
             snap_id = f"snap-{next(_snapshot_ids)}"
             path = self.state_dir / "snapshots" / snap_id
             self.workspace.save(path / "workspace")
-            _copy_dir(self.tmp_dir, path / "tmp")
+            copy_tmp_dir(self.tmp_dir, path / "tmp")
             save = getattr(self.executor, "snapshot_session", None)
             snap = Snapshot(
                 executor_state=save(self.id) if save is not None else None,
@@ -405,7 +445,7 @@ class Session:
             self._runner.stop()
             self.workspace.load(snapshot.path / "workspace")
             shutil.rmtree(self.tmp_dir, ignore_errors=True)
-            _copy_dir(snapshot.path / "tmp", self.tmp_dir)
+            copy_tmp_dir(snapshot.path / "tmp", self.tmp_dir)
             self.cwd = snapshot.cwd
             self.history = copy.deepcopy(snapshot.history)
             load = getattr(self.executor, "restore_session", None)
@@ -448,8 +488,3 @@ class Session:
                     self._on_destroy(self)
 
     close = destroy
-
-
-def _copy_dir(src: Path, dest: Path) -> None:
-    copy_tree(src, dest)
-    dest.chmod(0o1777)

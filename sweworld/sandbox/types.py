@@ -2,8 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def clean_text(text: str) -> str:
+    """``text`` as valid Unicode (encodable as UTF-8): surrogate pairs written as two code
+    points are joined, and every lone surrogate becomes U+FFFD. Everything that crosses the
+    session's boundary (actions in, observations and executor results out) goes through
+    this, so a lone surrogate never raises and never reaches an agent or a model."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def clean_value(value: Any) -> Any:
+    """:func:`clean_text` applied to every string of a (nested) mapping, list or string."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, Mapping):
+        return {clean_value(k): clean_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(clean_value(v) for v in value)
+    return value
 
 
 @dataclass

@@ -87,6 +87,12 @@ def copy_tree(src: Path, dest: Path) -> None:
         raise WorkspaceError(f"copy {src} -> {dest} failed: {proc.stderr.decode().strip()}")
 
 
+def copy_tmp_dir(src: Path, dest: Path) -> None:
+    """Copy a session's private ``/tmp`` (world-writable and sticky, like ``/tmp``)."""
+    copy_tree(src, dest)
+    dest.chmod(0o1777)
+
+
 def _du(path: Path) -> int:
     total = 0
     for dirpath, dirnames, filenames in os.walk(path):
@@ -176,7 +182,11 @@ class _Mounter:
                 f"overlay mount on {target}",
             )
             ns_fd = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-            dir_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                dir_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                os.close(ns_fd)  # out of descriptors: hold nothing, the namespace goes too
+                raise
             return ns_fd, dir_fd
         finally:
             _check(_libc.setns(clean, _CLONE_NEWNS), "returning to the original namespace")
