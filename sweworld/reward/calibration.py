@@ -1,24 +1,27 @@
 """Calibration: raw verifier scores or small feature vectors -> probabilities of resolving.
 
-Pure Python and deterministic (no numpy / scikit-learn; the data are at most a few thousand
-candidates). Every calibrator has ``fit(X, y)``, ``predict(X)``, ``to_dict()`` and
+Fits are scikit-learn's (``IsotonicRegression``, ``LogisticRegression``), imported when a
+calibrator is fitted; a fitted calibrator is a few numbers (knots, coefficients) and
+predicts in plain Python, so loading and using a saved calibration needs no scikit-learn.
+Every calibrator has ``fit(X, y)``, ``predict(X)``, ``to_dict()`` and
 ``Calibrator.from_dict(data)``:
 
 * :class:`IdentityCalibrator`: no fitting; the score clipped to ``[0, 1]``.
 * :class:`PriorCalibrator`: the training base rate for every input (the baseline to beat).
-* :class:`IsotonicCalibrator`: a monotone step function of one score, fitted by
-  pool-adjacent-violators, linearly interpolated between blocks, clipped to ``[0, 1]``.
-* :class:`LogisticCalibrator`: L2-regularised logistic regression on a few named features,
-  fitted by Newton's method (IRLS) with a backtracking line search.
+* :class:`IsotonicCalibrator`: a monotone step function of one score
+  (``sklearn.isotonic.IsotonicRegression``), linearly interpolated between its knots,
+  constant beyond them, clipped to ``[0, 1]``.
+* :class:`LogisticCalibrator`: L2-regularised logistic regression on a few named features
+  (``sklearn.linear_model.LogisticRegression``, Newton-Cholesky solver).
 
 ``X`` is a sequence of rows; a row is a number (one feature), a sequence of numbers, or a
 mapping feature name -> number (read through the calibrator's ``feature_names``). Labels
 are bools (``0``/``1`` accepted).
 
 :func:`save_calibration` / :func:`load_calibration` store a fitted calibrator as JSON with a
-format version, the feature names, the fit date, the training size and metrics.
-:func:`cross_validated_predictions` / :func:`cross_validated_metrics` (defined in
-:mod:`sweworld.reward.metrics`, re-exported here) give out-of-fold predictions and metrics.
+format version, the feature names, the fit date, the training size and metrics. The stored
+parameters (isotonic knots; logistic coefficients in raw feature units) are what format
+version 1's hand-written fits stored, so older files load and predict unchanged.
 """
 
 from __future__ import annotations
@@ -26,17 +29,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from sweworld.reward.metrics import (
-    binary_metrics,
-    cross_validated_metrics,
-    cross_validated_predictions,
-)
+if TYPE_CHECKING:
+    from sweworld.reward.metrics import cross_validated_metrics, cross_validated_predictions
 
 __all__ = [
     "CALIBRATION_FORMAT",
@@ -52,6 +53,17 @@ __all__ = [
     "pool_adjacent_violators",
     "save_calibration",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The cross-validation helpers of :mod:`sweworld.reward.metrics`, imported on first use
+    (they need scikit-learn; loading and applying a calibration does not)."""
+    if name in ("cross_validated_metrics", "cross_validated_predictions"):
+        from sweworld.reward import metrics
+
+        return getattr(metrics, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 CALIBRATION_FORMAT = "sweworld-calibration"
 CALIBRATION_FORMAT_VERSION = 1
@@ -124,10 +136,6 @@ def _sigmoid(z: float) -> float:
     return e / (1.0 + e)
 
 
-def _softplus(z: float) -> float:
-    return max(z, 0.0) + math.log1p(math.exp(-abs(z)))
-
-
 def _clip01(value: float) -> float:
     return min(1.0, max(0.0, value))
 
@@ -180,6 +188,8 @@ class Calibrator:
         self._fit(rows, labels)
         self._fitted = True
         predictions = [self._predict_row(row) for row in rows]
+        from sweworld.reward.metrics import binary_metrics
+
         self.fit_info = {
             "n": len(labels),
             "positives": sum(labels),
@@ -325,32 +335,29 @@ class PriorCalibrator(Calibrator):
 def pool_adjacent_violators(
     values: Sequence[float], weights: Sequence[float] | None = None, *, increasing: bool = True
 ) -> list[float]:
-    """The weighted least-squares monotone fit of ``values`` (in the given order)."""
-    ws = [1.0] * len(values) if weights is None else [float(w) for w in weights]
-    if len(ws) != len(values):
+    """The weighted least-squares monotone fit of ``values`` in the given order
+    (``sklearn.isotonic.isotonic_regression``)."""
+    if weights is not None and len(weights) != len(values):
         raise ValueError("values and weights differ in length")
-    sign = 1.0 if increasing else -1.0
-    blocks: list[list[float]] = []  # [mean (signed), weight, count]
-    for value, weight in zip(values, ws, strict=True):
-        blocks.append([sign * float(value), weight, 1])
-        while len(blocks) >= 2 and blocks[-2][0] >= blocks[-1][0]:
-            v2, w2, c2 = blocks.pop()
-            v1, w1, c1 = blocks[-1]
-            total = w1 + w2
-            blocks[-1] = [(v1 * w1 + v2 * w2) / total if total else (v1 + v2) / 2, total, c1 + c2]
-    out: list[float] = []
-    for mean, _, count in blocks:
-        out.extend([sign * mean] * int(count))
-    return out
+    if not values:
+        return []
+    from sklearn.isotonic import isotonic_regression
+
+    fitted = isotonic_regression(
+        [float(v) for v in values],
+        sample_weight=None if weights is None else [float(w) for w in weights],
+        increasing=increasing,
+    )
+    return [float(v) for v in fitted]
 
 
 class IsotonicCalibrator(Calibrator):
-    """Isotonic regression of the label on one score.
+    """Isotonic regression of the label on one score (``IsotonicRegression``).
 
-    Fitting: the training scores are sorted and tied scores pooled (their mean label,
-    weighted by count); pool-adjacent-violators then merges neighbouring blocks until the
-    block means are monotone (non-decreasing, or non-increasing with ``increasing=False``).
-    Each block keeps its lowest and highest score; these are the knots of the prediction.
+    Fitting: tied scores are pooled (their mean label, weighted by count) and neighbouring
+    blocks merged until the block means are monotone (non-decreasing, or non-increasing with
+    ``increasing=False``). The fit's thresholds (each block's lowest and highest score) are
+    the knots of the prediction.
 
     Prediction: linear interpolation between knots (so two blocks are joined by a ramp,
     not a step), constant beyond the first and last knot, clipped to ``[0, 1]``.
@@ -365,29 +372,12 @@ class IsotonicCalibrator(Calibrator):
         self.knots_y: list[float] = []
 
     def _fit(self, rows: list[list[float]], labels: list[bool]) -> None:
-        pooled: dict[float, list[float]] = {}
-        for row, label in zip(rows, labels, strict=True):
-            acc = pooled.setdefault(row[0], [0.0, 0.0])
-            acc[0] += float(label)
-            acc[1] += 1.0
-        xs = sorted(pooled)
-        means = [pooled[x][0] / pooled[x][1] for x in xs]
-        weights = [pooled[x][1] for x in xs]
-        fitted = pool_adjacent_violators(means, weights, increasing=self.increasing)
-        knots_x: list[float] = []
-        knots_y: list[float] = []
-        start = 0
-        while start < len(xs):
-            end = start
-            while end + 1 < len(xs) and fitted[end + 1] == fitted[start]:
-                end += 1
-            knots_x.append(xs[start])
-            knots_y.append(fitted[start])
-            if end != start:
-                knots_x.append(xs[end])
-                knots_y.append(fitted[end])
-            start = end + 1
-        self.knots_x, self.knots_y = knots_x, knots_y
+        from sklearn.isotonic import IsotonicRegression
+
+        model = IsotonicRegression(increasing=self.increasing, out_of_bounds="clip")
+        model.fit([row[0] for row in rows], [float(label) for label in labels])
+        self.knots_x = [float(v) for v in model.X_thresholds_]
+        self.knots_y = [float(v) for v in model.y_thresholds_]
 
     def _predict_row(self, row: list[float]) -> float:
         x = row[0]
@@ -418,39 +408,21 @@ class IsotonicCalibrator(Calibrator):
 # ------------------------------------------------------------------------------------------
 
 
-def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float]:
-    """Solve ``matrix @ x = rhs`` by Gaussian elimination with partial pivoting."""
-    n = len(rhs)
-    a = [[*list(row), b] for row, b in zip(matrix, rhs, strict=True)]
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
-        if abs(a[pivot][col]) < 1e-300:
-            raise ArithmeticError("singular system")
-        a[col], a[pivot] = a[pivot], a[col]
-        for r in range(col + 1, n):
-            factor = a[r][col] / a[col][col]
-            if factor:
-                for c in range(col, n + 1):
-                    a[r][c] -= factor * a[col][c]
-    x = [0.0] * n
-    for r in range(n - 1, -1, -1):
-        x[r] = (a[r][n] - sum(a[r][c] * x[c] for c in range(r + 1, n))) / a[r][r]
-    return x
-
-
 class LogisticCalibrator(Calibrator):
-    """L2-regularised logistic regression on a small feature vector.
+    """L2-regularised logistic regression on a small feature vector (``LogisticRegression``,
+    Newton-Cholesky solver, deterministic).
 
     Minimises ``sum_i logloss_i + (l2 / 2) * ||w||^2`` (the intercept is not penalised;
-    ``l2`` is scikit-learn's ``1 / C``). With ``standardize`` (default) the features are
-    centred and scaled to unit variance before fitting, so the penalty treats them alike;
-    the stored ``coef`` / ``intercept`` are converted back to the raw feature units. A
-    constant feature gets coefficient 0.
+    ``l2`` is scikit-learn's ``1 / C``; ``l2 = 0`` fits without a penalty). With
+    ``standardize`` (default) the features are centred and scaled to unit variance
+    (``StandardScaler``) before fitting, so the penalty treats them alike; the stored
+    ``coef`` / ``intercept`` are converted back to the raw feature units. A constant feature
+    gets coefficient 0. ``fit_info["converged"]`` says whether the solver stopped before
+    ``max_iter``.
 
-    Fitting: Newton's method (IRLS) from zero with a backtracking (Armijo) line search,
-    stopping when the Newton decrement is below ``tol`` or after ``max_iter`` steps;
-    deterministic. With ``l2 = 0`` and separable data the coefficients grow until
-    ``max_iter`` (``fit_info["converged"]`` is then False): keep ``l2 > 0``.
+    A training set with a single class (a cross-validation fold can hold one) has no finite
+    optimum: the fit is then the smoothed base rate ``(positives + 1/2) / (n + 1)`` with
+    every coefficient 0.
     """
 
     kind = "logistic"
@@ -487,69 +459,37 @@ class LogisticCalibrator(Calibrator):
             raise ValueError("LogisticCalibrator needs at least one feature")
 
     def _fit(self, rows: list[list[float]], labels: list[bool]) -> None:
-        n, d = len(rows), len(rows[0])
-        means = [0.0] * d
-        scales = [1.0] * d
+        d = len(rows[0])
+        if len(set(labels)) < 2:
+            rate = (sum(labels) + 0.5) / (len(labels) + 1.0)
+            self.coef, self.intercept = [0.0] * d, math.log(rate / (1.0 - rate))
+            self.n_iter, self.converged = 0, True
+            return
+        import numpy as np
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.preprocessing import StandardScaler
+
+        x = np.asarray(rows, dtype=float)
+        means, scales = np.zeros(d), np.ones(d)
         if self.standardize:
-            means = [sum(row[j] for row in rows) / n for j in range(d)]
-            for j in range(d):
-                var = sum((row[j] - means[j]) ** 2 for row in rows) / n
-                scales[j] = math.sqrt(var) if var > 1e-24 else 1.0
-        z = [[(row[j] - means[j]) / scales[j] for j in range(d)] + [1.0] for row in rows]
-        y = [float(label) for label in labels]
-        penalty = [self.l2] * d + [0.0]
-        theta = [0.0] * (d + 1)
-
-        def objective(t: list[float]) -> float:
-            total = 0.0
-            for zi, yi in zip(z, y, strict=True):
-                eta = sum(a * b for a, b in zip(zi, t, strict=True))
-                total += _softplus(eta) - yi * eta
-            return total + 0.5 * sum(p * v * v for p, v in zip(penalty, t, strict=True))
-
-        current = objective(theta)
-        self.converged = False
-        self.n_iter = 0
-        for iteration in range(1, self.max_iter + 1):
-            self.n_iter = iteration
-            grad = [p * v for p, v in zip(penalty, theta, strict=True)]
-            hess = [[0.0] * (d + 1) for _ in range(d + 1)]
-            for a in range(d + 1):
-                hess[a][a] = penalty[a] + 1e-12
-            for zi, yi in zip(z, y, strict=True):
-                p = _sigmoid(sum(a * b for a, b in zip(zi, theta, strict=True)))
-                w = p * (1.0 - p)
-                for a in range(d + 1):
-                    grad[a] += (p - yi) * zi[a]
-                    wa = w * zi[a]
-                    for b in range(a, d + 1):
-                        hess[a][b] += wa * zi[b]
-            for a in range(d + 1):
-                for b in range(a):
-                    hess[a][b] = hess[b][a]
-            try:
-                step = _solve(hess, grad)
-            except ArithmeticError:
-                break
-            decrement = sum(g * s for g, s in zip(grad, step, strict=True))
-            if decrement / 2.0 <= self.tol:
-                # Close enough for a pure Newton step (quadratic convergence): take it.
-                theta = [v - s for v, s in zip(theta, step, strict=True)]
-                self.converged = True
-                break
-            t = 1.0
-            while True:
-                trial = [v - t * s for v, s in zip(theta, step, strict=True)]
-                value = objective(trial)
-                if value <= current - 1e-4 * t * decrement or t < 1e-10:
-                    break
-                t /= 2.0
-            if t < 1e-10:
-                self.converged = True  # no further decrease possible at this precision
-                break
-            theta, current = trial, value
-        self.coef = [theta[j] / scales[j] for j in range(d)]
-        self.intercept = theta[d] - sum(c * m for c, m in zip(self.coef, means, strict=True))
+            scaler = StandardScaler().fit(x)
+            means, scales = scaler.mean_, scaler.scale_
+        model = LogisticRegression(
+            C=1.0 / self.l2 if self.l2 > 0 else math.inf,
+            solver="newton-cholesky",
+            tol=self.tol,
+            max_iter=self.max_iter,
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit((x - means) / scales, np.asarray(labels, dtype=int))
+        self.n_iter = int(np.max(model.n_iter_))
+        self.converged = self.n_iter < self.max_iter and not any(
+            "converge" in str(w.message).lower() for w in caught
+        )
+        coef = model.coef_[0] / scales
+        self.coef = [float(c) for c in coef]
+        self.intercept = float(model.intercept_[0] - float(np.dot(coef, means)))
 
     def _predict_row(self, row: list[float]) -> float:
         return _sigmoid(self.intercept + sum(c * x for c, x in zip(self.coef, row, strict=True)))

@@ -1,14 +1,16 @@
 """Metrics of a verifier: binary classification, calibration and best-of-N selection.
 
-Pure Python (no numpy): the data are at most a few thousand candidates.
-
-Conventions (used by every function here):
+The classification and ranking metrics are scikit-learn's (``sklearn.metrics``), the folds of
+cross-validation are ``sklearn.model_selection``'s; what scikit-learn lacks stays here: the
+expected calibration error with its reliability bins, best-of-N selection, and the
+conventions below, which hold for every function of this module:
 
 * a label is a ``bool`` (``0``/``1`` are accepted); a score is a finite float. ``None`` or NaN
   scores and labels are rejected with ``ValueError`` rather than silently dropped;
 * a candidate is predicted positive when ``score >= threshold``;
 * a ratio whose denominator is zero is ``None`` (never a crash, never a made-up 0 or 1);
-  ``f1`` is ``0.0`` when precision and recall are both defined and both zero;
+  ``f1`` is ``2 tp / (2 tp + fp + fn)``, ``None`` only when nothing is positive, neither a
+  label nor a prediction;
 * calibration metrics (``ece``, ``brier``) need probabilities: they are ``None`` when a score
   lies outside ``[0, 1]`` (e.g. raw logits), while the ranking metric ``roc_auc`` is still
   reported.
@@ -17,10 +19,14 @@ Conventions (used by every function here):
 from __future__ import annotations
 
 import math
-import random
+import warnings
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
+
+import numpy as np
+from sklearn import metrics as skm
+from sklearn.model_selection import GroupKFold, KFold, StratifiedGroupKFold, StratifiedKFold
 
 __all__ = [
     "FitPredict",
@@ -66,32 +72,16 @@ def _as_score(value: Any, what: str) -> float:
 
 
 def _ratio(num: float, den: float) -> float | None:
-    return num / den if den else None
+    return float(num / den) if den else None
 
 
 def roc_auc(labels: Sequence[bool], scores: Sequence[float]) -> float | None:
-    """Area under the ROC curve, by ranks (the Mann-Whitney U statistic / (n_pos * n_neg)).
-
-    Tied scores get the average of the ranks they span, so a positive tied with a negative
-    counts one half. ``None`` when either class is absent.
-    """
+    """Area under the ROC curve (``sklearn.metrics.roc_auc_score``: tied scores count one
+    half). ``None`` when either class is absent."""
     ys, xs = _check_inputs(labels, scores)
-    n_pos = sum(ys)
-    n_neg = len(ys) - n_pos
-    if n_pos == 0 or n_neg == 0:
+    if len(set(ys)) < 2:
         return None
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    rank_sum_pos = 0.0
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and xs[order[end + 1]] == xs[order[start]]:
-            end += 1
-        mid_rank = (start + end) / 2.0 + 1.0  # ranks are 1-based
-        rank_sum_pos += mid_rank * sum(1 for i in order[start : end + 1] if ys[i])
-        start = end + 1
-    u_stat = rank_sum_pos - n_pos * (n_pos + 1) / 2.0
-    return u_stat / (n_pos * n_neg)
+    return float(skm.roc_auc_score(ys, xs))
 
 
 def reliability_bins(
@@ -106,23 +96,21 @@ def reliability_bins(
     if n_bins < 1:
         raise ValueError(f"n_bins must be >= 1, got {n_bins}")
     ys, xs = _check_inputs(labels, scores)
-    counts = [0] * n_bins
-    score_sums = [0.0] * n_bins
-    positive = [0] * n_bins
-    for y, x in zip(ys, xs, strict=True):
-        if not 0.0 <= x <= 1.0:
-            raise ValueError(f"score {x!r} is not a probability in [0, 1]")
-        b = min(int(x * n_bins), n_bins - 1)
-        counts[b] += 1
-        score_sums[b] += x
-        positive[b] += int(y)
+    x = np.asarray(xs, dtype=float)
+    outside = x[(x < 0.0) | (x > 1.0)]
+    if outside.size:
+        raise ValueError(f"score {float(outside[0])!r} is not a probability in [0, 1]")
+    index = np.minimum((x * n_bins).astype(int), n_bins - 1)
+    counts = np.bincount(index, minlength=n_bins)
+    score_sums = np.bincount(index, weights=x, minlength=n_bins)
+    positive = np.bincount(index, weights=np.asarray(ys, dtype=float), minlength=n_bins)
     return [
         {
             "lo": b / n_bins,
             "hi": (b + 1) / n_bins,
-            "count": counts[b],
-            "mean_score": score_sums[b] / counts[b],
-            "frac_positive": positive[b] / counts[b],
+            "count": int(counts[b]),
+            "mean_score": float(score_sums[b] / counts[b]),
+            "frac_positive": float(positive[b] / counts[b]),
         }
         for b in range(n_bins)
         if counts[b]
@@ -132,7 +120,8 @@ def reliability_bins(
 def expected_calibration_error(
     labels: Sequence[bool], scores: Sequence[float], n_bins: int = 10
 ) -> float | None:
-    """ECE with equal-width bins: ``sum_b (n_b / n) * |mean score_b - fraction positive_b|``.
+    """ECE with equal-width bins: ``sum_b (n_b / n) * |mean score_b - fraction positive_b|``
+    (scikit-learn has the bins, ``calibration_curve``, but not this weighted sum).
 
     Bins as in :func:`reliability_bins`. ``None`` for empty input or a score outside
     ``[0, 1]``.
@@ -159,39 +148,37 @@ def binary_metrics(
 ) -> dict[str, Any]:
     """Classification and calibration metrics of ``scores`` against ``labels``.
 
-    Keys: ``n``, ``positives``, ``negatives``, ``threshold``, ``tp``, ``fp``, ``tn``, ``fn``,
-    ``accuracy``, ``precision`` (tp / predicted positive), ``recall`` (tp / positives),
-    ``specificity`` (tn / negatives), ``f1``, ``balanced_accuracy`` (mean of recall and
-    specificity; ``None`` unless both classes are present), ``roc_auc`` (rank-based, ties
-    averaged; ``None`` unless both classes are present), ``ece`` (equal-width bins,
-    ``n_bins``; see :func:`expected_calibration_error`), ``brier`` (mean squared error of the
-    score as a probability), ``mean_score`` and ``base_rate`` (positives / n).
+    Keys: ``n``, ``positives``, ``negatives``, ``threshold``, ``tp``, ``fp``, ``tn``, ``fn``
+    (``confusion_matrix``), ``accuracy``, ``precision`` (tp / predicted positive), ``recall``
+    (tp / positives), ``specificity`` (tn / negatives), ``f1``, ``balanced_accuracy`` (mean
+    of recall and specificity; ``None`` unless both classes are present), ``roc_auc``
+    (``None`` unless both classes are present), ``ece`` (equal-width bins, ``n_bins``; see
+    :func:`expected_calibration_error`), ``brier`` (``brier_score_loss``), ``mean_score``
+    and ``base_rate`` (positives / n).
 
     Empty input gives zero counts and ``None`` for every ratio. See the module docstring for
     the conventions on undefined ratios and non-probability scores.
     """
     ys, xs = _check_inputs(labels, scores)
     n = len(ys)
-    positives = sum(ys)
-    negatives = n - positives
-    tp = sum(1 for y, x in zip(ys, xs, strict=True) if y and x >= threshold)
-    fp = sum(1 for y, x in zip(ys, xs, strict=True) if not y and x >= threshold)
-    fn = positives - tp
-    tn = negatives - fp
-    precision = _ratio(tp, tp + fp)
-    recall = _ratio(tp, positives)
-    specificity = _ratio(tn, negatives)
-    if precision is None or recall is None:
-        f1 = None
+    predicted = [x >= threshold for x in xs]
+    if n:
+        tn, fp, fn, tp = (
+            int(v) for v in skm.confusion_matrix(ys, predicted, labels=[False, True]).ravel()
+        )
     else:
-        f1 = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
-    balanced = None if recall is None or specificity is None else (recall + specificity) / 2
+        tn = fp = fn = tp = 0
+    positives, negatives = tp + fn, tn + fp
+    both = positives > 0 and negatives > 0
+
+    def score(metric: Callable[..., Any], defined: bool) -> float | None:
+        if not defined:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return float(metric(ys, predicted))
+
     probabilities = all(0.0 <= x <= 1.0 for x in xs)
-    brier = (
-        sum((x - float(y)) ** 2 for y, x in zip(ys, xs, strict=True)) / n
-        if n and probabilities
-        else None
-    )
     return {
         "n": n,
         "positives": positives,
@@ -201,15 +188,15 @@ def binary_metrics(
         "fp": fp,
         "tn": tn,
         "fn": fn,
-        "accuracy": _ratio(tp + tn, n),
-        "precision": precision,
-        "recall": recall,
-        "specificity": specificity,
-        "f1": f1,
-        "balanced_accuracy": balanced,
-        "roc_auc": roc_auc(ys, xs),
+        "accuracy": score(skm.accuracy_score, n > 0),
+        "precision": score(skm.precision_score, tp + fp > 0),
+        "recall": score(skm.recall_score, positives > 0),
+        "specificity": _ratio(tn, negatives),
+        "f1": score(skm.f1_score, 2 * tp + fp + fn > 0),
+        "balanced_accuracy": score(skm.balanced_accuracy_score, both),
+        "roc_auc": float(skm.roc_auc_score(ys, xs)) if both else None,
         "ece": expected_calibration_error(ys, xs, n_bins) if n else None,
-        "brier": brier,
+        "brier": float(skm.brier_score_loss(ys, xs)) if n and probabilities else None,
         "mean_score": _ratio(sum(xs), n),
         "base_rate": _ratio(positives, n),
     }
@@ -351,24 +338,29 @@ def _folds(
     labels: list[bool], k: int, seed: int, groups: Sequence[Hashable] | None
 ) -> tuple[list[int], int]:
     """Fold index per row and the number of folds used (see cross_validated_predictions)."""
-    units: dict[Hashable, list[int]] = {}
-    for index in range(len(labels)):
-        units.setdefault(groups[index] if groups is not None else index, []).append(index)
-    keys = list(units)
-    if len(keys) < 2:
+    units = len(set(groups)) if groups is not None else len(labels)
+    if units < 2:
         raise ValueError("cross-validation needs at least 2 rows (or groups)")
-    k = min(k, len(keys))
-    random.Random(seed).shuffle(keys)
-
-    def stratum(key: Hashable) -> tuple[bool, bool]:
-        members = [labels[i] for i in units[key]]
-        return (any(members), all(members))
-
-    keys.sort(key=stratum)  # stable: the shuffled order is kept within a stratum
+    k = min(k, units)
+    y = np.asarray(labels, dtype=int)
+    # Stratify when a class can fill every fold (scikit-learn refuses otherwise).
+    stratify = max(Counter(labels).values()) >= k and len(set(labels)) == 2
+    if groups is None:
+        splitter: Any = (StratifiedKFold if stratify else KFold)(
+            n_splits=k, shuffle=True, random_state=seed
+        )
+        splits = splitter.split(np.zeros((len(y), 1)), y)
+    else:
+        codes = np.unique(np.asarray([repr(g) for g in groups]), return_inverse=True)[1]
+        kind = StratifiedGroupKFold if stratify else GroupKFold
+        splitter = kind(n_splits=k, shuffle=True, random_state=seed)
+        splits = splitter.split(np.zeros((len(y), 1)), y, codes)
     folds = [0] * len(labels)
-    for position, key in enumerate(keys):
-        for index in units[key]:
-            folds[index] = position % k
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "the least populated class has ..."
+        for fold, (_, test) in enumerate(splits):
+            for index in test:
+                folds[int(index)] = fold
     return folds, k
 
 
@@ -393,11 +385,12 @@ def cross_validated_predictions(
 ) -> list[float]:
     """Out-of-fold predictions: each row predicted by a model fitted without its fold.
 
-    Folds are stratified by label: rows are shuffled with ``random.Random(seed)``, sorted
-    (stably) by class and dealt round-robin, so the result is deterministic. With ``groups``
-    (e.g. each candidate's task id) all rows of a group fall in the same fold, so no task
-    leaks from training into its own evaluation; groups are then stratified by (has a
-    positive, all positive). ``k`` is lowered to the number of rows (groups) when larger.
+    Folds are scikit-learn's, shuffled with ``random_state=seed`` (deterministic):
+    ``StratifiedKFold`` by label, or with ``groups`` (e.g. each candidate's task id or
+    repository) ``StratifiedGroupKFold``, which keeps all rows of a group in one fold, so no
+    group leaks from training into its own evaluation. When a class has fewer rows than
+    folds, the folds are not stratified (``KFold`` / ``GroupKFold``). ``k`` is lowered to the
+    number of rows (groups) when larger.
     A fresh model comes from ``make_cal()`` for every fold; a training fold may hold a
     single class, which the model must accept (all calibrators here do).
     """

@@ -6,6 +6,8 @@ import itertools
 import json
 import math
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -159,9 +161,12 @@ def test_logistic_feature_names_inferred_from_mappings():
     assert cal.coefficients["a"] > 0
 
 
-def test_logistic_single_class_does_not_blow_up():
+def test_logistic_single_class_is_the_smoothed_base_rate():
     cal = LogisticCalibrator(l2=1.0).fit([[0.1], [0.4], [0.9]], [True, True, True])
-    assert all(0.9 < p <= 1.0 for p in cal.predict([[0.0], [1.0]]))
+    assert cal.coef == [0.0]
+    assert cal.predict([[0.0], [1.0]]) == pytest.approx([3.5 / 4, 3.5 / 4])
+    none = LogisticCalibrator().fit([[0.1], [0.4]], [False, False])
+    assert none.predict([[5.0]]) == pytest.approx([0.5 / 3])
 
 
 def test_bad_inputs():
@@ -288,3 +293,72 @@ def test_out_of_fold_metrics_are_honest():
     assert len(predictions) == 500
     signal = cross_validated_metrics(lambda: LogisticCalibrator(["signal", "noise"]), X, y)
     assert signal["roc_auc"] > 0.8
+
+
+# ------------------------------------------------------------------------------------------
+# Files written by format version 1 (the hand-written fits) and loading without scikit-learn
+# ------------------------------------------------------------------------------------------
+
+_V1_LOGISTIC = {
+    "format": "sweworld-calibration",
+    "format_version": 1,
+    "kind": "logistic",
+    "feature_names": ["tests_p", "type_errors"],
+    "fitted_at": "2026-11-30T10:00:00+00:00",
+    "n": 40,
+    "positives": 12,
+    "train_metrics": None,
+    "metrics": None,
+    "params": {
+        "coef": [3.0, -1.5],
+        "intercept": -1.0,
+        "l2": 1.0,
+        "standardize": True,
+        "max_iter": 100,
+        "tol": 1e-10,
+    },
+    "fit_info": {"converged": True, "n_iter": 6},
+}
+_V1_ISOTONIC = {
+    **_V1_LOGISTIC,
+    "kind": "isotonic",
+    "feature_names": ["tests_p"],
+    "params": {"increasing": True, "knots_x": [0.1, 0.5, 0.9], "knots_y": [0.0, 0.4, 1.0]},
+}
+
+
+def test_version_1_files_load_and_predict_as_before(tmp_path):
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(_V1_LOGISTIC))
+    logistic = load_calibration(path)
+    assert logistic.predict([[0.5, 1.0], [1.0, 0.0]]) == pytest.approx(
+        [_sigmoid(-1.0 + 1.5 - 1.5), _sigmoid(-1.0 + 3.0)]
+    )
+    path.write_text(json.dumps(_V1_ISOTONIC))
+    isotonic = load_calibration(path)
+    assert isotonic.predict([0.0, 0.3, 0.7, 2.0]) == pytest.approx([0.0, 0.2, 0.7, 1.0])
+
+
+def test_a_saved_calibration_is_applied_without_importing_scikit_learn(tmp_path):
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(_V1_LOGISTIC))
+    code = (
+        "import sys\n"
+        "from sweworld.reward.calibration import load_calibration\n"
+        f"p = load_calibration({str(path)!r}).predict([[1.0, 0.0]])[0]\n"
+        "assert abs(p - 1 / (1 + 2.718281828459045 ** -2.0)) < 1e-9, p\n"
+        "assert 'sklearn' not in sys.modules, 'scikit-learn was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_logistic_matches_scikit_learn_on_the_same_problem():
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = _synthetic(300, seed=3)
+    ours = LogisticCalibrator(["x1", "x2"], l2=2.0, standardize=False).fit(X, y)
+    theirs = LogisticRegression(C=0.5, tol=1e-12, max_iter=1000).fit(X, y)
+    assert ours.coef == pytest.approx(list(theirs.coef_[0]), abs=1e-6)
+    assert ours.intercept == pytest.approx(float(theirs.intercept_[0]), abs=1e-6)
+    assert ours.fit_info["converged"] is True and ours.fit_info["n_iter"] >= 1

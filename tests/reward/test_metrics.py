@@ -100,8 +100,12 @@ def test_undefined_ratios_are_none():
 
     nothing_predicted = binary_metrics([True, False], [0.1, 0.2])
     assert nothing_predicted["precision"] is None
-    assert nothing_predicted["f1"] is None
+    assert nothing_predicted["f1"] == 0.0  # 2 tp / (2 tp + fp + fn) = 0 / 1
     assert nothing_predicted["recall"] == 0.0
+
+    nothing_positive = binary_metrics([False, False], [0.1, 0.2])
+    assert nothing_positive["f1"] is None and nothing_positive["recall"] is None
+    assert nothing_positive["precision"] is None and nothing_positive["specificity"] == 1.0
 
     all_wrong = binary_metrics([True, False], [0.1, 0.9])
     assert all_wrong["precision"] == 0.0 and all_wrong["recall"] == 0.0
