@@ -30,9 +30,15 @@ __all__ = [
     "ACTION_FORMATS",
     "EMPTY_ACTION_MESSAGE",
     "FUNCTION_ALIASES",
+    "FUNCTION_RE",
+    "MAX_ACTION_CHARS",
     "MINI_SWE_AGENT_ACTION_RE",
+    "PARAMETER_RE",
     "Action",
     "ActionParseError",
+    "find_bash_blocks",
+    "find_function",
+    "find_parameters",
     "parse_action",
 ]
 
@@ -45,12 +51,21 @@ FUNCTION_ALIASES: dict[str, str] = {
     "submit": "finish",
 }
 
-#: R2E-Gym's expressions (``Action.from_string``).
-_FUNCTION_RE = re.compile(r"<function\s*=\s*([^>]*)>")
-_FUNCTION_END = "</function>"
-_PARAMETER_RE = re.compile(r"<parameter\s*=\s*([^>]+)>(.*?)</parameter>", re.DOTALL)
-#: mini-swe-agent's expression (``DefaultAgent.parse_action``).
+#: R2E-Gym's expressions (``Action.from_string``), and mini-swe-agent's
+#: (``DefaultAgent.parse_action``). They define what is accepted; the parsers below find
+#: the same matches in one pass (the expressions themselves backtrack quadratically on
+#: unterminated tags or blocks, e.g. ``'<parameter=a>' * 20000``).
+FUNCTION_RE = re.compile(r"<function\s*=\s*([^>]*)>")
+PARAMETER_RE = re.compile(r"<parameter\s*=\s*([^>]+)>(.*?)</parameter>", re.DOTALL)
 MINI_SWE_AGENT_ACTION_RE = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+_FUNCTION_END = "</function>"
+_PARAMETER_END = "</parameter>"
+_FENCE_OPEN = "```bash"
+_FENCE_CLOSE = "\n```"
+_SPACES_RE = re.compile(r"\s*")
+
+#: Longest action text (or JSON arguments string) parsed; longer ones are refused.
+MAX_ACTION_CHARS = 1_000_000
 
 EMPTY_ACTION_MESSAGE = (
     "No action found in your response. Send exactly one action, in one of these forms:\n"
@@ -96,10 +111,10 @@ class Action:
             name, params = "execute_bash", {"cmd": self.command}
         else:
             name, params = self.function, self.parameters
-        text = f"<function={name}>\n"
-        for key, value in params.items():
-            text += f"  <parameter={key}>{value}</parameter>\n"
-        return text + "</function>"
+        lines = [f"<function={name}>"]
+        lines += [f"  <parameter={key}>{value}</parameter>" for key, value in params.items()]
+        lines.append("</function>")
+        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         if self.kind == "bash":
@@ -132,26 +147,129 @@ def _value_to_str(value: Any) -> str | None:
         return str(value)
 
 
-def _parse_xml(text: str) -> Action:
-    match = _FUNCTION_RE.search(text)
-    assert match is not None
-    name = match.group(1).strip()
-    end = text.find(_FUNCTION_END, match.end())
-    body = text[match.end() : end if end != -1 else len(text)]
+class _Finder:
+    """``text.find(needle, i)`` for non-decreasing ``i``, each character scanned once.
+
+    A search that found nothing from ``i`` finds nothing from any later position, and one
+    that found ``j`` finds ``j`` again from any position up to ``j``: both are remembered.
+    """
+
+    def __init__(self, text: str, needle: str) -> None:
+        self.text = text
+        self.needle = needle
+        self.start = -1
+        self.found = -1
+
+    def find(self, i: int) -> int:
+        if self.start != -1 and i >= self.start and (self.found == -1 or i <= self.found):
+            return self.found
+        self.start = i
+        self.found = self.text.find(self.needle, i)
+        return self.found
+
+
+def _equals_end(text: str, i: int) -> int:
+    """Position after ``\\s*=`` at ``i``, or -1 when there is no ``=`` there."""
+    i = _SPACES_RE.match(text, i).end()  # type: ignore[union-attr]
+    return i + 1 if text.startswith("=", i) else -1
+
+
+def find_function(text: str) -> tuple[str, int] | None:
+    """The first ``FUNCTION_RE`` match: (the name, stripped; the end of the tag) or None.
+
+    Linear in ``len(text)``.
+    """
+    gt = _Finder(text, ">")
+    i = text.find("<function")
+    while i != -1:
+        value = _equals_end(text, i + len("<function"))
+        if value != -1:
+            close = gt.find(value)
+            if close == -1:
+                return None  # no ">" anywhere after: no later tag can match either
+            return text[value:close].strip(), close + 1
+        i = text.find("<function", i + 1)
+    return None
+
+
+def find_parameters(text: str) -> list[tuple[str, str]]:
+    """``PARAMETER_RE.findall(text)`` with keys and values stripped, in linear time."""
+    gt = _Finder(text, ">")
+    end_tag = _Finder(text, _PARAMETER_END)
+    found: list[tuple[str, str]] = []
+    i = text.find("<parameter")
+    while i != -1:
+        key = _equals_end(text, i + len("<parameter"))
+        if key != -1:
+            close = gt.find(key)
+            if close == -1:
+                break  # no ">" after this tag, nor after any later one
+            if close > key:  # "\\s*([^>]+)" needs at least one character before ">"
+                end = end_tag.find(close + 1)
+                if end == -1:
+                    break  # no "</parameter>" after this tag, nor after any later one
+                found.append((text[key:close].strip(), text[close + 1 : end].strip()))
+                i = text.find("<parameter", end + len(_PARAMETER_END))
+                continue
+        i = text.find("<parameter", i + 1)
+    return found
+
+
+def find_bash_blocks(text: str) -> list[str]:
+    """``MINI_SWE_AGENT_ACTION_RE.findall(text)`` in linear time (blocks not stripped).
+
+    The expression's match at a ```` ```bash ```` is decided by the whitespace run ``W``
+    after it: ``\\s*\\n`` ends at the last newline of ``W`` (greedy) and the block at the
+    first ``\\n```` `` after that; failing that, at the previous newline of ``W`` when
+    ``W`` itself ends with ``\\n```` ``.
+    """
+    close = _Finder(text, _FENCE_CLOSE)
+    blocks: list[str] = []
+    i = text.find(_FENCE_OPEN)
+    while i != -1:
+        run_start = i + len(_FENCE_OPEN)
+        run_end = _SPACES_RE.match(text, run_start).end()  # type: ignore[union-attr]
+        last_nl = text.rfind("\n", run_start, run_end)
+        if last_nl != -1:
+            end = close.find(last_nl + 1)
+            body_start = last_nl + 1
+            if end == -1 and text.startswith(_FENCE_CLOSE, last_nl):
+                previous_nl = text.rfind("\n", run_start, last_nl)
+                if previous_nl != -1:
+                    body_start, end = previous_nl + 1, last_nl
+            if end != -1:
+                blocks.append(text[body_start:end])
+                i = text.find(_FENCE_OPEN, end + len(_FENCE_CLOSE))
+                continue
+        i = text.find(_FENCE_OPEN, i + 1)
+    return blocks
+
+
+def _check_size(text: str | bytes, what: str) -> None:
+    if len(text) > MAX_ACTION_CHARS:
+        raise ActionParseError(
+            f"{what} is {len(text):,} characters long; the limit is {MAX_ACTION_CHARS:,}. "
+            "Send a shorter action: write a large file in several steps, or generate it with "
+            "a command."
+        )
+
+
+def _parse_xml(text: str, function: tuple[str, int]) -> Action:
+    name, tag_end = function
+    end = text.find(_FUNCTION_END, tag_end)
+    body = text[tag_end : end if end != -1 else len(text)]
     if not name:
         raise ActionParseError(
             "The function call has no function name. Write it as <function=NAME>, e.g.\n"
             "<function=execute_bash>\n  <parameter=cmd>ls</parameter>\n</function>"
         )
-    params: dict[str, str] = {}
-    for key, value in _PARAMETER_RE.findall(body):
-        params[key.strip()] = value.strip()
+    params: dict[str, str] = dict(find_parameters(body))
     name, params = _apply_aliases(name, params)
     return Action(kind="function", function=name, parameters=params, raw=text)
 
 
 def _parse_fenced(text: str) -> Action:
-    blocks = MINI_SWE_AGENT_ACTION_RE.findall(text)
+    blocks = find_bash_blocks(text)
     if len(blocks) != 1:
         raise ActionParseError(
             render_mini_swe_agent_format_error(len(blocks)), n_actions=len(blocks)
@@ -174,8 +292,14 @@ def _parse_mapping(data: Mapping[str, Any], raw: str) -> Action:
             if not args.strip():
                 args = {}
             else:
+                _check_size(args, f"The arguments string of {name}")
                 try:
                     args = json.loads(args)
+                except RecursionError:
+                    raise ActionParseError(
+                        f"The arguments of {name} are nested too deeply. Send them as a flat "
+                        'JSON object, e.g. {"command": "view", "path": "/testbed"}.'
+                    ) from None
                 except json.JSONDecodeError as exc:
                     raise ActionParseError(
                         f"The arguments of {name} are not valid JSON ({exc.msg} at position "
@@ -225,15 +349,18 @@ def parse_action(text: str | Mapping[str, Any], format: ActionFormat = "auto") -
     if isinstance(text, Mapping):
         try:
             raw = json.dumps(text, default=str)
-        except (TypeError, ValueError):
-            raw = repr(text)
+        except (TypeError, ValueError, RecursionError):
+            raw = f"<{type(text).__name__} with keys {sorted(map(str, text))[:20]}>"
+        _check_size(raw, "The action")
         return _parse_mapping(text, raw)
     if isinstance(text, bytes):
+        _check_size(text, "Your response")
         text = text.decode("utf-8", errors="replace")
     if not isinstance(text, str):
         raise ActionParseError(
             f"Unsupported action of type {type(text).__name__}.\n\n" + EMPTY_ACTION_MESSAGE
         )
+    _check_size(text, "Your response")
 
     if format == "bash":
         if not text.strip():
@@ -241,15 +368,16 @@ def parse_action(text: str | Mapping[str, Any], format: ActionFormat = "auto") -
         return Action(kind="bash", command=text.strip(), raw=text)
     if format == "mini_swe_agent":
         return _parse_fenced(text)
+    function = find_function(text)
     if format == "r2e":
-        if not _FUNCTION_RE.search(text):
+        if function is None:
             raise ActionParseError(R2E_CONTINUE_MSG)
-        return _parse_xml(text)
+        return _parse_xml(text, function)
 
     if not text.strip():
         raise ActionParseError(EMPTY_ACTION_MESSAGE)
-    if _FUNCTION_RE.search(text):
-        return _parse_xml(text)
-    if "```bash" in text or text.lstrip().startswith("THOUGHT"):
+    if function is not None:
+        return _parse_xml(text, function)
+    if _FENCE_OPEN in text or text.lstrip().startswith("THOUGHT"):
         return _parse_fenced(text)
     return Action(kind="bash", command=text.strip(), raw=text)

@@ -1,14 +1,25 @@
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import random
+import time
 
 import pytest
 
+from sweworld.sandbox import actions
 from sweworld.sandbox.actions import (
     EMPTY_ACTION_MESSAGE,
+    FUNCTION_RE,
+    MAX_ACTION_CHARS,
+    MINI_SWE_AGENT_ACTION_RE,
+    PARAMETER_RE,
     Action,
     ActionParseError,
+    find_bash_blocks,
+    find_function,
+    find_parameters,
     parse_action,
 )
 from sweworld.sandbox.render import R2E_CONTINUE_MSG, render_mini_swe_agent_format_error
@@ -283,6 +294,104 @@ def test_bad_mappings(mapping, fragment):
     with pytest.raises(ActionParseError) as info:
         parse_action(mapping)
     assert fragment in str(info.value)
+
+
+# ----------------------------------------------------------------------------- adversarial input
+
+_PIECES = (
+    "<function", "<parameter", "=", " =", "= ", " ", "\n", "\r", "\t", "\u2003", "\x85",
+    ">", "<", "a", "b=c", "</parameter>", "</function>", "```bash", "\n```", "`", "``",
+)  # fmt: skip
+
+
+def test_linear_parsers_find_exactly_what_the_reference_expressions_find():
+    """The one-pass parsers agree with R2E-Gym's and mini-swe-agent's expressions."""
+    rng = random.Random(20260601)
+    for _ in range(20000):
+        text = "".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 16)))
+        match = FUNCTION_RE.search(text)
+        assert find_function(text) == ((match.group(1).strip(), match.end()) if match else None)
+        expected = [(key.strip(), value.strip()) for key, value in PARAMETER_RE.findall(text)]
+        assert find_parameters(text) == expected, text
+        assert find_bash_blocks(text) == MINI_SWE_AGENT_ACTION_RE.findall(text), text
+
+
+class _Forbidden:
+    def __getattr__(self, name):
+        raise AssertionError("a backtracking expression ran on agent input")
+
+
+ADVERSARIAL = {
+    # 23 s before: every "<parameter=" scanned to the end for "</parameter>"
+    "nested_parameters": "<function=f>" + "<parameter=a>" * 20000,
+    "unclosed_function_tags": "<function=" * 100000,
+    "unclosed_parameter_keys": "<function=f>" + "<parameter=a" * 80000,
+    "backticks": "`" * 200000,
+    "unterminated_fence_newlines": "THOUGHT\n```bash" + "\n" * 900000,
+    "many_unterminated_fences": "THOUGHT\n" + "```bash\n x\n``" * 60000,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ADVERSARIAL))
+def test_adversarial_actions_are_parsed_in_one_pass(kind, monkeypatch):
+    for name in ("FUNCTION_RE", "PARAMETER_RE", "MINI_SWE_AGENT_ACTION_RE"):
+        monkeypatch.setattr(actions, name, _Forbidden())
+    text = ADVERSARIAL[kind]
+    started = time.perf_counter()
+    for fmt in ("auto", "r2e", "mini_swe_agent", "bash"):
+        with contextlib.suppress(ActionParseError):
+            parse_action(text, format=fmt)
+    # only a catastrophic blow-up fails here (each took minutes to forever before)
+    assert time.perf_counter() - started < 5
+
+
+def test_nested_parameters_parse_like_r2e():
+    action = parse_action(ADVERSARIAL["nested_parameters"])
+    assert (action.function, action.parameters) == ("f", {})
+    text = "<function=f>" + "<parameter=a>" * 20000 + "x</parameter></function>"
+    assert parse_action(text).parameters == {"a": "<parameter=a>" * 19999 + "x"}
+    with pytest.raises(ActionParseError) as info:
+        parse_action(ADVERSARIAL["unterminated_fence_newlines"])
+    assert info.value.n_actions == 0
+
+
+@pytest.mark.parametrize("fmt", ["auto", "r2e", "mini_swe_agent", "bash"])
+def test_oversize_actions_are_refused_with_a_clear_message(fmt):
+    text = "\n" * (10 * 1024 * 1024)  # a 10 MB answer
+    with pytest.raises(ActionParseError) as info:
+        parse_action(text, format=fmt)
+    assert str(info.value).startswith("Your response is 10,485,760 characters long; the limit is")
+    with pytest.raises(ActionParseError, match="characters long"):
+        parse_action(text.encode(), format=fmt)
+    at_limit = "<function=execute_bash><parameter=cmd>"
+    at_limit += "x" * (MAX_ACTION_CHARS - len(at_limit) - len("</parameter>")) + "</parameter>"
+    assert len(at_limit) == MAX_ACTION_CHARS
+    if fmt == "mini_swe_agent":  # parsed (no block in it), not refused for its size
+        with pytest.raises(ActionParseError) as info:
+            parse_action(at_limit, format=fmt)
+        assert info.value.n_actions == 0
+    elif fmt == "bash":
+        assert parse_action(at_limit, format=fmt).command == at_limit
+    else:
+        assert len(parse_action(at_limit, format=fmt).parameters["cmd"]) > 999_000
+
+
+def test_oversize_and_deeply_nested_mappings_are_refused():
+    with pytest.raises(ActionParseError, match="characters long"):
+        parse_action({"bash": "x" * (MAX_ACTION_CHARS + 1)})
+    with pytest.raises(ActionParseError, match="nested too deeply"):
+        parse_action({"name": "file_editor", "arguments": "[" * 200000})
+    nested: dict = {}
+    for _ in range(5000):
+        nested = {"bash": nested}
+    with pytest.raises(ActionParseError):
+        parse_action(nested)
+
+
+def test_lone_surrogates_parse_as_text():
+    action = parse_action("<function=execute_bash><parameter=cmd>echo \ud800</parameter>")
+    assert action.parameters == {"cmd": "echo \ud800"}
+    assert parse_action("echo \udcff").command == "echo \udcff"
 
 
 # ----------------------------------------------------------------------------- real data
