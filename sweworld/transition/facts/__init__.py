@@ -41,16 +41,14 @@ from sweworld.transition.facts.commands import KINDS, CommandInfo, parse_command
 from sweworld.transition.facts.compute import compute_facts
 from sweworld.transition.facts.environment import DEFAULT_INSTALLED, Environment
 from sweworld.transition.facts.hints import NO_TARGET_EXIT_CODE, no_target_hint
-from sweworld.transition.facts.imports import _Importer as _Importer
-from sweworld.transition.facts.imports import _Workspace as _Workspace
+from sweworld.transition.facts.imports import Importer, Workspace
 from sweworld.transition.facts.keywords import keyword_matches
 from sweworld.transition.facts.messages import format_syntax_error
 from sweworld.transition.facts.parametrize import parametrize_id
 from sweworld.transition.facts.pytest_args import PytestOptions, parse_pytest_args
 from sweworld.transition.facts.pytest_render import pytest_header
 from sweworld.transition.facts.records import Facts, MissingFile, MissingImport, SyntaxErrorInfo
-from sweworld.transition.facts.workspace import _search_dirs_base as _search_dirs_base
-from sweworld.transition.facts.workspace import declared_dependencies
+from sweworld.transition.facts.workspace import declared_dependencies, search_dirs_base
 
 __all__ = [
     "DEFAULT_INSTALLED",
@@ -59,10 +57,12 @@ __all__ = [
     "CommandInfo",
     "Environment",
     "Facts",
+    "Importer",
     "MissingFile",
     "MissingImport",
     "PytestOptions",
     "SyntaxErrorInfo",
+    "Workspace",
     "collect_pytest",
     "compute_facts",
     "declared_dependencies",
@@ -73,4 +73,5 @@ __all__ = [
     "parse_command",
     "parse_pytest_args",
     "pytest_header",
+    "search_dirs_base",
 ]

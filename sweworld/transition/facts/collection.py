@@ -13,26 +13,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweworld.transition.facts.environment import Environment
-from sweworld.transition.facts.imports import _Importer, _Workspace
-from sweworld.transition.facts.interpreter import _Simulator
-from sweworld.transition.facts.keywords import _module_keyword_names
+from sweworld.transition.facts.imports import Importer, Workspace
+from sweworld.transition.facts.interpreter import Simulator
+from sweworld.transition.facts.keywords import module_keyword_names
 from sweworld.transition.facts.pytest_args import PytestOptions, parse_pytest_args
-from sweworld.transition.facts.pytest_config import _determine_setup, _parents, _PytestConfig, _rel
+from sweworld.transition.facts.pytest_config import (
+    PytestConfig,
+    determine_setup,
+    parent_dirs,
+    relative_to_root,
+)
 from sweworld.transition.facts.records import MissingFile, MissingImport, SyntaxErrorInfo
-from sweworld.transition.facts.scanner import _Item, _ModuleScanner
-from sweworld.transition.facts.simulation import _dotted, _literal
+from sweworld.transition.facts.scanner import Item, ModuleScanner
+from sweworld.transition.facts.simulation import dotted_name, literal_value
 from sweworld.transition.facts.workspace import (
-    _cached_syntax_error,
-    _collect_module_imports,
-    _search_dirs_base,
-    _static_broken_import,
+    cached_syntax_error,
+    collect_module_imports,
+    search_dirs_base,
+    static_broken_import,
 )
 from sweworld.transition.types import WORKDIR, WorkspaceView
 
 
 @dataclass
-class _Collection:
-    items: list[_Item] = field(default_factory=list)
+class Collection:
+    items: list[Item] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # rootdir-relative file paths
     uncertain_files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -59,10 +64,10 @@ def _fnmatch_ex(pattern: str, path: str) -> bool:
 # --------------------------------------------------------------------------- pytest facts
 
 
-def _conftests(ws: _Workspace, rootdir: str, path: str) -> list[str]:
+def _conftests(ws: Workspace, rootdir: str, path: str) -> list[str]:
     out = []
     directory = posixpath.dirname(path)
-    for base in _parents(directory):
+    for base in parent_dirs(directory):
         candidate = posixpath.join(base, "conftest.py")
         if ws.is_file(candidate):
             out.append(candidate)
@@ -85,7 +90,7 @@ _COLLECTION_HOOKS = (
 )
 
 
-def _conftest_info(ws: _Workspace, path: str) -> tuple[bool, list[str], set[str], list[str]]:
+def _conftest_info(ws: Workspace, path: str) -> tuple[bool, list[str], set[str], list[str]]:
     """(affects collection, collect_ignore entries, parametrized fixture names, notes)."""
     tree = ws.tree(path)
     if tree is None:
@@ -105,7 +110,7 @@ def _conftest_info(ws: _Workspace, path: str) -> tuple[bool, list[str], set[str]
                 if isinstance(target, ast.Name) and target.id in (
                     "collect_ignore", "collect_ignore_glob"
                 ):  # fmt: skip
-                    ok, value = _literal(stmt.value)
+                    ok, value = literal_value(stmt.value)
                     if ok and isinstance(value, list) and target.id == "collect_ignore":
                         ignores += [str(v) for v in value]
                     else:
@@ -132,42 +137,42 @@ def _conftest_info(ws: _Workspace, path: str) -> tuple[bool, list[str], set[str]
 
 def _param_fixture(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     for deco in node.decorator_list:
-        if isinstance(deco, ast.Call) and (_dotted(deco.func) or "").endswith("fixture"):
+        if isinstance(deco, ast.Call) and (dotted_name(deco.func) or "").endswith("fixture"):
             for kw in deco.keywords:
                 if kw.arg == "params":
                     name = node.name
                     for kw2 in deco.keywords:
                         if kw2.arg == "name":
-                            ok, value = _literal(kw2.value)
+                            ok, value = literal_value(kw2.value)
                             if ok and isinstance(value, str):
                                 name = value
                     return {name}
     return set()
 
 
-def _in_venv(ws: _Workspace, path: str) -> bool:
+def _in_venv(ws: Workspace, path: str) -> bool:
     return ws.is_file(posixpath.join(path, "pyvenv.cfg")) or ws.is_file(
         posixpath.join(path, "bin", "activate")
     )
 
 
 def collect_pytest(
-    ws: _Workspace | WorkspaceView,
+    ws: Workspace | WorkspaceView,
     options: PytestOptions,
     cwd: str,
     env: Environment | None = None,
     installed: frozenset[str] | None = None,
-) -> tuple[_Collection, _PytestConfig, list[MissingFile], list[str]]:
+) -> tuple[Collection, PytestConfig, list[MissingFile], list[str]]:
     """pytest's collection from the AST: (collection, config, missing targets, node ids
     not found)."""
     env = env or Environment()
-    if not isinstance(ws, _Workspace):
-        ws = _Workspace(ws)
-    config = _determine_setup(ws, options, cwd, env)
+    if not isinstance(ws, Workspace):
+        ws = Workspace(ws)
+    config = determine_setup(ws, options, cwd, env)
     addopts = config.getargs("addopts")
     if addopts:
-        options = _merge_options(parse_pytest_args(addopts), options)
-    collection = _Collection()
+        options = merge_options(parse_pytest_args(addopts), options)
+    collection = Collection()
     if (
         options.doctest_modules
         or any(p in ("doctest", "xdoctest") for p in options.plugins)
@@ -192,17 +197,17 @@ def collect_pytest(
                 if any(c in pattern for c in "*?["):
                     parent = posixpath.dirname(full)
                     expanded += [
-                        _rel(posixpath.join(parent, n), cwd)
+                        relative_to_root(posixpath.join(parent, n), cwd)
                         for n in ws.listdir(parent)
                         if fnmatch.fnmatch(n, posixpath.basename(pattern))
                     ]
                 elif ws.exists(full):
-                    expanded.append(_rel(full, cwd))
+                    expanded.append(relative_to_root(full, cwd))
             targets = expanded or ["."]
         else:
             targets = ["."]
-    importer = _Importer(ws, [], installed or env.installed)
-    base_dirs = _search_dirs_base(ws)
+    importer = Importer(ws, [], installed or env.installed)
+    base_dirs = search_dirs_base(ws)
     missing: list[MissingFile] = []
     not_found: list[str] = []
     conftest_cache: dict[str, tuple[bool, list[str], set[str], list[str]]] = {}
@@ -300,7 +305,7 @@ def collect_pytest(
     for path in order:
         if not path.endswith(".py"):
             continue
-        rel = _rel(path, config.rootdir)
+        rel = relative_to_root(path, config.rootdir)
         collection.files.append(path)
         affects, fixtures, _ = conftest_state(path)
         if affects:
@@ -312,7 +317,7 @@ def collect_pytest(
             collection.exact = False
             collection.uncertain_files.append(rel)
             continue
-        syntax = _cached_syntax_error(text, path)
+        syntax = cached_syntax_error(text, path)
         if syntax is not None:
             collection.errors.append(rel)
             collection.syntax_errors.append(syntax)
@@ -322,13 +327,13 @@ def collect_pytest(
             collection.exact = False
             continue
         importer.search_dirs = _pytest_search_dirs(ws, path, config, base_dirs, cwd, options)
-        simulator = _Simulator(importer, env)
+        simulator = Simulator(importer, env)
         outcome = simulator._run_module(
             tree, text.splitlines(keepends=True), path, "test_module", None, 0
         )
-        first_missing = _first_missing_import(importer, tree, path, text)
+        first_missing = first_missing_import(importer, tree, path, text)
         if outcome.kind != "error":
-            broken = _static_broken_import(importer, tree, _package_of(ws, path))
+            broken = static_broken_import(importer, tree, _package_of(ws, path))
             if broken is not None:
                 collection.errors.append(rel)
                 collection.syntax_errors.append(broken)
@@ -347,8 +352,8 @@ def collect_pytest(
             continue
         if first_missing is not None:
             collection.missing_imports.append(first_missing)
-        scanner = _ModuleScanner(ws, path, tree, config, env, fixtures, importer)
-        module_names = _module_keyword_names(ws, path, config.rootdir, env)
+        scanner = ModuleScanner(ws, path, tree, config, env, fixtures, importer)
+        module_names = module_keyword_names(ws, path, config.rootdir, env)
         items = scanner.items(rel, module_names)
         collection.warnings += [f"{rel}: {w}" for w in scanner.warnings]
         collection.classes.update(scanner.class_nodes)
@@ -359,7 +364,7 @@ def collect_pytest(
             if rel not in collection.uncertain_files:
                 collection.uncertain_files.append(rel)
         collection.notes += [n for n in scanner.notes if n not in collection.notes]
-        selected: list[_Item] = []
+        selected: list[Item] = []
         chosen: set[int] = set()
         for parts in seen_files[path]:
             if not parts:
@@ -396,7 +401,7 @@ _BUILTIN_MARKS = frozenset(
 )  # fmt: skip
 
 
-def registered_marks(ws: _Workspace, config: _PytestConfig, path: str) -> set[str]:
+def registered_marks(ws: Workspace, config: PytestConfig, path: str) -> set[str]:
     """Marks pytest knows without warning: its own, the ini file's ``markers``, and those a
     conftest registers with ``config.addinivalue_line("markers", ...)`` (plugins' marks are
     unknown)."""
@@ -414,7 +419,7 @@ def registered_marks(ws: _Workspace, config: _PytestConfig, path: str) -> set[st
     return names
 
 
-def _package_of(ws: _Workspace, path: str) -> str:
+def _package_of(ws: Workspace, path: str) -> str:
     """The dotted package of a test module under pytest's ``prepend`` import mode."""
     parts = []
     directory = posixpath.dirname(path)
@@ -424,7 +429,7 @@ def _package_of(ws: _Workspace, path: str) -> str:
     return ".".join(reversed(parts))
 
 
-def _merge_options(first: PytestOptions, second: PytestOptions) -> PytestOptions:
+def merge_options(first: PytestOptions, second: PytestOptions) -> PytestOptions:
     merged: dict[str, Any] = {}
     for name in PytestOptions.__dataclass_fields__:
         a, b = getattr(first, name), getattr(second, name)
@@ -440,9 +445,9 @@ def _merge_options(first: PytestOptions, second: PytestOptions) -> PytestOptions
 
 
 def _pytest_search_dirs(
-    ws: _Workspace,
+    ws: Workspace,
     path: str,
-    config: _PytestConfig,
+    config: PytestConfig,
     base_dirs: list[str],
     cwd: str,
     options: PytestOptions,
@@ -464,10 +469,10 @@ def _pytest_search_dirs(
     return dirs + base_dirs + [cwd]
 
 
-def _first_missing_import(
-    importer: _Importer, tree: ast.Module, path: str, text: str
+def first_missing_import(
+    importer: Importer, tree: ast.Module, path: str, text: str
 ) -> MissingImport | None:
-    for stmt, module, level in _collect_module_imports(tree):
+    for stmt, module, level in collect_module_imports(tree):
         if level or not module:
             continue
         if importer.exists(module) is False:

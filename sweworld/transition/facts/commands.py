@@ -76,15 +76,15 @@ class CommandInfo:
     @property
     def safe_path(self) -> bool:
         """``-P`` / ``-I``: the script's directory (or cwd) is not put on ``sys.path``."""
-        return any(f in ("-P", "-I") for f in _flag_letters(self.interpreter_flags))
+        return any(f in ("-P", "-I") for f in flag_letters(self.interpreter_flags))
 
     @property
     def isolated(self) -> bool:
         """``-I`` / ``-E``: ``PYTHON*`` environment variables are ignored."""
-        return any(f in ("-I", "-E") for f in _flag_letters(self.interpreter_flags))
+        return any(f in ("-I", "-E") for f in flag_letters(self.interpreter_flags))
 
 
-def _flag_letters(flags: Sequence[str]) -> Iterator[str]:
+def flag_letters(flags: Sequence[str]) -> Iterator[str]:
     skip = False
     for token in flags:
         if skip:

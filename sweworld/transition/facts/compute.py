@@ -10,36 +10,36 @@ from dataclasses import replace
 from typing import Any
 
 from sweworld.transition.facts.collection import (
-    _first_missing_import,
-    _merge_options,
     collect_pytest,
+    first_missing_import,
+    merge_options,
 )
-from sweworld.transition.facts.commands import CommandInfo, _flag_letters, parse_command
+from sweworld.transition.facts.commands import CommandInfo, flag_letters, parse_command
 from sweworld.transition.facts.environment import Environment
 from sweworld.transition.facts.hints import no_target_hint
-from sweworld.transition.facts.imports import _Importer, _Workspace
-from sweworld.transition.facts.interpreter import _Simulator
-from sweworld.transition.facts.keywords import _select
+from sweworld.transition.facts.imports import Importer, Workspace
+from sweworld.transition.facts.interpreter import Simulator
+from sweworld.transition.facts.keywords import select_items
 from sweworld.transition.facts.messages import (
-    _executable,
-    _format_traceback,
-    _program_name,
-    _script_display,
+    executable_name,
     format_syntax_error,
+    format_traceback,
+    program_name,
+    script_display,
 )
 from sweworld.transition.facts.pytest_args import PytestOptions, parse_pytest_args
 from sweworld.transition.facts.pytest_render import (
-    _not_found_message,
-    _pytest_caveats,
-    _render_collect_only_quiet,
-    _render_pytest_empty,
+    not_found_message,
+    pytest_caveats,
+    render_collect_only_quiet,
+    render_pytest_empty,
 )
 from sweworld.transition.facts.records import Facts, MissingFile, MissingImport, SyntaxErrorInfo
-from sweworld.transition.facts.simulation import _Outcome
+from sweworld.transition.facts.simulation import Outcome
 from sweworld.transition.facts.workspace import (
-    _search_dirs_base,
-    _static_broken_import,
     declared_dependencies,
+    search_dirs_base,
+    static_broken_import,
 )
 from sweworld.transition.types import WORKDIR, Prediction, WorkspaceView
 
@@ -47,7 +47,7 @@ from sweworld.transition.types import WORKDIR, Prediction, WorkspaceView
 
 
 def _resolve_installed(
-    ws: _Workspace, env: Environment, installed: Iterable[str] | None
+    ws: Workspace, env: Environment, installed: Iterable[str] | None
 ) -> frozenset[str]:
     base = frozenset(installed) if installed is not None else env.installed
     return base | declared_dependencies(ws)  # type: ignore[arg-type]
@@ -80,7 +80,7 @@ def compute_facts(
     env = env or Environment()
     if python_version is not None:
         env = replace(env, python_version=python_version, python_build=None)
-    ws = _Workspace(view)
+    ws = Workspace(view)
     env = replace(env, installed=_resolve_installed(ws, env, installed))
     argv = tuple(getattr(request, "argv", ()) or ())
     stdin = getattr(request, "stdin", b"") or b""
@@ -143,25 +143,25 @@ def _python_facts(
     facts: Facts,
     info: CommandInfo,
     request: Any,
-    ws: _Workspace,
+    ws: Workspace,
     env: Environment,
     cwd: str,
     stdin: bytes,
 ) -> Facts:
-    program = _program_name(info.program)
+    program = program_name(info.program)
     notes: list[str] = []
     executed: list[str] = []
     if info.kind == "python_script":
         script = info.script or ""
         full = posixpath.normpath(posixpath.join(cwd, script))
-        display = _script_display(script, cwd, env)
+        display = script_display(script, cwd, env)
         if ws.is_dir(full):
             main = posixpath.join(full, "__main__.py")
             if ws.is_file(main):
                 executed.append(main)
                 return replace(facts, executed_files=tuple(executed))
             # runpy names sys.executable, not argv[0].
-            executable = _executable(info.program, env)
+            executable = executable_name(info.program, env)
             message = f"{executable}: can't find '__main__' module in {display!r}\n"
             exact = None
             if executable and env.same_minor:
@@ -215,19 +215,19 @@ def _python_facts(
     if syntax is not None:
         exact = Prediction(stderr=syntax.text, exit_code=1) if env.same_minor else None
         return replace(facts, syntax_errors=(syntax,), exact=exact)
-    search_dirs = [*search, *_env_paths(request, cwd, info), *_search_dirs_base(ws)]
-    importer = _Importer(ws, search_dirs, env.installed)
-    simulator = _Simulator(importer, env)
+    search_dirs = [*search, *_env_paths(request, cwd, info), *search_dirs_base(ws)]
+    importer = Importer(ws, search_dirs, env.installed)
+    simulator = Simulator(importer, env)
     outcome = simulator.run_main(source, filename, show_lines)
     if outcome.kind != "unknown" and not _plain_interpreter(info, request):
         notes.append("interpreter options or variables that print or change behaviour")
-        outcome = _Outcome("unknown") if outcome.kind != "error" else outcome
+        outcome = Outcome("unknown") if outcome.kind != "error" else outcome
         warned = True
     missing: list[MissingImport] = []
     exact = None
     syntax_errors: tuple[SyntaxErrorInfo, ...] = ()
     if outcome.kind == "error":
-        tb = _format_traceback(outcome.frames, outcome.error)
+        tb = format_traceback(outcome.frames, outcome.error)
         if outcome.syntax is not None:
             syntax_errors = (outcome.syntax,)
         else:
@@ -247,10 +247,10 @@ def _python_facts(
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             tree = None
         if tree is not None:
-            found = _first_missing_import(importer, tree, filename, source)
+            found = first_missing_import(importer, tree, filename, source)
             if found is not None:
                 missing.append(found)
-            broken = _static_broken_import(importer, tree, "")
+            broken = static_broken_import(importer, tree, "")
             if broken is not None:
                 syntax_errors = (broken,)
                 notes.append(f"{broken.path} is imported and has a syntax error")
@@ -273,13 +273,13 @@ _NOISY_VARIABLES = ("PYTHONVERBOSE", "PYTHONDEVMODE", "PYTHONINSPECT", "PYTHONPR
 
 def _plain_interpreter(info: CommandInfo, request: Any) -> bool:
     """Whether the interpreter runs with options and variables that add no output."""
-    if any(flag not in _PLAIN_FLAGS for flag in _flag_letters(info.interpreter_flags)):
+    if any(flag not in _PLAIN_FLAGS for flag in flag_letters(info.interpreter_flags)):
         return False
     variables = getattr(request, "env", None) or {}
     return not any(variables.get(name) for name in _NOISY_VARIABLES)
 
 
-def _django_labels(ws: _Workspace, runtests: str, args: Sequence[str]) -> list[str]:
+def _django_labels(ws: Workspace, runtests: str, args: Sequence[str]) -> list[str]:
     """Test modules named by Django's ``runtests.py`` labels (``queries.tests.Cls.test``)."""
     base = posixpath.dirname(runtests)
     out = []
@@ -308,14 +308,14 @@ def _django_labels(ws: _Workspace, runtests: str, args: Sequence[str]) -> list[s
 
 
 def _module_facts(
-    facts: Facts, info: CommandInfo, request: Any, ws: _Workspace, env: Environment, cwd: str
+    facts: Facts, info: CommandInfo, request: Any, ws: Workspace, env: Environment, cwd: str
 ) -> Facts:
     module = info.module or ""
     search = [] if info.safe_path else [cwd]
-    importer = _Importer(ws, [*search, *_env_paths(request, cwd, info), *_search_dirs_base(ws)],
+    importer = Importer(ws, [*search, *_env_paths(request, cwd, info), *search_dirs_base(ws)],
                          env.installed)  # fmt: skip
     parts = module.split(".")
-    executable = _executable(info.program, env)
+    executable = executable_name(info.program, env)
     found = importer.find_top(parts[0])
     if found is None:
         if len(parts) == 1:
@@ -375,7 +375,7 @@ def _module_facts(
 
 
 def _pytest_facts(
-    facts: Facts, info: CommandInfo, request: Any, ws: _Workspace, env: Environment, cwd: str
+    facts: Facts, info: CommandInfo, request: Any, ws: Workspace, env: Environment, cwd: str
 ) -> Facts:
     options = info.pytest or PytestOptions()
     variables = getattr(request, "env", None) or {}
@@ -384,9 +384,9 @@ def _pytest_facts(
             extra = shlex.split(variables["PYTEST_ADDOPTS"])
         except ValueError:
             extra = variables["PYTEST_ADDOPTS"].split()
-        options = _merge_options(parse_pytest_args(extra), options)
+        options = merge_options(parse_pytest_args(extra), options)
     if info.module and "pytest" not in env.installed:
-        executable = _executable(info.program, env)
+        executable = executable_name(info.program, env)
         message = "No module named pytest"
         exact = Prediction(stderr=f"{executable}: {message}\n", exit_code=1) if executable else None
         return replace(
@@ -399,7 +399,7 @@ def _pytest_facts(
     collection, config, missing, not_found = collect_pytest(ws, options, cwd, env)
     addopts = config.getargs("addopts")
     if addopts:
-        options = _merge_options(parse_pytest_args(addopts), options)
+        options = merge_options(parse_pytest_args(addopts), options)
     testpaths_used: list[str] = []
     if not options.targets and cwd == config.rootdir and config.getlist("testpaths", []):
         testpaths_used = config.getlist("testpaths", [])
@@ -412,7 +412,7 @@ def _pytest_facts(
         missing_imports=tuple(collection.missing_imports),
         notes=tuple(collection.notes),
     )
-    executable = _executable(info.program, env) if info.module else None
+    executable = executable_name(info.program, env) if info.module else None
     exact_ok = (
         not options.xdist
         and not options.unknown
@@ -420,15 +420,17 @@ def _pytest_facts(
     )
     if missing:
         first = missing[0]
-        stdout = _render_pytest_empty(env, config, options, 0, 0, testpaths_used, executable)
+        stdout = render_pytest_empty(env, config, options, 0, 0, testpaths_used, executable)
         exact = Prediction(stdout=stdout, stderr=first.message + "\n", exit_code=4)
         return replace(
             facts,
             missing_files=tuple(missing),
             exact=exact if exact_ok else None,
-            exact_caveats=_pytest_caveats(env, options) if exact_ok else (),
+            exact_caveats=pytest_caveats(env, options) if exact_ok else (),
         )
-    selected, deselected, select_exact = _select(collection.items, options, cwd, config.rootdir)
+    selected, deselected, select_exact = select_items(
+        collection.items, options, cwd, config.rootdir
+    )
     exact_collection = collection.exact and select_exact
     facts = replace(
         facts,
@@ -444,17 +446,17 @@ def _pytest_facts(
         if not collection.exact or len(options.targets) != 1 or collection.warnings:
             # With several targets, how many items pytest counts before it stops varies.
             return replace(facts, notes=(*facts.notes, f"not found: {not_found[0]}"))
-        message = _not_found_message(not_found[0], collection, config, env)
+        message = not_found_message(not_found[0], collection, config, env)
         if message is None:
             return replace(facts, notes=(*facts.notes, f"not found: {not_found[0]}"))
-        stdout = _render_pytest_empty(
+        stdout = render_pytest_empty(
             env, config, options, len(collection.items), 0, testpaths_used, executable
         )
         exact = Prediction(stdout=stdout, stderr=message + "\n", exit_code=4)
         return replace(
             facts,
             exact=exact if exact_ok and exact_collection else None,
-            exact_caveats=_pytest_caveats(env, options) if exact_ok else (),
+            exact_caveats=pytest_caveats(env, options) if exact_ok else (),
             notes=(*facts.notes, "a node id that does not exist"),
         )
     if collection.warnings:
@@ -464,19 +466,19 @@ def _pytest_facts(
     if not exact_collection or collection.errors or collection.warnings:
         return facts
     if not selected and exact_ok and not options.collect_only:
-        stdout = _render_pytest_empty(
+        stdout = render_pytest_empty(
             env, config, options, len(collection.items), len(deselected), testpaths_used,
             executable,
         )  # fmt: skip
         return replace(
             facts,
             exact=Prediction(stdout=stdout, stderr="", exit_code=5),
-            exact_caveats=_pytest_caveats(env, options),
+            exact_caveats=pytest_caveats(env, options),
         )
     if options.collect_only and options.verbosity == -1 and exact_ok:
         return replace(
             facts,
-            exact=_render_collect_only_quiet(facts, selected, len(collection.items)),
+            exact=render_collect_only_quiet(facts, selected, len(collection.items)),
             exact_caveats=("durations (0.01s)",),
         )
     return facts

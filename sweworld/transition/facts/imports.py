@@ -1,5 +1,5 @@
 """Finding modules the way the command's interpreter would: cached workspace reads
-(:class:`_Workspace`), the standard library's names and the module finder (:class:`_Importer`).
+(:class:`Workspace`), the standard library's names and the module finder (:class:`Importer`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _UNSURE_MODULE_NAMES = frozenset({"version", "_version", "__version__", "_build_
 _BUILD_SUFFIXES = (".c", ".cpp", ".cc", ".pyx", ".pxd", ".f", ".f90", ".pyi", ".so", ".pyd")
 
 #: Standard-library modules whose import is silent and never fails, from Python 3.6 on.
-_QUIET_STDLIB = frozenset(
+QUIET_STDLIB = frozenset(
     """
     __future__ abc argparse array ast asyncio base64 binascii bisect builtins bz2 calendar
     cmath codecs collections concurrent configparser contextlib copy copyreg csv dataclasses
@@ -51,14 +51,14 @@ _REMOVED_STDLIB = frozenset(
 
 def _stdlib_names() -> frozenset[str]:
     names = getattr(sys, "stdlib_module_names", None)
-    base = frozenset(names) if names else _QUIET_STDLIB  # pragma: no branch
+    base = frozenset(names) if names else QUIET_STDLIB  # pragma: no branch
     return base | frozenset(sys.builtin_module_names) | _REMOVED_STDLIB
 
 
 _STDLIB = _stdlib_names()
 
 
-class _Workspace:
+class Workspace:
     """Cached reads of the workspace for one computation."""
 
     def __init__(self, view: WorkspaceView):
@@ -164,7 +164,7 @@ class _Workspace:
 
 
 @dataclass(frozen=True)
-class _Found:
+class Found:
     """Where a module was found: ``kind`` is stdlib / installed / workspace / unsure."""
 
     kind: str
@@ -172,44 +172,44 @@ class _Found:
     package_dir: str | None = None  # workspace packages (regular or namespace)
 
 
-def _module_in_dir(ws: _Workspace, directory: str, name: str) -> _Found | None:
+def _module_in_dir(ws: Workspace, directory: str, name: str) -> Found | None:
     base = posixpath.join(directory, name)
     if ws.is_dir(base):
         init = base + "/__init__.py"
         if ws.is_file(init):
-            return _Found("workspace", init, base)
+            return Found("workspace", init, base)
         # A namespace package, unless it only looks like one (a build-only directory).
-        return _Found("workspace", None, base)
+        return Found("workspace", None, base)
     if ws.is_file(base + ".py"):
-        return _Found("workspace", base + ".py")
+        return Found("workspace", base + ".py")
     entries = ws.listdir(directory)
     prefix = name + "."
     for entry in entries:
         if entry.startswith(prefix) and entry.endswith((".so", ".pyd", ".pyc")):
-            return _Found("unsure", base)
+            return Found("unsure", base)
     for entry in entries:
         if entry.startswith(prefix) and entry.endswith(_BUILD_SUFFIXES):
-            return _Found("unsure", base)
+            return Found("unsure", base)
     return None
 
 
-class _Importer:
+class Importer:
     """Finds modules the way the command's interpreter would, as far as the workspace shows."""
 
-    def __init__(self, ws: _Workspace, search_dirs: Sequence[str], installed: frozenset[str]):
+    def __init__(self, ws: Workspace, search_dirs: Sequence[str], installed: frozenset[str]):
         self.ws = ws
         self.search_dirs = [d for d in dict.fromkeys(search_dirs) if d]
         self.installed = installed
-        self._top: dict[tuple[tuple[str, ...], str], _Found | None] = {}
-        self._sub: dict[tuple[str | None, str], _Found | None] = {}
+        self._top: dict[tuple[tuple[str, ...], str], Found | None] = {}
+        self._sub: dict[tuple[str | None, str], Found | None] = {}
 
-    def find_top(self, name: str) -> _Found | None:
+    def find_top(self, name: str) -> Found | None:
         key = (tuple(self.search_dirs), name)
         if key not in self._top:
             self._top[key] = self._find_top(name)
         return self._top[key]
 
-    def _find_top(self, name: str) -> _Found | None:
+    def _find_top(self, name: str) -> Found | None:
         # A directory without __init__.py is only a namespace package when no regular
         # module or package of that name exists anywhere on sys.path (site-packages too).
         namespace = None
@@ -222,25 +222,25 @@ class _Importer:
                 continue
             return found
         if name in _STDLIB:
-            return _Found("stdlib")
+            return Found("stdlib")
         if name in self.installed:
-            return _Found("installed")
+            return Found("installed")
         if namespace is not None:
             return namespace
         rel_candidates = [name, name + ".py"]
         if any(self.ws.gitignored(c) for c in rel_candidates):
-            return _Found("unsure")
+            return Found("unsure")
         if name.startswith("_") and name.lstrip("_") and self.find_top(name.lstrip("_")):
-            return _Found("unsure")  # e.g. a compiled accelerator of a workspace module
+            return Found("unsure")  # e.g. a compiled accelerator of a workspace module
         return None
 
-    def find_sub(self, parent: _Found, name: str) -> _Found | None:
+    def find_sub(self, parent: Found, name: str) -> Found | None:
         key = (parent.package_dir, name)
         if key not in self._sub:
             self._sub[key] = self._find_sub(parent, name)
         return self._sub[key]
 
-    def _find_sub(self, parent: _Found, name: str) -> _Found | None:
+    def _find_sub(self, parent: Found, name: str) -> Found | None:
         if parent.package_dir is None:
             return None
         found = _module_in_dir(self.ws, parent.package_dir, name)
@@ -252,11 +252,11 @@ class _Importer:
             or self.ws.gitignored(rel)
             or self.ws.gitignored(rel + ".py")
         ):
-            return _Found("unsure")
+            return Found("unsure")
         if parent.path is not None:
             init = self.ws.text(parent.path) or ""
             if "__path__" in init or "sys.modules" in init or "extend_path" in init:
-                return _Found("unsure")
+                return Found("unsure")
         return None
 
     def exists(self, dotted: str) -> bool | None:

@@ -9,25 +9,25 @@ from collections.abc import Iterable
 from typing import Any
 
 from sweworld.transition.facts.environment import Environment
-from sweworld.transition.facts.imports import _QUIET_STDLIB, _Found, _Importer
-from sweworld.transition.facts.messages import _Frame, format_syntax_error
+from sweworld.transition.facts.imports import QUIET_STDLIB, Found, Importer
+from sweworld.transition.facts.messages import Frame, format_syntax_error
 from sweworld.transition.facts.simulation import (
-    _BUILTIN_NAMES,
-    _SAFE_BASES,
-    _SAFE_CALL_DECORATORS,
-    _SAFE_DECORATORS,
-    _assigned_names,
-    _contains_bytes,
-    _dotted,
-    _is_main_guard,
-    _literal,
-    _ModuleState,
-    _Outcome,
-    _Stop,
+    BUILTIN_NAMES,
+    SAFE_BASES,
+    SAFE_CALL_DECORATORS,
+    SAFE_DECORATORS,
+    ModuleState,
+    Outcome,
+    StopProgram,
+    assigned_names,
+    contains_bytes,
+    dotted_name,
+    is_main_guard,
+    literal_value,
 )
 
 
-class _Simulator:
+class Simulator:
     """Interprets the top level of modules as far as its effects are certain.
 
     Statements understood: docstrings, ``pass``, imports (stdlib modules known to import
@@ -39,47 +39,47 @@ class _Simulator:
 
     MAX_DEPTH = 12
 
-    def __init__(self, importer: _Importer, env: Environment):
+    def __init__(self, importer: Importer, env: Environment):
         self.importer = importer
         self.env = env
-        self.loaded: dict[str, _Outcome] = {}
+        self.loaded: dict[str, Outcome] = {}
 
     # ---------------------------------------------------------------- entry points
 
-    def run_main(self, source: str, display: str, show_lines: bool) -> _Outcome:
+    def run_main(self, source: str, display: str, show_lines: bool) -> Outcome:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 tree = ast.parse(source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return _Outcome("unknown")
+            return Outcome("unknown")
         lines = source.splitlines(keepends=True) if show_lines else None
         return self._run_module(tree, lines, display, "__main__", None, depth=0)
 
     # ---------------------------------------------------------------- modules
 
-    def _load(self, dotted: str, found: _Found, depth: int) -> _Outcome:
+    def _load(self, dotted: str, found: Found, depth: int) -> Outcome:
         if dotted in self.loaded:
             return self.loaded[dotted]
         if found.path is None:  # namespace package: nothing runs
-            outcome = _Outcome("complete", namespace=None)
+            outcome = Outcome("complete", namespace=None)
             self.loaded[dotted] = outcome
             return outcome
         if depth > self.MAX_DEPTH:
-            return _Outcome("unknown")
+            return Outcome("unknown")
         tree = self.importer.ws.tree(found.path)
         text = self.importer.ws.text(found.path)
         if text is None:
-            return _Outcome("unknown")
+            return Outcome("unknown")
         if tree is None:
             syntax, _ = format_syntax_error(text, found.path)
             if syntax is None:
-                return _Outcome("unknown")
-            return _Outcome(
+                return Outcome("unknown")
+            return Outcome(
                 "error", exit_code=1, error=syntax.text.rstrip("\n"), module=dotted, syntax=syntax
             )
         # Mark as loading first: circular imports see a partial module.
-        self.loaded[dotted] = _Outcome("unknown")
+        self.loaded[dotted] = Outcome("unknown")
         package = (
             dotted
             if found.package_dir and found.path.endswith("__init__.py")
@@ -97,19 +97,19 @@ class _Simulator:
         lines: list[str] | None,
         display: str,
         name: str,
-        package: tuple[str, _Found] | None,
+        package: tuple[str, Found] | None,
         depth: int,
-    ) -> _Outcome:
-        state = _ModuleState(display, lines, name, package)
+    ) -> Outcome:
+        state = ModuleState(display, lines, name, package)
         try:
             for stmt in tree.body:
                 result = self._stmt(stmt, state, depth)
                 if result is not None:
                     result.stdout = "".join(state.stdout) + result.stdout
                     return result
-        except _Stop:
-            return _Outcome("unknown", stdout="".join(state.stdout))
-        return _Outcome(
+        except StopProgram:
+            return Outcome("unknown", stdout="".join(state.stdout))
+        return Outcome(
             "complete",
             stdout="".join(state.stdout),
             namespace=None if state.open_namespace else set(state.names),
@@ -117,13 +117,13 @@ class _Simulator:
 
     # ---------------------------------------------------------------- statements
 
-    def _frame(self, state: _ModuleState, node: ast.stmt) -> _Frame:
+    def _frame(self, state: ModuleState, node: ast.stmt) -> Frame:
         line = None
         if state.lines is not None and 0 < node.lineno <= len(state.lines):
             line = state.lines[node.lineno - 1]
             if not line.endswith("\n"):
                 line += "\n"
-        return _Frame(
+        return Frame(
             state.display,
             node.lineno,
             line,
@@ -132,13 +132,11 @@ class _Simulator:
             getattr(node, "end_col_offset", None),
         )
 
-    def _import_error(
-        self, state: _ModuleState, node: ast.stmt, module: str, error: str
-    ) -> _Outcome:
+    def _import_error(self, state: ModuleState, node: ast.stmt, module: str, error: str) -> Outcome:
         frame = self._frame(state, node)
-        return _Outcome("error", exit_code=1, frames=[frame], error=error, module=module)
+        return Outcome("error", exit_code=1, frames=[frame], error=error, module=module)
 
-    def _stmt(self, stmt: ast.stmt, state: _ModuleState, depth: int) -> _Outcome | None:
+    def _stmt(self, stmt: ast.stmt, state: ModuleState, depth: int) -> Outcome | None:
         if isinstance(stmt, ast.Expr):
             return self._expr_stmt(stmt, state)
         if isinstance(stmt, ast.Pass):
@@ -163,7 +161,7 @@ class _Simulator:
             self._check_class(stmt, state, depth=0)
             state.define(stmt.name, "class")
             return None
-        if isinstance(stmt, ast.If) and _is_main_guard(stmt.test):
+        if isinstance(stmt, ast.If) and is_main_guard(stmt.test):
             if state.name != "__main__":
                 return None
             for inner in stmt.body:
@@ -171,39 +169,39 @@ class _Simulator:
                 if result is not None:
                     return result
             return None
-        raise _Stop
+        raise StopProgram
 
-    def _expr_stmt(self, stmt: ast.Expr, state: _ModuleState) -> _Outcome | None:
+    def _expr_stmt(self, stmt: ast.Expr, state: ModuleState) -> Outcome | None:
         value = stmt.value
         if isinstance(value, ast.Constant):
             return None
         if not isinstance(value, ast.Call):
-            raise _Stop
-        func = _dotted(value.func)
+            raise StopProgram
+        func = dotted_name(value.func)
         if func == "print" and "print" not in state.names:
             args = []
             for arg in value.args:
-                ok, lit = _literal(arg)
-                if not ok or isinstance(arg, ast.Starred) or _contains_bytes(lit):
-                    raise _Stop  # (str() of bytes warns under -b)
+                ok, lit = literal_value(arg)
+                if not ok or isinstance(arg, ast.Starred) or contains_bytes(lit):
+                    raise StopProgram  # (str() of bytes warns under -b)
                 args.append(lit)
             sep, end = " ", "\n"
             for kw in value.keywords:
-                ok, lit = _literal(kw.value)
+                ok, lit = literal_value(kw.value)
                 if not ok or kw.arg not in ("sep", "end", "flush"):
-                    raise _Stop
+                    raise StopProgram
                 if kw.arg == "sep":
                     if lit is not None and not isinstance(lit, str):
-                        raise _Stop
+                        raise StopProgram
                     sep = " " if lit is None else lit
                 elif kw.arg == "end":
                     if lit is not None and not isinstance(lit, str):
-                        raise _Stop
+                        raise StopProgram
                     end = "\n" if lit is None else lit
             try:
                 state.stdout.append(sep.join(str(a) for a in args) + end)
             except Exception as exc:  # a literal whose str() fails: not expected
-                raise _Stop from exc
+                raise StopProgram from exc
             return None
         is_exit = (func == "sys.exit" and state.names.get("sys") == "module:sys") or (
             func in ("exit", "quit") and func not in state.names
@@ -211,19 +209,19 @@ class _Simulator:
         if is_exit and not value.keywords and len(value.args) <= 1:
             code: Any = None
             if value.args:
-                ok, code = _literal(value.args[0])
+                ok, code = literal_value(value.args[0])
                 if not ok:
-                    raise _Stop
+                    raise StopProgram
             if code is None:
-                return _Outcome("exit", exit_code=0)
+                return Outcome("exit", exit_code=0)
             if isinstance(code, bool) or not isinstance(code, int):
-                return _Outcome("exit", stderr=f"{code}\n", exit_code=1)
-            return _Outcome("exit", exit_code=code & 0xFF)
-        raise _Stop
+                return Outcome("exit", stderr=f"{code}\n", exit_code=1)
+            return Outcome("exit", exit_code=code & 0xFF)
+        raise StopProgram
 
     def _import(
-        self, dotted: str, node: ast.stmt, state: _ModuleState, depth: int
-    ) -> _Outcome | None:
+        self, dotted: str, node: ast.stmt, state: ModuleState, depth: int
+    ) -> Outcome | None:
         parts = dotted.split(".")
         top = self.importer.find_top(parts[0])
         if top is None:
@@ -235,12 +233,12 @@ class _Simulator:
     def _import_chain(
         self,
         parts: list[str],
-        found: _Found,
+        found: Found,
         node: ast.stmt,
-        state: _ModuleState,
+        state: ModuleState,
         depth: int,
         prefix: str = "",
-    ) -> _Outcome | None:
+    ) -> Outcome | None:
         dotted = prefix + parts[0] if prefix else parts[0]
         for index, part in enumerate(parts):
             if index:
@@ -252,18 +250,18 @@ class _Simulator:
                     )
                 found = found_sub
             if found.kind == "stdlib":
-                if index == 0 and part not in _QUIET_STDLIB:
-                    raise _Stop
+                if index == 0 and part not in QUIET_STDLIB:
+                    raise StopProgram
                 return None  # submodules of quiet stdlib packages are assumed quiet too
             if found.kind == "installed":
                 if part in ("pytest", "_pytest"):
                     return None
-                raise _Stop
+                raise StopProgram
             if found.kind == "unsure":
-                raise _Stop
+                raise StopProgram
             outcome = self._load(dotted, found, depth + 1)
             if outcome.kind == "error":
-                return _Outcome(
+                return Outcome(
                     "error",
                     stdout=outcome.stdout,
                     exit_code=1,
@@ -275,15 +273,13 @@ class _Simulator:
             if outcome.kind == "exit":
                 return outcome
             if outcome.kind != "complete":
-                raise _Stop
+                raise StopProgram
             if outcome.stdout and dotted not in state.printed:
                 state.stdout.append(outcome.stdout)
                 state.printed.add(dotted)
         return None
 
-    def _import_from(
-        self, stmt: ast.ImportFrom, state: _ModuleState, depth: int
-    ) -> _Outcome | None:
+    def _import_from(self, stmt: ast.ImportFrom, state: ModuleState, depth: int) -> Outcome | None:
         if stmt.module == "__future__":
             for alias in stmt.names:
                 if alias.name == "annotations":
@@ -298,17 +294,17 @@ class _Simulator:
                         "",
                         "ImportError: attempted relative import with no known parent package",
                     )
-                raise _Stop
+                raise StopProgram
             package_name = state.package[0]
             base_parts = package_name.split(".") if package_name else []
             up = stmt.level - 1
             if not base_parts or up > len(base_parts) - 1:
-                raise _Stop
+                raise StopProgram
             base_parts = base_parts[: len(base_parts) - up]
             parts = base_parts + (stmt.module.split(".") if stmt.module else [])
             top = self.importer.find_top(parts[0])
             if top is None:
-                raise _Stop
+                raise StopProgram
             result = self._import_chain(parts, top, stmt, state, depth)
             target = ".".join(parts)
         else:
@@ -337,7 +333,7 @@ class _Simulator:
             sub = self.importer.find_sub(found, alias.name) if found is not None else None
             if sub is not None:
                 if sub.kind != "workspace":
-                    raise _Stop
+                    raise StopProgram
                 result = self._import_chain(
                     [alias.name], sub, stmt, state, depth, prefix=target + "."
                 )
@@ -345,7 +341,7 @@ class _Simulator:
                     return result
                 continue
             if found is None or found.path is None:
-                raise _Stop
+                raise StopProgram
             return self._import_error(
                 state,
                 stmt,
@@ -354,7 +350,7 @@ class _Simulator:
             )
         return None
 
-    def _resolve_found(self, dotted: str) -> _Found | None:
+    def _resolve_found(self, dotted: str) -> Found | None:
         parts = dotted.split(".")
         found = self.importer.find_top(parts[0])
         for part in parts[1:]:
@@ -363,10 +359,10 @@ class _Simulator:
             found = self.importer.find_sub(found, part)
         return found
 
-    def _assign(self, stmt: ast.Assign | ast.AnnAssign, state: _ModuleState) -> None:
+    def _assign(self, stmt: ast.Assign | ast.AnnAssign, state: ModuleState) -> None:
         if isinstance(stmt, ast.AnnAssign):
             if not isinstance(stmt.target, ast.Name):
-                raise _Stop
+                raise StopProgram
             if not state.future_annotations:
                 self._check_annotation(stmt.annotation, state)
             if stmt.value is not None:
@@ -375,36 +371,36 @@ class _Simulator:
             return None
         self._check_expr(stmt.value, state)
         for target in stmt.targets:
-            for name in _assigned_names(target, stmt.value):
+            for name in assigned_names(target, stmt.value):
                 state.define(name, "value")
         return None
 
     # ---------------------------------------------------------------- expressions
 
-    def _check_expr(self, node: ast.AST, state: _ModuleState, extra: Iterable[str] = ()) -> None:
-        """Raise _Stop unless evaluating ``node`` is certain to succeed silently."""
-        ok, _ = _literal(node)
+    def _check_expr(self, node: ast.AST, state: ModuleState, extra: Iterable[str] = ()) -> None:
+        """Raise StopProgram unless evaluating ``node`` is certain to succeed silently."""
+        ok, _ = literal_value(node)
         if ok:
             return
         if isinstance(node, ast.Name):
             if (
                 node.id in state.names
                 or node.id in extra
-                or (node.id in _BUILTIN_NAMES and not node.id.startswith("_"))
+                or (node.id in BUILTIN_NAMES and not node.id.startswith("_"))
             ):
                 return
-            raise _Stop
+            raise StopProgram
         if isinstance(node, ast.Attribute):
-            root = _dotted(node)
+            root = dotted_name(node)
             if root is None:
-                raise _Stop
+                raise StopProgram
             head = root.split(".")[0]
             kind = state.names.get(head, "")
             if kind.startswith("module:"):
                 module = kind[len("module:") :].split(".")[0]
-                if module in _QUIET_STDLIB:
+                if module in QUIET_STDLIB:
                     return  # attributes of the standard library are assumed to exist
-            raise _Stop
+            raise StopProgram
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             for elt in node.elts:
                 self._check_expr(elt, state, extra)
@@ -416,17 +412,17 @@ class _Simulator:
             for value in node.values:
                 self._check_expr(value, state, extra)
             return
-        raise _Stop
+        raise StopProgram
 
-    def _check_annotation(self, node: ast.AST, state: _ModuleState, extra=()) -> None:
+    def _check_annotation(self, node: ast.AST, state: ModuleState, extra=()) -> None:
         if isinstance(node, ast.Constant):
             return
         if isinstance(node, ast.Subscript):
-            base = _dotted(node.value)
+            base = dotted_name(node.value)
             if base in ("list", "dict", "tuple", "set", "frozenset", "type") and (
                 self.env.python < (3, 9)
             ):
-                raise _Stop
+                raise StopProgram
             self._check_annotation(node.value, state, extra)
             inner = node.slice
             if sys.version_info < (3, 9) and isinstance(inner, ast.Index):  # pragma: no cover
@@ -441,7 +437,7 @@ class _Simulator:
             return
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
             if self.env.python < (3, 10):
-                raise _Stop
+                raise StopProgram
             self._check_annotation(node.left, state, extra)
             self._check_annotation(node.right, state, extra)
             return
@@ -450,24 +446,24 @@ class _Simulator:
     def _check_function(
         self,
         node: ast.FunctionDef | ast.AsyncFunctionDef,
-        state: _ModuleState,
+        state: ModuleState,
         class_names: set[str] | None,
     ) -> None:
         extra = class_names or set()
         for deco in node.decorator_list:
-            name = _dotted(deco)
-            if name in _SAFE_DECORATORS and (name.split(".")[0] not in state.names or "." in name):
+            name = dotted_name(deco)
+            if name in SAFE_DECORATORS and (name.split(".")[0] not in state.names or "." in name):
                 continue
             if name and name.count(".") == 1 and name.split(".")[1] in (
                 "setter", "getter", "deleter"
             ) and name.split(".")[0] in extra:  # fmt: skip
                 continue
-            if isinstance(deco, ast.Call) and _dotted(deco.func) in _SAFE_CALL_DECORATORS:
+            if isinstance(deco, ast.Call) and dotted_name(deco.func) in SAFE_CALL_DECORATORS:
                 for arg in [*deco.args, *(k.value for k in deco.keywords)]:
-                    if not _literal(arg)[0]:
-                        raise _Stop
+                    if not literal_value(arg)[0]:
+                        raise StopProgram
                 continue
-            raise _Stop
+            raise StopProgram
         args = node.args
         for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
             self._check_expr(default, state, extra)
@@ -483,14 +479,14 @@ class _Simulator:
             if node.returns is not None:
                 self._check_annotation(node.returns, state, extra)
 
-    def _check_class(self, node: ast.ClassDef, state: _ModuleState, depth: int) -> None:
+    def _check_class(self, node: ast.ClassDef, state: ModuleState, depth: int) -> None:
         if node.decorator_list or node.keywords or depth > 3:
-            raise _Stop
+            raise StopProgram
         for base in node.bases:
-            name = _dotted(base)
+            name = dotted_name(base)
             if name is None:
-                raise _Stop
-            if name in _SAFE_BASES and name.split(".")[0] not in state.names:
+                raise StopProgram
+            if name in SAFE_BASES and name.split(".")[0] not in state.names:
                 continue
             if state.names.get(name) == "class":
                 continue
@@ -498,10 +494,10 @@ class _Simulator:
             if (
                 "." in name
                 and state.names.get(head, "").startswith("module:")
-                and name in (_SAFE_BASES)
+                and name in (SAFE_BASES)
             ):
                 continue
-            raise _Stop
+            raise StopProgram
         class_names: set[str] = set()
         for stmt in node.body:
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
@@ -510,14 +506,14 @@ class _Simulator:
                 continue
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if stmt.name == "__init_subclass__" or stmt.name == "__set_name__":
-                    raise _Stop
+                    raise StopProgram
                 self._check_function(stmt, state, class_names)
                 class_names.add(stmt.name)
                 continue
             if isinstance(stmt, ast.Assign):
                 self._check_expr(stmt.value, state, class_names)
                 for target in stmt.targets:
-                    class_names.update(_assigned_names(target, stmt.value))
+                    class_names.update(assigned_names(target, stmt.value))
                 continue
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
                 if not state.future_annotations:
@@ -530,4 +526,4 @@ class _Simulator:
                 self._check_class(stmt, state, depth + 1)
                 class_names.add(stmt.name)
                 continue
-            raise _Stop
+            raise StopProgram

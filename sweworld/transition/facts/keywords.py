@@ -6,10 +6,10 @@ import posixpath
 import re
 
 from sweworld.transition.facts.environment import Environment
-from sweworld.transition.facts.imports import _Workspace
+from sweworld.transition.facts.imports import Workspace
 from sweworld.transition.facts.pytest_args import PytestOptions
-from sweworld.transition.facts.pytest_config import _rel
-from sweworld.transition.facts.scanner import _Item
+from sweworld.transition.facts.pytest_config import relative_to_root
+from sweworld.transition.facts.scanner import Item
 
 # --------------------------------------------------------------------------- -k / -m
 
@@ -95,11 +95,11 @@ def keyword_matches(expression: str, matcher) -> bool:
     return value
 
 
-def _module_keyword_names(ws: _Workspace, path: str, rootdir: str, env: Environment) -> list[str]:
+def module_keyword_names(ws: Workspace, path: str, rootdir: str, env: Environment) -> list[str]:
     """Names of the module's parent nodes that ``-k`` matches (pytest >= 8: the module's
     file name and every directory between it and the rootdir; before: packages' and
     the module's paths relative to their parent node)."""
-    rel = _rel(path, rootdir)
+    rel = relative_to_root(path, rootdir)
     parts = rel.split("/")
     if env.pytest >= (8,):
         return [p for p in parts if p not in ("", ".", "..")]
@@ -111,25 +111,25 @@ def _module_keyword_names(ws: _Workspace, path: str, rootdir: str, env: Environm
         directory = posixpath.dirname(directory)
     parent = directory if package_dirs else rootdir
     for package in reversed(package_dirs):
-        names.append(_rel(package, parent))
+        names.append(relative_to_root(package, parent))
         parent = package
-    names.append(_rel(path, package_dirs[0] if package_dirs else rootdir))
+    names.append(relative_to_root(path, package_dirs[0] if package_dirs else rootdir))
     return names
 
 
-def _select(
-    items: list[_Item], options: PytestOptions, cwd: str, rootdir: str
-) -> tuple[list[_Item], list[_Item], bool]:
+def select_items(
+    items: list[Item], options: PytestOptions, cwd: str, rootdir: str
+) -> tuple[list[Item], list[Item], bool]:
     """(selected, deselected, exact) after ``--deselect``, ``-k`` and ``-m``."""
     exact = True
     selected = list(items)
-    deselected: list[_Item] = []
+    deselected: list[Item] = []
     if options.deselect:
         prefixes = []
         for value in options.deselect:
             path, sep, rest = value.partition("::")
             full = posixpath.normpath(posixpath.join(cwd, path))
-            prefixes.append(_rel(full, rootdir) + sep + rest)
+            prefixes.append(relative_to_root(full, rootdir) + sep + rest)
         keep = []
         for item in selected:
             if any(item.nodeid.startswith(p) for p in prefixes):

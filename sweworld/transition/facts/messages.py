@@ -18,11 +18,11 @@ from sweworld.transition.facts.records import SyntaxErrorInfo
 # --------------------------------------------------------------------------- messages
 
 
-def _program_name(program: str) -> str:
+def program_name(program: str) -> str:
     return program or "python"
 
 
-def _executable(program: str, env: Environment) -> str | None:
+def executable_name(program: str, env: Environment) -> str | None:
     """``sys.executable`` of the interpreter started as ``program``, when known."""
     if "/" in program:
         return program
@@ -31,7 +31,7 @@ def _executable(program: str, env: Environment) -> str | None:
     return None
 
 
-def _script_display(script: str, cwd: str, env: Environment) -> str:
+def script_display(script: str, cwd: str, env: Environment) -> str:
     """How Python names the main script in messages: absolute (not normalised) since 3.9."""
     if env.python >= (3, 9) and not script.startswith("/"):
         return cwd.rstrip("/") + "/" + script
@@ -141,7 +141,7 @@ def _print_error_text(offset: int, end_offset: int, text_value: str) -> str:
     return out + "    " + " " * offset + "^" * carets + "\n"
 
 
-def _format_traceback(frames: Sequence[_Frame], last_line: str) -> str:
+def format_traceback(frames: Sequence[Frame], last_line: str) -> str:
     summaries = []
     for frame in frames:
         kwargs: dict[str, Any] = {"lookup_line": False, "line": frame.line}
@@ -153,7 +153,7 @@ def _format_traceback(frames: Sequence[_Frame], last_line: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Frame:
+class Frame:
     file: str
     lineno: int
     line: str | None

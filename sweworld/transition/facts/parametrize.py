@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweworld.transition.facts.environment import Environment
-from sweworld.transition.facts.simulation import _dotted, _literal
+from sweworld.transition.facts.simulation import dotted_name, literal_value
 
 
 def _bytes_escape(value: bytes) -> str:
@@ -31,7 +31,7 @@ def _ascii_escaped(value: str | bytes) -> str:
     return _translate_nonprintable(value.encode("unicode_escape").decode("ascii"))
 
 
-_UNKNOWN = object()
+UNKNOWN = object()
 
 
 class _Named:
@@ -90,9 +90,9 @@ def _make_unique(ids: list[str], env: Environment) -> list[str]:
     return out
 
 
-class _ParametrizeReader:
+class ParametrizeReader:
     """Reading marks and ``@pytest.mark.parametrize`` calls: the base class of
-    :class:`~sweworld.transition.facts.scanner._ModuleScanner`, whose attributes
+    :class:`~sweworld.transition.facts.scanner.ModuleScanner`, whose attributes
     (``imported``, ``module_consts``, ``module_defs``, ``env``, ...) it uses."""
 
     # ---------------------------------------------------------------- helpers
@@ -117,7 +117,7 @@ class _ParametrizeReader:
         other marks; (None, None) for decorators that are not marks."""
         call = node if isinstance(node, ast.Call) else None
         target = node.func if call is not None else node
-        dotted = _dotted(target)
+        dotted = dotted_name(target)
         if not dotted:
             return None, None
         parts = dotted.split(".")
@@ -129,14 +129,14 @@ class _ParametrizeReader:
     def _is_fixture(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         for deco in node.decorator_list:
             target = deco.func if isinstance(deco, ast.Call) else deco
-            dotted = _dotted(target)
+            dotted = dotted_name(target)
             if dotted and (self._is_pytest_name(dotted, "fixture") or dotted.endswith("fixture")):
                 return True
         return False
 
     def _value(self, node: ast.expr) -> Any:
         """The parameter value of an argvalues element, as far as pytest's id needs it."""
-        ok, value = _literal(node)
+        ok, value = literal_value(node)
         if ok:
             return value
         if isinstance(node, ast.Name):
@@ -151,20 +151,20 @@ class _ParametrizeReader:
             builtin = getattr(builtins, node.id, None)
             if builtin is not None and (callable(builtin)) and not node.id.startswith("_"):
                 return _Named(node.id)
-            return _UNKNOWN
+            return UNKNOWN
         if isinstance(node, ast.Lambda):
             return _Named("<lambda>")
         if isinstance(node, ast.Call):
-            func = _dotted(node.func)
+            func = dotted_name(node.func)
             if func in ("float", "int", "str", "bytes", "complex", "bool") and all(
-                _literal(a)[0] for a in node.args
+                literal_value(a)[0] for a in node.args
             ) and not node.keywords:  # fmt: skip
                 try:
-                    return getattr(builtins, func)(*[_literal(a)[1] for a in node.args])
+                    return getattr(builtins, func)(*[literal_value(a)[1] for a in node.args])
                 except Exception:
-                    return _UNKNOWN
+                    return UNKNOWN
             if func in ("re.compile", "compile") and node.args and not node.keywords:
-                ok, pattern = _literal(node.args[0])
+                ok, pattern = literal_value(node.args[0])
                 if ok and isinstance(pattern, (str, bytes)) and len(node.args) == 1:
                     return _Named(_ascii_escaped(pattern))
             if func in ("Decimal", "decimal.Decimal", "Fraction", "fractions.Fraction", "object",
@@ -172,13 +172,13 @@ class _ParametrizeReader:
                         "datetime", "datetime.datetime", "date", "datetime.date", "timedelta",
                         "datetime.timedelta"):  # fmt: skip
                 return object()
-            return _UNKNOWN
+            return UNKNOWN
         if isinstance(node, (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
                              ast.SetComp, ast.GeneratorExp, ast.JoinedStr)):  # fmt: skip
             if isinstance(node, ast.JoinedStr):
-                return _UNKNOWN
+                return UNKNOWN
             return object()
-        return _UNKNOWN
+        return UNKNOWN
 
     def _argvalues(self, node: ast.expr) -> list[ast.expr] | None:
         if isinstance(node, (ast.List, ast.Tuple)):
@@ -195,8 +195,8 @@ class _ParametrizeReader:
                     found = self._argvalues(stmt.value)
                     return found
             return None
-        if isinstance(node, ast.Call) and _dotted(node.func) == "range" and not node.keywords:
-            values = [_literal(a) for a in node.args]
+        if isinstance(node, ast.Call) and dotted_name(node.func) == "range" and not node.keywords:
+            values = [literal_value(a) for a in node.args]
             if all(ok for ok, _ in values) and 1 <= len(values) <= 3:
                 try:
                     numbers = list(range(*[v for _, v in values]))
@@ -216,7 +216,7 @@ class _ParametrizeReader:
         argvalues_node = args[1] if len(args) > 1 else kwargs.get("argvalues")
         if argnames_node is None or argvalues_node is None:
             return None
-        ok, argnames = _literal(argnames_node)
+        ok, argnames = literal_value(argnames_node)
         if not ok:
             return None
         force_tuple = False
@@ -242,7 +242,7 @@ class _ParametrizeReader:
                 values_nodes = list(node.args)
                 for kw in node.keywords:
                     if kw.arg == "id":
-                        ok, pid = _literal(kw.value)
+                        ok, pid = literal_value(kw.value)
                         if ok and (pid is None or isinstance(pid, str)):
                             param_id = pid
                         else:
@@ -265,14 +265,14 @@ class _ParametrizeReader:
                 if isinstance(node, (ast.Tuple, ast.List)):
                     values = [self._value(v) for v in node.elts]
                 else:
-                    ok, value = _literal(node)
+                    ok, value = literal_value(node)
                     if ok and isinstance(value, (tuple, list)):
                         values = list(value)
                     else:
                         return None
             else:
                 values = [self._value(node)]
-            if any(v is _UNKNOWN for v in values):
+            if any(v is UNKNOWN for v in values):
                 exact = False
             sets.append(_ParamSet(values=values, id=param_id, marks=marks))
         if self.uncertain_params:
@@ -282,7 +282,7 @@ class _ParametrizeReader:
             ids_node = args[3]
         explicit_ids: list[Any] | None = None
         if ids_node is not None:
-            ok, value = _literal(ids_node)
+            ok, value = literal_value(ids_node)
             if ok and isinstance(value, (list, tuple)):
                 explicit_ids = list(value)
             elif ok and value is None:
@@ -313,7 +313,7 @@ class _ParametrizeReader:
             else:
                 parts = []
                 for value, argname in zip(pset.values, names, strict=False):
-                    idval = None if value is _UNKNOWN else parametrize_id(value, argname, index)
+                    idval = None if value is UNKNOWN else parametrize_id(value, argname, index)
                     parts.append(idval if idval is not None else f"{argname}{index}")
                 if len(pset.values) != len(names):
                     exact = False
@@ -324,5 +324,5 @@ class _ParametrizeReader:
         return sets, exact
 
     def _is_param_call(self, node: ast.Call) -> bool:
-        dotted = _dotted(node.func)
+        dotted = dotted_name(node.func)
         return bool(dotted) and (self._is_pytest_name(dotted, "param") or dotted == "param")

@@ -10,15 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweworld.transition.facts.environment import Environment
-from sweworld.transition.facts.imports import _Workspace
+from sweworld.transition.facts.imports import Workspace
 from sweworld.transition.facts.pytest_args import PytestOptions
-from sweworld.transition.facts.workspace import _load_toml
+from sweworld.transition.facts.workspace import load_toml
 
 # --------------------------------------------------------------------------- pytest config
 
 
 @dataclass
-class _PytestConfig:
+class PytestConfig:
     rootdir: str
     inifile: str | None
     ini: dict[str, Any]
@@ -63,7 +63,7 @@ def _read_ini_section(text: str, section: str) -> dict[str, str] | None:
     return {k: v.strip() for k, v in parser.items(section)}
 
 
-def _config_from_file(ws: _Workspace, path: str) -> dict[str, Any] | None:
+def _config_from_file(ws: Workspace, path: str) -> dict[str, Any] | None:
     text = ws.text(path)
     if text is None:
         return None
@@ -76,7 +76,7 @@ def _config_from_file(ws: _Workspace, path: str) -> dict[str, Any] | None:
     if name.endswith(".cfg"):
         return _read_ini_section(text, "tool:pytest")
     if name.endswith(".toml"):
-        data = _load_toml(text)
+        data = load_toml(text)
         if data is None:
             return None
         if name in ("pytest.toml", ".pytest.toml"):
@@ -96,7 +96,7 @@ _CONFIG_NAMES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "py
                  "tox.ini", "setup.cfg")  # fmt: skip
 
 
-def _parents(path: str) -> list[str]:
+def parent_dirs(path: str) -> list[str]:
     out = [path]
     while path != "/":
         path = posixpath.dirname(path)
@@ -105,12 +105,12 @@ def _parents(path: str) -> list[str]:
 
 
 def _locate_config(
-    ws: _Workspace, dirs: Sequence[str], env: Environment
+    ws: Workspace, dirs: Sequence[str], env: Environment
 ) -> tuple[str | None, str | None, dict[str, Any]]:
     names = _CONFIG_NAMES if env.pytest >= (9,) else _CONFIG_NAMES[2:]
     found_pyproject = None
     for arg in dirs:
-        for base in _parents(arg):
+        for base in parent_dirs(arg):
             for name in names:
                 candidate = posixpath.join(base, name)
                 if not ws.is_file(candidate):
@@ -125,16 +125,16 @@ def _locate_config(
     return None, None, {}
 
 
-def _common_ancestor(ws: _Workspace, cwd: str, paths: Sequence[str]) -> str:
+def _common_ancestor(ws: Workspace, cwd: str, paths: Sequence[str]) -> str:
     common: str | None = None
     for path in paths:
         if not ws.exists(path):
             continue
         if common is None:
             common = path
-        elif path == common or common in _parents(path)[1:]:
+        elif path == common or common in parent_dirs(path)[1:]:
             continue
-        elif path in _parents(common)[1:]:
+        elif path in parent_dirs(common)[1:]:
             common = path
         else:
             common = posixpath.commonpath([path, common])
@@ -145,9 +145,9 @@ def _common_ancestor(ws: _Workspace, cwd: str, paths: Sequence[str]) -> str:
     return common
 
 
-def _determine_setup(
-    ws: _Workspace, options: PytestOptions, cwd: str, env: Environment
-) -> _PytestConfig:
+def determine_setup(
+    ws: Workspace, options: PytestOptions, cwd: str, env: Environment
+) -> PytestConfig:
     def absolute(path: str) -> str:
         return posixpath.normpath(posixpath.join(cwd, path))
 
@@ -162,7 +162,7 @@ def _determine_setup(
         ancestor = _common_ancestor(ws, cwd, dirs)
         rootdir, inipath, ini = _locate_config(ws, [ancestor], env)
         if rootdir is None:
-            for possible in _parents(ancestor):
+            for possible in parent_dirs(ancestor):
                 if ws.is_file(posixpath.join(possible, "setup.py")):
                     rootdir = possible
                     break
@@ -180,10 +180,10 @@ def _determine_setup(
         key, _, value = override.partition("=")
         ini[key.strip()] = value
     assert rootdir is not None
-    return _PytestConfig(rootdir=rootdir, inifile=inipath, ini=ini)
+    return PytestConfig(rootdir=rootdir, inifile=inipath, ini=ini)
 
 
-def _rel(path: str, root: str) -> str:
+def relative_to_root(path: str, root: str) -> str:
     if path == root:
         return "."
     if path.startswith(root.rstrip("/") + "/"):

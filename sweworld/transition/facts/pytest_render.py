@@ -8,12 +8,12 @@ import posixpath
 import re
 from collections.abc import Sequence
 
-from sweworld.transition.facts.collection import _Collection
+from sweworld.transition.facts.collection import Collection
 from sweworld.transition.facts.environment import Environment
 from sweworld.transition.facts.pytest_args import PytestOptions
-from sweworld.transition.facts.pytest_config import _PytestConfig, _rel
+from sweworld.transition.facts.pytest_config import PytestConfig, relative_to_root
 from sweworld.transition.facts.records import Facts
-from sweworld.transition.facts.scanner import _Item
+from sweworld.transition.facts.scanner import Item
 from sweworld.transition.types import Prediction
 
 # --------------------------------------------------------------------------- pytest rendering
@@ -42,7 +42,7 @@ def pytest_header(
     lines.append(platform_line)
     if verbosity > 0:
         lines.append("cachedir: .pytest_cache")
-    inirel = _rel(inifile, rootdir) if inifile else None
+    inirel = relative_to_root(inifile, rootdir) if inifile else None
     if version >= (7, 3):
         lines.append(f"rootdir: {rootdir}")
         if inirel:
@@ -86,9 +86,9 @@ def _collected_line(total: int, deselected: int, errors: int, env: Environment) 
 _DURATION = "0.01s"
 
 
-def _render_pytest_empty(
+def render_pytest_empty(
     env: Environment,
-    config: _PytestConfig,
+    config: PytestConfig,
     options: PytestOptions,
     total: int,
     deselected: int,
@@ -120,14 +120,14 @@ def _render_pytest_empty(
     return out
 
 
-def _pytest_caveats(env: Environment, options: PytestOptions) -> tuple[str, ...]:
+def pytest_caveats(env: Environment, options: PytestOptions) -> tuple[str, ...]:
     caveats = ["durations (0.01s)"]
     if options.verbosity >= 0:
         caveats.insert(0, "the header's versions and plugins come from the Environment")
     return tuple(caveats)
 
 
-def _render_collect_only_quiet(facts: Facts, selected: list[_Item], total: int) -> Prediction:
+def render_collect_only_quiet(facts: Facts, selected: list[Item], total: int) -> Prediction:
     """``pytest --collect-only -q``: the node ids, then the count line (exit 5: none)."""
     deselected = total - len(selected)
     if not total:
@@ -143,15 +143,15 @@ def _render_collect_only_quiet(facts: Facts, selected: list[_Item], total: int) 
     return Prediction(stdout=f"{lines}\n{tail} in {_DURATION}\n", exit_code=0)
 
 
-def _not_found_message(
-    target: str, collection: _Collection, config: _PytestConfig, env: Environment
+def not_found_message(
+    target: str, collection: Collection, config: PytestConfig, env: Environment
 ) -> str | None:
     """pytest's ``ERROR: not found: ...`` for a node id that matches nothing (None when
     pytest says something else, e.g. ``found no collectors`` below a function)."""
     path, _, rest = target.partition("::")
     parts = rest.split("::")
     shown = [*parts[:-1], re.sub(r"\[.*\]$", "", parts[-1])]
-    rel = _rel(path, config.rootdir)
+    rel = relative_to_root(path, config.rootdir)
     container = f"<Module {posixpath.basename(path)}>"
     prefix = rel
     functions = {i.base for i in collection.items}

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweworld.transition.facts.environment import Environment
-from sweworld.transition.facts.imports import _Importer, _Workspace
-from sweworld.transition.facts.parametrize import _UNKNOWN, _ParametrizeReader
-from sweworld.transition.facts.pytest_config import _PytestConfig
-from sweworld.transition.facts.simulation import _dotted, _literal
+from sweworld.transition.facts.imports import Importer, Workspace
+from sweworld.transition.facts.parametrize import UNKNOWN, ParametrizeReader
+from sweworld.transition.facts.pytest_config import PytestConfig
+from sweworld.transition.facts.simulation import dotted_name, literal_value
 
 # --------------------------------------------------------------------------- pytest collection
 
@@ -35,7 +35,7 @@ _MARKS_ATTRIBUTE_IS_KEYWORD = _pytest_version() < (9, 2)
 
 
 @dataclass
-class _Item:
+class Item:
     nodeid: str
     base: str  # nodeid without the [params]
     names: set[str]  # -k names
@@ -52,18 +52,18 @@ def _prefix_or_glob(patterns: Sequence[str], name: str) -> bool:
     return False
 
 
-class _ModuleScanner(_ParametrizeReader):
+class ModuleScanner(ParametrizeReader):
     """Reads one test module's AST the way pytest's collectors read the module object."""
 
     def __init__(
         self,
-        ws: _Workspace,
+        ws: Workspace,
         path: str,
         tree: ast.Module,
-        config: _PytestConfig,
+        config: PytestConfig,
         env: Environment,
         param_fixtures: set[str],
-        importer: _Importer,
+        importer: Importer,
     ):
         self.ws = ws
         self.path = path
@@ -92,8 +92,8 @@ class _ModuleScanner(_ParametrizeReader):
             if isinstance(stmt, ast.Assign):
                 for target in stmt.targets:
                     if isinstance(target, ast.Name):
-                        ok, value = _literal(stmt.value)
-                        self.module_consts[target.id] = value if ok else _UNKNOWN
+                        ok, value = literal_value(stmt.value)
+                        self.module_consts[target.id] = value if ok else UNKNOWN
                         if target.id == "pytestmark":
                             marks = (
                                 stmt.value.elts
@@ -138,7 +138,7 @@ class _ModuleScanner(_ParametrizeReader):
                 params.append(call)
         return names, params
 
-    def items(self, file_nodeid: str, module_names: list[str]) -> list[_Item]:
+    def items(self, file_nodeid: str, module_names: list[str]) -> list[Item]:
         if self.module_consts.get("__test__") is False:
             return []
         module_mark_names: list[str] = []
@@ -150,7 +150,7 @@ class _ModuleScanner(_ParametrizeReader):
                 self.used_marks.add(name)
                 if name == "parametrize" and call is not None:
                     module_params.append(call)
-        out: list[_Item] = []
+        out: list[Item] = []
         seen: set[str] = set()
         for stmt in self._module_level_defs():
             if isinstance(stmt, tuple) and stmt[0] == "alias":
@@ -234,7 +234,7 @@ class _ModuleScanner(_ParametrizeReader):
                         or _prefix_or_glob(self.classes_patterns, target.id)
                     ):
                         continue
-                    if _literal(stmt.value)[0]:
+                    if literal_value(stmt.value)[0]:
                         continue  # a constant is not collected
                     value = stmt.value
                     if isinstance(value, ast.Name) and isinstance(
@@ -249,7 +249,7 @@ class _ModuleScanner(_ParametrizeReader):
         """Whether the function takes every argument the parametrize call names."""
         if node.args.kwarg is not None:
             return True
-        ok, argnames = _literal(call.args[0]) if call.args else (False, None)
+        ok, argnames = literal_value(call.args[0]) if call.args else (False, None)
         if not ok:
             return False
         if isinstance(argnames, str):
@@ -273,7 +273,7 @@ class _ModuleScanner(_ParametrizeReader):
         parent_names: list[str],
         inherited_marks: list[str],
         inherited_params: list[ast.Call],
-    ) -> list[_Item]:
+    ) -> list[Item]:
         base = "::".join([file_nodeid, *class_path, node.name])
         own_marks, own_params = self._marks_of(node.decorator_list)
         marks = set(own_marks) | set(inherited_marks)
@@ -285,13 +285,13 @@ class _ModuleScanner(_ParametrizeReader):
         if uncertain:
             self.notes.append(f"{base}: uses a parametrized fixture")
         if not params:
-            return [_Item(base, base, names | {node.name}, marks, uncertain)]
+            return [Item(base, base, names | {node.name}, marks, uncertain)]
         ids: list[tuple[str, set[str]]] = [("", set())]
         for call in params:
             result = self._parametrize(call, node.name)
             if result is None:
                 self.notes.append(f"{base}: parametrize arguments are not literal")
-                return [_Item(base + "[?]", base, names, marks, True)]
+                return [Item(base + "[?]", base, names, marks, True)]
             sets, exact = result
             if not exact:
                 uncertain = True
@@ -308,11 +308,11 @@ class _ModuleScanner(_ParametrizeReader):
         for pid, pmarks in ids:
             nodeid = f"{base}[{pid}]"
             out.append(
-                _Item(nodeid, base, names | {f"{node.name}[{pid}]"}, marks | pmarks, uncertain)
+                Item(nodeid, base, names | {f"{node.name}[{pid}]"}, marks | pmarks, uncertain)
             )
         return out
 
-    def _resolve_class(self, name: str) -> tuple[str, ast.ClassDef | None, _ModuleScanner | None]:
+    def _resolve_class(self, name: str) -> tuple[str, ast.ClassDef | None, ModuleScanner | None]:
         """('local', node) for classes of this module, ('testcase', None) for unittest's,
         ('unknown', None) otherwise."""
         if name in self.module_defs and isinstance(self.module_defs[name], ast.ClassDef):
@@ -337,7 +337,7 @@ class _ModuleScanner(_ParametrizeReader):
 
     def _foreign_class(
         self, module: str, attr: str, level: int, tail: list[str]
-    ) -> tuple[str, ast.ClassDef | None, _ModuleScanner | None] | None:
+    ) -> tuple[str, ast.ClassDef | None, ModuleScanner | None] | None:
         if tail or not attr:
             return None
         if level:
@@ -358,7 +358,7 @@ class _ModuleScanner(_ParametrizeReader):
                 tree = self.ws.tree(path)
                 if tree is None:
                     return None
-                scanner = _ModuleScanner(
+                scanner = ModuleScanner(
                     self.ws, path, tree, self.config, self.env, self.param_fixtures, self.importer
                 )
                 node = scanner.module_defs.get(attr)
@@ -371,10 +371,10 @@ class _ModuleScanner(_ParametrizeReader):
 
     def _class_info(
         self, node: ast.ClassDef, depth: int = 0
-    ) -> tuple[bool, bool, bool, list[tuple[ast.ClassDef, _ModuleScanner]]]:
+    ) -> tuple[bool, bool, bool, list[tuple[ast.ClassDef, ModuleScanner]]]:
         """(is a unittest TestCase, has __init__/__new__, known completely, MRO chain of
         class nodes with their scanner, the class itself first)."""
-        chain: list[tuple[ast.ClassDef, _ModuleScanner]] = [(node, self)]
+        chain: list[tuple[ast.ClassDef, ModuleScanner]] = [(node, self)]
         is_testcase = False
         has_init = any(
             isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -385,7 +385,7 @@ class _ModuleScanner(_ParametrizeReader):
         if depth > 8:
             return False, has_init, False, chain
         for base in node.bases:
-            name = _dotted(base)
+            name = dotted_name(base)
             if name in (None, "object"):
                 if name is None:
                     known = False
@@ -417,7 +417,7 @@ class _ModuleScanner(_ParametrizeReader):
         inherited_marks: list[str],
         inherited_params: list[ast.Call],
         nested: bool,
-    ) -> list[_Item]:
+    ) -> list[Item]:
         is_testcase, has_init, known, chain = self._class_info(node)
         dunder_test = _class_attr_literal(node, "__test__")
         if (
@@ -460,7 +460,7 @@ class _ModuleScanner(_ParametrizeReader):
             base_names = {*parent_names, *path}
             for name in sorted(names):
                 nodeid = "::".join([file_nodeid, *path, name])
-                out.append(_Item(nodeid, nodeid, base_names | {name}, set(marks), False))
+                out.append(Item(nodeid, nodeid, base_names | {name}, set(marks), False))
             if not names:
                 has_runtest = any(
                     isinstance(s, ast.FunctionDef) and s.name == "runTest"
@@ -469,7 +469,7 @@ class _ModuleScanner(_ParametrizeReader):
                 )
                 if has_runtest:
                     nodeid = "::".join([file_nodeid, *path, "runTest"])
-                    out.append(_Item(nodeid, nodeid, base_names | {"runTest"}, set(marks)))
+                    out.append(Item(nodeid, nodeid, base_names | {"runTest"}, set(marks)))
             return out
         if has_init:
             self.warnings.append(
@@ -477,7 +477,7 @@ class _ModuleScanner(_ParametrizeReader):
             )
             return []
         # Plain test class: walk the MRO, bases' tests first (reverse MRO order).
-        dicts: list[list[tuple[ast.stmt, _ModuleScanner]]] = []
+        dicts: list[list[tuple[ast.stmt, ModuleScanner]]] = []
         seen: set[str] = set()
         for cls, scanner in chain:
             entries = []
@@ -522,19 +522,19 @@ def _class_attr_literal(node: ast.ClassDef, name: str) -> Any:
         if isinstance(stmt, ast.Assign):
             for target in stmt.targets:
                 if isinstance(target, ast.Name) and target.id == name:
-                    ok, value = _literal(stmt.value)
-                    return value if ok else _UNKNOWN
+                    ok, value = literal_value(stmt.value)
+                    return value if ok else UNKNOWN
     return None
 
 
 def _is_abstract(node: ast.ClassDef) -> bool:
-    bases = {_dotted(b) for b in node.bases}
-    keywords = {_dotted(k.value) for k in node.keywords if k.arg == "metaclass"}
+    bases = {dotted_name(b) for b in node.bases}
+    keywords = {dotted_name(k.value) for k in node.keywords if k.arg == "metaclass"}
     if not (bases & {"ABC", "abc.ABC"} or keywords & {"ABCMeta", "abc.ABCMeta"}):
         return False
     for stmt in node.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for deco in stmt.decorator_list:
-                if _dotted(deco) in ("abstractmethod", "abc.abstractmethod"):
+                if dotted_name(deco) in ("abstractmethod", "abc.abstractmethod"):
                     return True
     return False

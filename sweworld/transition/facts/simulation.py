@@ -9,46 +9,46 @@ import builtins
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweworld.transition.facts.imports import _Found
-from sweworld.transition.facts.messages import _Frame
+from sweworld.transition.facts.imports import Found
+from sweworld.transition.facts.messages import Frame
 from sweworld.transition.facts.records import SyntaxErrorInfo
 
 # --------------------------------------------------------------------------- simulation
 
 
-class _Stop(Exception):
+class StopProgram(Exception):
     """The interpretation reached a statement whose effect is not known."""
 
 
 @dataclass
-class _Outcome:
+class Outcome:
     kind: str  # complete | error | exit | unknown
     stdout: str = ""
     stderr: str = ""
     exit_code: int = 0
-    frames: list[_Frame] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
     error: str = ""
     module: str = ""
     namespace: set[str] | None = None  # names a completed module defines (None: open)
     syntax: SyntaxErrorInfo | None = None  # a syntax error of an imported module
 
 
-_SAFE_DECORATORS = frozenset(
+SAFE_DECORATORS = frozenset(
     {"staticmethod", "classmethod", "property", "abstractmethod", "cache", "overload",
      "cached_property", "abc.abstractmethod", "functools.cache", "typing.overload",
      "functools.cached_property"}
 )  # fmt: skip
-_SAFE_CALL_DECORATORS = frozenset({"lru_cache", "functools.lru_cache"})
-_SAFE_BASES = frozenset(
+SAFE_CALL_DECORATORS = frozenset({"lru_cache", "functools.lru_cache"})
+SAFE_BASES = frozenset(
     {"object", "ABC", "abc.ABC", "str", "int", "float", "dict", "list", "set", "tuple",
      "unittest.TestCase", "TestCase"}
 ) | frozenset(
     n for n in dir(builtins) if n.endswith(("Error", "Exception", "Warning"))
 )  # fmt: skip
-_BUILTIN_NAMES = frozenset(dir(builtins))
+BUILTIN_NAMES = frozenset(dir(builtins))
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted_name(node: ast.AST) -> str | None:
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -59,20 +59,20 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _literal(node: ast.AST) -> tuple[bool, Any]:
+def literal_value(node: ast.AST) -> tuple[bool, Any]:
     try:
         return True, ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False, None
 
 
-class _ModuleState:
+class ModuleState:
     def __init__(
         self,
         display: str,
         lines: list[str] | None,
         name: str,
-        package: tuple[str, _Found] | None,
+        package: tuple[str, Found] | None,
     ):
         self.display = display
         self.lines = lines
@@ -88,8 +88,8 @@ class _ModuleState:
         self.names[name] = kind
 
 
-def _assigned_names(target: ast.AST, value: ast.AST) -> list[str]:
-    """Names an assignment binds; raises _Stop unless the unpacking certainly succeeds
+def assigned_names(target: ast.AST, value: ast.AST) -> list[str]:
+    """Names an assignment binds; raises StopProgram unless the unpacking certainly succeeds
     (a tuple target needs a literal tuple or list of the same length)."""
     if isinstance(target, ast.Name):
         return [target.id]
@@ -97,12 +97,12 @@ def _assigned_names(target: ast.AST, value: ast.AST) -> list[str]:
         if len(target.elts) != len(value.elts) or any(
             isinstance(e, ast.Starred) for e in [*target.elts, *value.elts]
         ):
-            raise _Stop
+            raise StopProgram
         out: list[str] = []
         for sub_target, sub_value in zip(target.elts, value.elts, strict=True):
-            out += _assigned_names(sub_target, sub_value)
+            out += assigned_names(sub_target, sub_value)
         return out
-    raise _Stop
+    raise StopProgram
 
 
 def _target_names(target: ast.AST) -> list[str] | None:
@@ -119,17 +119,17 @@ def _target_names(target: ast.AST) -> list[str] | None:
     return None
 
 
-def _contains_bytes(value: Any) -> bool:
+def contains_bytes(value: Any) -> bool:
     if isinstance(value, (bytes, bytearray)):
         return True
     if isinstance(value, (tuple, list, set, frozenset)):
-        return any(_contains_bytes(v) for v in value)
+        return any(contains_bytes(v) for v in value)
     if isinstance(value, dict):
-        return any(_contains_bytes(k) or _contains_bytes(v) for k, v in value.items())
+        return any(contains_bytes(k) or contains_bytes(v) for k, v in value.items())
     return False
 
 
-def _is_main_guard(test: ast.AST) -> bool:
+def is_main_guard(test: ast.AST) -> bool:
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
         return False
     if not isinstance(test.ops[0], ast.Eq):

@@ -11,10 +11,10 @@ import posixpath
 import re
 import warnings
 
-from sweworld.transition.facts.imports import _Importer, _Workspace
+from sweworld.transition.facts.imports import Importer, Workspace
 from sweworld.transition.facts.messages import format_syntax_error
 from sweworld.transition.facts.records import SyntaxErrorInfo
-from sweworld.transition.facts.simulation import _dotted, _literal
+from sweworld.transition.facts.simulation import dotted_name, literal_value
 from sweworld.transition.types import WORKDIR, WorkspaceView
 
 _ImportStmt = tuple[int, tuple[str, ...], str]  # (level, names, module); names for Import
@@ -43,7 +43,7 @@ def _module_summary(path: str, text: str) -> tuple[SyntaxErrorInfo | None, tuple
             if isinstance(stmt, ast.Raise):
                 break
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-                if "exit" in (_dotted(stmt.value.func) or ""):
+                if "exit" in (dotted_name(stmt.value.func) or ""):
                     break
                 continue
             if isinstance(stmt, ast.Import):
@@ -60,7 +60,7 @@ def _module_summary(path: str, text: str) -> tuple[SyntaxErrorInfo | None, tuple
 _COMPILED: dict[tuple[str, bytes], SyntaxErrorInfo | None] = {}
 
 
-def _cached_syntax_error(text: str, path: str) -> SyntaxErrorInfo | None:
+def cached_syntax_error(text: str, path: str) -> SyntaxErrorInfo | None:
     """:func:`format_syntax_error`'s error, cached for the process by content."""
     key = (path, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
     if key not in _COMPILED:
@@ -70,8 +70,8 @@ def _cached_syntax_error(text: str, path: str) -> SyntaxErrorInfo | None:
     return _COMPILED[key]
 
 
-def _static_broken_import(
-    importer: _Importer, tree: ast.Module | None, package: str, limit: int = 300,
+def static_broken_import(
+    importer: Importer, tree: ast.Module | None, package: str, limit: int = 300,
     text: str | None = None, path: str = "",
 ) -> SyntaxErrorInfo | None:  # fmt: skip
     """A syntax error in a workspace module that importing a module certainly imports
@@ -93,7 +93,7 @@ def _static_broken_import(
             if isinstance(stmt, ast.Raise):
                 break
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-                if "exit" in (_dotted(stmt.value.func) or ""):
+                if "exit" in (dotted_name(stmt.value.func) or ""):
                     break
                 continue
             if isinstance(stmt, ast.Import):
@@ -162,7 +162,7 @@ def _static_broken_import(
     return visit(statements(tree, text, path), package)
 
 
-def _collect_module_imports(tree: ast.Module) -> list[tuple[ast.stmt, str, int]]:
+def collect_module_imports(tree: ast.Module) -> list[tuple[ast.stmt, str, int]]:
     """Module-level imports not guarded by try/except or conditions:
     (statement, dotted module, relative level)."""
     out: list[tuple[ast.stmt, str, int]] = []
@@ -178,7 +178,7 @@ def _collect_module_imports(tree: ast.Module) -> list[tuple[ast.stmt, str, int]]
 # --------------------------------------------------------------------------- workspace facts
 
 
-def _search_dirs_base(ws: _Workspace) -> list[str]:
+def search_dirs_base(ws: Workspace) -> list[str]:
     """Directories where the workspace's own packages are importable from (an editable
     install of the project: its root, ``src/``, ``lib/`` and declared package dirs)."""
     dirs = [WORKDIR]
@@ -248,11 +248,11 @@ def _dist_import_names(requirement: str) -> set[str]:
 def declared_dependencies(view: WorkspaceView) -> frozenset[str]:
     """Top-level import names of the packages the workspace declares it needs (pyproject,
     setup.cfg, setup.py literal lists, requirements files): installed in its environment."""
-    ws = view if isinstance(view, _Workspace) else _Workspace(view)
+    ws = view if isinstance(view, Workspace) else Workspace(view)
     requirements: list[str] = []
     pyproject = ws.text(f"{WORKDIR}/pyproject.toml")
     if pyproject:
-        data = _load_toml(pyproject) or {}
+        data = load_toml(pyproject) or {}
         project = data.get("project", {}) if isinstance(data, dict) else {}
         requirements += [r for r in project.get("dependencies", []) if isinstance(r, str)]
         for extra in (project.get("optional-dependencies") or {}).values():
@@ -282,7 +282,7 @@ def declared_dependencies(view: WorkspaceView) -> frozenset[str]:
             if isinstance(node, ast.keyword) and node.arg in (
                 "install_requires", "tests_require", "setup_requires", "extras_require"
             ):  # fmt: skip
-                ok, value = _literal(node.value)
+                ok, value = literal_value(node.value)
                 if ok and isinstance(value, (list, tuple)):
                     requirements += [v for v in value if isinstance(v, str)]
                 elif ok and isinstance(value, dict):
@@ -300,7 +300,7 @@ def declared_dependencies(view: WorkspaceView) -> frozenset[str]:
     return frozenset(names)
 
 
-def _load_toml(text: str) -> dict | None:
+def load_toml(text: str) -> dict | None:
     try:
         import tomllib  # type: ignore[import-not-found]
     except ImportError:  # pragma: no cover - Python 3.10
