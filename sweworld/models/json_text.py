@@ -1,12 +1,45 @@
 """Reading a JSON object out of a language model's free text: fenced blocks first, then a
 lenient reader that repairs the usual damage (single quotes, trailing commas, raw control
 characters, unterminated output). Shared by SWT's and SWR's output parsers.
+
+Everything here runs in time linear in the text (no regular expression that can backtrack
+over the whole input; a budget on how much the lenient reader may read in all), so that no
+model answer can stall the process: :func:`find_object` is the entry point.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from sweworld.models.text import valid_value
+
+T = TypeVar("T")
+
+#: Integers longer than this are not converted (Python refuses above 4,300 digits, and no
+#: field a model writes needs more): they become :data:`HUGE_INT` with their sign.
+MAX_INT_DIGITS = 30
+#: What an integer literal longer than :data:`MAX_INT_DIGITS` digits is read as.
+HUGE_INT = 2**63 - 1
+
+_WORD = re.compile(r"[A-Za-z_][\w.]*")
+_KEY = re.compile(r"[A-Za-z_][\w ]*")
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+_HEX2 = re.compile(r"[0-9a-fA-F]{2}")
+
+
+def bounded_int(text: str) -> int:
+    """``int(text)`` for an optionally signed run of digits, clamped to +-:data:`HUGE_INT`
+    when it has more than :data:`MAX_INT_DIGITS` digits (never Python's digit-limit error)."""
+    body = text.strip()
+    sign = -1 if body.startswith("-") else 1
+    digits = body.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > MAX_INT_DIGITS:
+        return sign * HUGE_INT
+    return sign * int(digits)
 
 
 class TruncatedJSON(Exception):
@@ -56,7 +89,7 @@ class LenientJSONReader:
             return self.string()
         if c in "-+0123456789.":
             return self.number()
-        match = re.compile(r"[A-Za-z_][\w.]*").match(self.s, self.i)
+        match = _WORD.match(self.s, self.i)
         if match:
             word = match.group(0)
             self.i = match.end()
@@ -91,11 +124,18 @@ class LenientJSONReader:
                     self.note("unterminated object closed")
                     return out
             else:
-                match = re.compile(r"[A-Za-z_][\w ]*?(?=\s*:)").match(self.s, self.i)
+                # A bare key: word characters and spaces up to the colon (greedy, then the
+                # spaces before the colon dropped: linear, unlike a lazy match + lookahead).
+                match = _KEY.match(self.s, self.i)
                 if not match:
                     raise ValueError("bad key")
-                key = match.group(0)
-                self.i = match.end()
+                key = match.group(0).rstrip(" ")
+                self.i = match.start() + len(key)
+                after = self.i
+                while after < len(self.s) and self.s[after].isspace():
+                    after += 1
+                if after >= len(self.s) or self.s[after] != ":":
+                    raise ValueError("bad key")
                 self.note("unquoted keys quoted")
             self.ws()
             if self.eof():
@@ -150,15 +190,17 @@ class LenientJSONReader:
                 return out
 
     def number(self) -> Any:
-        match = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?").match(self.s, self.i)
+        match = _NUMBER.match(self.s, self.i)
         if not match:
             raise ValueError("bad number")
         self.i = match.end()
         text = match.group(0)
+        if match.group(1).isdigit() and not match.group(2):
+            return bounded_int(text)
         try:
-            return int(text)
-        except ValueError:
             return float(text)
+        except ValueError as exc:  # e.g. "1." followed by nothing is fine; guard the rest
+            raise ValueError("bad number") from exc
 
     def string(self) -> str:
         s = self.s
@@ -193,19 +235,17 @@ class LenientJSONReader:
                     continue
                 if nxt == "u":
                     hex_digits = s[self.i + 2 : self.i + 6]
-                    if re.fullmatch(r"[0-9a-fA-F]{4}", hex_digits):
+                    if _HEX4.fullmatch(hex_digits):
                         code = int(hex_digits, 16)
                         self.i += 6
                         if 0xD800 <= code < 0xDC00 and s.startswith("\\u", self.i):
                             low = s[self.i + 2 : self.i + 6]
-                            if re.fullmatch(r"[0-9a-fA-F]{4}", low) and (
-                                0xDC00 <= int(low, 16) < 0xE000
-                            ):
+                            if _HEX4.fullmatch(low) and (0xDC00 <= int(low, 16) < 0xE000):
                                 code = 0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00)
                                 self.i += 6
                         out.append(chr(code))
                         continue
-                if nxt == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", s[self.i + 2 : self.i + 4]):
+                if nxt == "x" and _HEX2.fullmatch(s[self.i + 2 : self.i + 4]):
                     out.append(chr(int(s[self.i + 2 : self.i + 4], 16)))
                     self.i += 4
                     self.note("invalid escapes kept")
@@ -223,16 +263,100 @@ class LenientJSONReader:
             self.i += 1
 
 
-FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
+def _lang_char(char: str) -> bool:
+    return (char.isascii() and char.isalnum()) or char in "_+-"
+
+
+def fenced_blocks(text: str) -> Iterator[tuple[str, int, int]]:
+    """(language, start, end) of each fenced block of ``text``: a line opened by three
+    backticks (the language is the word after them), the content from the next line to the
+    next three backticks or to the end. One pass with ``str.find`` (linear; a regular
+    expression for this backtracks quadratically on a long run of backticks)."""
+    pos = 0
+    while True:
+        opening = text.find("```", pos)
+        if opening < 0:
+            return
+        newline = text.find("\n", opening + 3)
+        if newline < 0:
+            return  # no line follows this fence, nor any later one on the same line
+        info = text[opening + 3 : newline].lstrip(" \t")
+        length = 0
+        while length < len(info) and _lang_char(info[length]):
+            length += 1
+        start = newline + 1
+        closing = text.find("```", start)
+        end = len(text) if closing < 0 else closing
+        yield info[:length], start, end
+        if closing < 0:
+            return
+        pos = closing + 3
 
 
 def json_spans(text: str) -> list[tuple[int, int | None]]:
     """(start, end) spans to look for the object in: fenced blocks first (json ones before
     others), then the whole text."""
     spans: list[tuple[int, int | None, int]] = []
-    for match in FENCE.finditer(text):
-        lang = match.group(1).lower()
-        rank = 0 if lang in ("json", "json5", "javascript", "js") else 1
-        spans.append((match.start(2), match.end(2), rank))
+    for lang, start, end in fenced_blocks(text):
+        rank = 0 if lang.lower() in ("json", "json5", "javascript", "js") else 1
+        spans.append((start, end, rank))
     spans.sort(key=lambda s: s[2])
     return [(a, b) for a, b, _ in spans] + [(0, None)]
+
+
+#: Candidate ``{`` positions tried per span.
+MAX_STARTS = 64
+
+
+def find_object(
+    text: str, accept: Callable[[Any], T | None], *, strict_first: bool = True
+) -> tuple[T | None, list[str]]:
+    """The first JSON value in ``text`` that ``accept`` turns into something (not None),
+    with the repairs made to read it.
+
+    Spans are searched in :func:`json_spans` order; in each, up to :data:`MAX_STARTS` ``{``
+    positions. At each, strict JSON first (``strict_first``; C speed), then the lenient
+    reader. The lenient reader's total reading is bounded by a budget of a few times the
+    text's length, so the whole search is linear in ``len(text)``. Strings of the value
+    are made valid (lone surrogates from ``\\ud800`` escapes replaced, noted as a repair).
+    """
+    budget = 4 * len(text) + 65_536
+    decoders = [json.JSONDecoder(parse_int=bounded_int)] if strict_first else []
+    decoders.append(json.JSONDecoder(strict=False, parse_int=bounded_int))
+    for start, end in json_spans(text):
+        region = text[start:end] if end is not None else text  # spans are disjoint
+        position = region.find("{")
+        tried = 0
+        while position >= 0 and tried < MAX_STARTS and budget > 0:
+            tried += 1
+            for index, decoder in enumerate(decoders):
+                try:
+                    value, used = decoder.raw_decode(region, position)
+                except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+                    continue
+                value, changed = valid_value(value)
+                found = accept(value)
+                if found is None:
+                    break
+                repairs = ["lone surrogates replaced"] if changed else []
+                if strict_first and index:
+                    repairs.append("raw control characters in strings kept")
+                if region[used:].strip():
+                    repairs.append("text after the object ignored")
+                return found, repairs
+            reader = LenientJSONReader(region, position)
+            try:
+                value = reader.value()
+            except (ValueError, TruncatedJSON, RecursionError):
+                value = None
+            budget -= max(reader.i - position, 1)
+            value, changed = valid_value(value)
+            found = accept(value) if value is not None else None
+            if found is not None:
+                if changed:
+                    reader.note("lone surrogates replaced")
+                if region[reader.i :].strip():
+                    reader.note("text after the object ignored")
+                return found, list(reader.repairs)
+            position = region.find("{", position + 1)
+    return None, []

@@ -1,7 +1,7 @@
 """:func:`parse_swr_output`: the SWR report read out of a model's text, repaired where it can be.
 
-The JSON object is found and repaired with SWT's lenient reader
-(:mod:`sweworld.transition.validate.parsing`: code fences, prose around it, single quotes,
+The JSON object is found and repaired with the shared lenient reader
+(:mod:`sweworld.models.json_text`: code fences, prose around it, single quotes,
 Python literals, trailing commas, text cut off anywhere). On top of that, the report's own
 leniency: statuses in any case and their usual synonyms (``pass``, ``ok``, ``fail``...),
 tests given as a mapping, a list of objects or of pairs, or SWE-bench's ``tests_status``
@@ -17,9 +17,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweworld.models.json_text import LenientJSONReader, TruncatedJSON, json_spans
+from sweworld.models.json_text import find_object
+from sweworld.models.text import valid_text
 
-__all__ = ["STATUSES", "ParsedReport", "normalize_status", "parse_swr_output"]
+__all__ = ["MAX_REPORT_CHARS", "STATUSES", "ParsedReport", "normalize_status", "parse_swr_output"]
+
+#: Longest model answer :func:`parse_swr_output` reads (a report for thousands of tests fits
+#: many times over); a longer one is refused unparsed, so parsing stays bounded.
+MAX_REPORT_CHARS = 1_000_000
 
 #: What a report may say of a test (the four the prompt asks for, and pytest's xfail/xpass).
 STATUSES: tuple[str, ...] = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
@@ -131,29 +136,8 @@ def _report_dict(value: Any, depth: int = 0) -> dict[str, Any] | None:
 
 def _decode(text: str) -> tuple[dict[str, Any] | None, list[str]]:
     """The first report object in ``text`` (fenced blocks first), strict JSON before the
-    lenient reader."""
-    for start, end in json_spans(text):
-        region = text[start:end] if end is not None else text[start:]
-        for match in list(re.finditer(r"\{", region))[:64]:
-            chunk = region[match.start() :]
-            try:
-                value, used = json.JSONDecoder(strict=False).raw_decode(chunk)
-            except (json.JSONDecodeError, RecursionError):
-                value, used = None, 0
-            found = _report_dict(value)
-            if found is not None:
-                return found, ["text after the object ignored"] if chunk[used:].strip() else []
-            reader = LenientJSONReader(chunk, 0)
-            try:
-                value = reader.value()
-            except (ValueError, TruncatedJSON, RecursionError):
-                continue
-            found = _report_dict(value)
-            if found is not None:
-                if chunk[reader.i :].strip():
-                    reader.note("text after the object ignored")
-                return found, list(reader.repairs)
-    return None, []
+    lenient reader; linear in the text (see :func:`~sweworld.models.json_text.find_object`)."""
+    return find_object(text, _report_dict, strict_first=False)
 
 
 def _line_entry(line: str) -> tuple[str, Any] | None:
@@ -259,6 +243,10 @@ def parse_swr_output(text: Any, *, expected_tests: Iterable[str] | None = None) 
     """
     if not isinstance(text, str) or not text.strip():
         return ParsedReport(error="empty output")
+    if len(text) > MAX_REPORT_CHARS:
+        return ParsedReport(error=f"output of {len(text)} characters refused (more than "
+                            f"{MAX_REPORT_CHARS})")  # fmt: skip
+    text = valid_text(text)
     try:
         fields, repairs = _decode(text)
     except Exception as exc:  # the lenient reader must never take the stage down

@@ -23,12 +23,13 @@ from sweworld.transition.validate.fallback import (
     fallback_info,
     is_fallback,
 )
-from sweworld.transition.validate.parsing import parse_prediction
+from sweworld.transition.validate.parsing import MAX_ANSWER_CHARS, parse_prediction
 from sweworld.transition.validate.pytest_output import PytestSummary, parse_pytest_summary
 
 __all__ = [
     "FALLBACK_EXIT_CODE",
     "FALLBACK_MARKER",
+    "MAX_ANSWER_CHARS",
     "MAX_OUTPUT_CHARS",
     "Issue",
     "PytestSummary",

@@ -12,16 +12,16 @@ from typing import Any
 
 from sweworld.transition.facts import (
     Facts,
-    _Importer,
-    _search_dirs_base,
-    _Workspace,
+    Importer,
+    Workspace,
+    search_dirs_base,
 )
 from sweworld.transition.types import WORKDIR, Prediction, WorkspaceView
 from sweworld.transition.validate.pytest_output import (
     PytestSummary,
-    _output_test_ids,
-    _strip_params,
+    output_test_ids,
     parse_pytest_summary,
+    strip_params,
 )
 
 #: Bound on ``len(stdout) + len(stderr)`` of a prediction (a real command can print more,
@@ -39,14 +39,15 @@ class Issue:
 
 # =========================================================================== checks
 
-_EXCEPTION_LINE = re.compile(
+EXCEPTION_LINE = re.compile(
     r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning)"
     r"(?::.*)?$|^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception)\b.*$"
 )
 _ERROR_LINE = re.compile(r"^(?:Error|ERROR|error|fatal|FATAL)(?::| )|^\S+: error: ")
 
 
-def _last_line(text: str) -> str | None:
+def last_line(text: str) -> str | None:
+    """The last line of ``text`` that is not blank (right-stripped), or None."""
     for line in reversed(text.splitlines()):
         if line.strip():
             return line.rstrip()
@@ -60,7 +61,7 @@ def _final_traceback(text: str) -> tuple[str | None, str] | None:
     if not lines:
         return None
     last = lines[-1]
-    if not _EXCEPTION_LINE.match(last) or last.split(":")[0].endswith("Warning"):
+    if not EXCEPTION_LINE.match(last) or last.split(":")[0].endswith("Warning"):
         return None
     tail = lines[-400:]
     for index in range(len(tail) - 1, -1, -1):
@@ -128,7 +129,7 @@ def _check_exit_0(
     if facts is None:
         return []
     kind = facts.kind
-    last = _last_line(stderr) or ""
+    last = last_line(stderr) or ""
     if kind in ("pytest", "pip"):
         if _ERROR_LINE.match(last):
             return [
@@ -163,7 +164,9 @@ def _check_exit_0(
     return []
 
 
-_TB_FILE = re.compile(r'^\s*File "([^"]+)", line (\d+)', re.M)
+# ``[ \t]*``, not ``\s*``: under re.M, ``^\s*`` runs over every following blank line from
+# every line start (quadratic on a text of newlines).
+_TB_FILE = re.compile(r'^[ \t]*File "([^"]+)", line (\d+)', re.M)
 _PYTEST_LOCATION = re.compile(r"^([\w./-]+\.py):(\d+): ", re.M)
 
 
@@ -205,6 +208,7 @@ def check_prediction(
                 f"{max_chars}",
             )
         )
+        return issues  # refused already; reading it further would only cost time
     if code == 0 and stderr.strip():
         issues += _check_exit_0(stderr, facts, request, view)
     if facts is None:
@@ -417,15 +421,15 @@ def _check_pytest_counts(facts: Facts, summary: PytestSummary | None, options: A
 def _check_test_ids(facts: Facts, combined: str) -> list[Issue]:
     if facts.collected_tests is None:
         return []
-    ids = _output_test_ids(combined)
+    ids = output_test_ids(combined)
     if not ids:
         return []
     known = {facts.cwd_relative(t) for t in facts.collected_tests}
-    known_bases = {_strip_params(t) for t in known}
+    known_bases = {strip_params(t) for t in known}
     uncertain_bases = {facts.cwd_relative(t) for t in facts.uncertain_tests}
     uncertain_files = {facts.cwd_relative(f) for f in facts.uncertain_files}
     unknown = []
-    for test_id in dict.fromkeys(ids):
+    for test_id in list(dict.fromkeys(ids))[:MAX_LOOKUPS]:
         if test_id in known:
             continue
         if "[" in test_id and any(k.startswith(test_id) for k in known):
@@ -433,7 +437,7 @@ def _check_test_ids(facts: Facts, combined: str) -> list[Issue]:
         if any(k.startswith(test_id + "::") for k in known):
             continue  # a collector (a class) that failed
         file = test_id.split("::")[0]
-        base = _strip_params(test_id)
+        base = strip_params(test_id)
         if file in uncertain_files or base in uncertain_bases:
             continue
         if not facts.collection_exact and base in known_bases:
@@ -450,24 +454,44 @@ def _check_test_ids(facts: Facts, combined: str) -> list[Issue]:
     ]
 
 
+#: At most this many distinct files / modules / test ids are looked up per prediction (each
+#: lookup reads the workspace; the first ones are enough to show a contradiction).
+MAX_LOOKUPS = 200
+
+
+def _references(combined: str, facts: Facts) -> list[tuple[str, int]]:
+    found: dict[tuple[str, int], None] = {}
+    matches = [_TB_FILE.finditer(combined)]
+    if facts.kind == "pytest":
+        matches.append(_PYTEST_LOCATION.finditer(combined))
+    for index, iterator in enumerate(matches):
+        for match in iterator:
+            path, number = match.group(1), match.group(2)
+            if len(number) > 9:
+                number = "999999999"  # no line number is that large; never int() 4,300 digits
+            if index:
+                path = posixpath.normpath(posixpath.join(facts.cwd, path))
+            if path.startswith(WORKDIR + "/"):
+                found[(path, int(number))] = None
+                if len(found) >= MAX_LOOKUPS:
+                    return list(found)
+    return list(found)
+
+
 def _check_files(combined: str, facts: Facts, view: WorkspaceView) -> list[Issue]:
     problems = []
-    seen = set()
-    references = [(m.group(1), int(m.group(2))) for m in _TB_FILE.finditer(combined)]
-    if facts.kind == "pytest":
-        for match in _PYTEST_LOCATION.finditer(combined):
-            rel, line = match.group(1), int(match.group(2))
-            references.append((posixpath.normpath(posixpath.join(facts.cwd, rel)), line))
-    for path, line in references:
-        if (path, line) in seen or not path.startswith(WORKDIR + "/"):
-            continue
-        seen.add((path, line))
-        if not view.exists(path):
-            problems.append(f"{path} does not exist")
-            continue
-        text = view.read_text(path)
-        if text is not None and line > _line_count(text) + 1:
-            problems.append(f"{path} has {_line_count(text)} lines, not {line}")
+    lines: dict[str, int | None] = {}
+    for path, line in _references(combined, facts):
+        if path not in lines:
+            if not view.exists(path):
+                lines[path] = None
+                problems.append(f"{path} does not exist")
+                continue
+            text = view.read_text(path)
+            lines[path] = _line_count(text) if text is not None else -1
+        count = lines[path]
+        if count is not None and count >= 0 and line > count + 1:
+            problems.append(f"{path} has {count} lines, not {line}")
     if not problems:
         return []
     return [
@@ -482,11 +506,15 @@ _NO_MODULE = re.compile(r"No module named '?([\w.]+)'?")
 
 
 def _check_modules(combined: str, facts: Facts, request: Any, view: WorkspaceView) -> list[Issue]:
-    names = dict.fromkeys(m.group(1).rstrip(".") for m in _NO_MODULE.finditer(combined))
+    names: dict[str, None] = {}
+    for match in _NO_MODULE.finditer(combined):
+        names[match.group(1).rstrip(".")] = None
+        if len(names) >= MAX_LOOKUPS:
+            break
     if not names:
         return []
-    ws = _Workspace(view)
-    importer = _Importer(ws, _command_search_dirs(facts, request, ws), frozenset())
+    ws = Workspace(view)
+    importer = Importer(ws, _command_search_dirs(facts, request, ws), frozenset())
     issues = []
     for name in names:
         if name.endswith("__main__"):
@@ -504,7 +532,7 @@ def _check_modules(combined: str, facts: Facts, request: Any, view: WorkspaceVie
     return issues
 
 
-def _command_search_dirs(facts: Facts, request: Any, ws: _Workspace) -> list[str]:
+def _command_search_dirs(facts: Facts, request: Any, ws: Workspace) -> list[str]:
     info = facts.command
     cwd = facts.cwd
     dirs: list[str] = []
@@ -527,4 +555,4 @@ def _command_search_dirs(facts: Facts, request: Any, ws: _Workspace) -> list[str
         for p in variables.get("PYTHONPATH", "").split(":")
         if p
     ]
-    return dirs + _search_dirs_base(ws)
+    return dirs + search_dirs_base(ws)

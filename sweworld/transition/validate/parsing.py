@@ -1,5 +1,8 @@
 """:func:`parse_prediction`: reading the prediction object out of a model's text, and
 repairing the usual damage (a lenient JSON reader).
+
+Linear in the text: a text longer than :data:`MAX_ANSWER_CHARS` is refused before any
+parsing, and the search for the object is bounded (:func:`~sweworld.models.json_text.find_object`).
 """
 
 from __future__ import annotations
@@ -9,10 +12,15 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from sweworld.models.json_text import LenientJSONReader, TruncatedJSON, json_spans
+from sweworld.models.json_text import HUGE_INT, MAX_INT_DIGITS, find_object
 from sweworld.transition.types import Prediction
-from sweworld.transition.validate.checks import _EXCEPTION_LINE, _last_line
+from sweworld.transition.validate.checks import EXCEPTION_LINE, MAX_OUTPUT_CHARS, last_line
 from sweworld.transition.validate.pytest_output import parse_pytest_summary
+
+#: Longest model answer :func:`parse_prediction` reads: an answer whose output alone is
+#: over :data:`MAX_OUTPUT_CHARS` is refused by the checks anyway, so twice that (escapes,
+#: prose) plus a margin is read and anything longer is refused unparsed.
+MAX_ANSWER_CHARS = 2 * MAX_OUTPUT_CHARS + 50_000
 
 # =========================================================================== parsing
 
@@ -38,34 +46,6 @@ def _field_dict(value: Any) -> dict | None:
     return None
 
 
-def _decode_at(text: str, start: int, end: int | None) -> tuple[dict | None, list[str]]:
-    """Read the object starting at ``start``: strict JSON first, then the lenient reader."""
-    chunk = text[start:end] if end is not None else text[start:]
-    for strict in (True, False):
-        try:
-            value, used = json.JSONDecoder(strict=strict).raw_decode(chunk)
-        except (json.JSONDecodeError, RecursionError):
-            continue
-        fields = _field_dict(value)
-        if fields is None:
-            break
-        repairs = [] if strict else ["raw control characters in strings kept"]
-        if chunk[used:].strip():
-            repairs.append("text after the object ignored")
-        return fields, repairs
-    reader = LenientJSONReader(chunk, 0)
-    try:
-        value = reader.value()
-    except (ValueError, TruncatedJSON, RecursionError):
-        return None, []
-    fields = _field_dict(value)
-    if fields is None:
-        return None, []
-    if chunk[reader.i :].strip():
-        reader.note("text after the object ignored")
-    return fields, reader.repairs
-
-
 def _text_field(value: Any, name: str, repairs: list[str]) -> str:
     if value is None:
         return ""
@@ -83,8 +63,8 @@ def _text_field(value: Any, name: str, repairs: list[str]) -> str:
 
 
 def _infer_exit_code(stdout: str, stderr: str) -> int:
-    tail = _last_line(stderr) or ""
-    if "Traceback (most recent call last)" in stderr or _EXCEPTION_LINE.match(tail):
+    tail = last_line(stderr) or ""
+    if "Traceback (most recent call last)" in stderr or EXCEPTION_LINE.match(tail):
         return 1
     summary = parse_pytest_summary(stdout + stderr)
     if summary is not None and summary.bad:
@@ -100,19 +80,11 @@ def parse_prediction(text: str) -> tuple[Prediction | None, list[str]]:
     repairs; anything that had to be fixed is (``unterminated string closed``,
     ``single quotes converted``, ``exit_code given as a string``, ...).
     """
+    if isinstance(text, str) and len(text) > MAX_ANSWER_CHARS:
+        return None, [f"answer of {len(text)} characters refused (more than {MAX_ANSWER_CHARS})"]
     if not isinstance(text, str) or not text.strip():
         return None, ["empty text"]
-    fields: dict | None = None
-    repairs: list[str] = []
-    for start, end in json_spans(text):
-        region_end = end if end is not None else len(text)
-        positions = [m.start() for m in re.finditer(r"\{", text[start:region_end])][:64]
-        for offset in positions:
-            fields, repairs = _decode_at(text, start + offset, end)
-            if fields is not None:
-                break
-        if fields is not None:
-            break
+    fields, repairs = find_object(text, _field_dict)
     if fields is None:
         return None, ["no JSON object with stdout / stderr / exit_code found"]
     repairs = list(repairs)
@@ -133,22 +105,7 @@ def parse_prediction(text: str) -> tuple[Prediction | None, list[str]]:
         repairs.append(f"{code_key!r} read as exit_code")
     stdout = _text_field(out_value, "stdout", repairs)
     stderr = _text_field(err_value, "stderr", repairs)
-    exit_code: int | None = None
-    if has_code:
-        if isinstance(code_value, bool):
-            exit_code = int(code_value)
-            repairs.append("exit_code given as a boolean")
-        elif isinstance(code_value, int):
-            exit_code = code_value
-        elif isinstance(code_value, float) and code_value.is_integer():
-            exit_code = int(code_value)
-            repairs.append("exit_code given as a float")
-        elif isinstance(code_value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", code_value):
-            exit_code = int(code_value)
-            repairs.append("exit_code given as a string")
-        elif isinstance(code_value, str) and re.match(r"\s*[-+]?\d+", code_value):
-            exit_code = int(re.match(r"\s*([-+]?\d+)", code_value).group(1))  # type: ignore[union-attr]
-            repairs.append("exit_code given as text")
+    exit_code = _exit_code(code_value, repairs) if has_code else None
     if exit_code is None:
         exit_code = _infer_exit_code(stdout, stderr)
         repairs.append(f"exit_code {'unreadable' if has_code else 'missing'}: inferred {exit_code}")
@@ -157,3 +114,40 @@ def parse_prediction(text: str) -> tuple[Prediction | None, list[str]]:
     return Prediction(stdout=stdout, stderr=stderr, exit_code=exit_code, reasoning=reasoning), (
         repairs
     )
+
+
+_LEADING_INT = re.compile(r"\s*([-+]?)(\d+)")
+
+
+def _exit_code(value: Any, repairs: list[str]) -> int | None:
+    """The exit code written as ``value`` (None when unreadable). Never converts more than
+    :data:`MAX_INT_DIGITS` digits (a longer number is clamped to :data:`HUGE_INT`, outside
+    0..255, so the checks reject it): Python refuses to convert over 4,300 digits."""
+    if isinstance(value, bool):
+        repairs.append("exit_code given as a boolean")
+        return int(value)
+    if isinstance(value, int):
+        if abs(value) >= HUGE_INT:
+            repairs.append("exit_code too large: clamped")
+            return HUGE_INT if value > 0 else -HUGE_INT
+        return value
+    if isinstance(value, float):
+        if value in (float("inf"), float("-inf")):
+            repairs.append("exit_code too large: clamped")
+            return HUGE_INT if value > 0 else -HUGE_INT
+        if value.is_integer():
+            repairs.append("exit_code given as a float")
+            return int(max(-HUGE_INT, min(HUGE_INT, value)))
+        return None
+    if not isinstance(value, str):
+        return None
+    match = _LEADING_INT.match(value)  # anchored, no nested quantifier: linear
+    if match is None:
+        return None
+    whole = not value[match.end() :].strip()
+    repairs.append("exit_code given as a string" if whole else "exit_code given as text")
+    sign, digits = match.group(1), match.group(2).lstrip("0") or "0"
+    if len(digits) > MAX_INT_DIGITS:
+        repairs.append(f"exit_code of {len(digits)} digits clamped")
+        return -HUGE_INT if sign == "-" else HUGE_INT
+    return int(sign + digits)

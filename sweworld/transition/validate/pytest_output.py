@@ -55,11 +55,18 @@ class PytestSummary:
         return self.counts.get("failed", 0) + self.counts.get("error", 0)
 
 
+#: pytest's summary and collection lines are short; longer lines are not read as such (this
+#: also bounds the patterns' work per line).
+MAX_SUMMARY_LINE = 1_000
+
+
 def parse_pytest_summary(text: str) -> PytestSummary | None:
     """The last pytest summary line of ``text`` (None when there is none)."""
     lines = text.splitlines()
     found = None
     for line in reversed(lines):
+        if len(line) > MAX_SUMMARY_LINE:
+            continue
         stripped = line.strip()
         match = _SUMMARY_LINE.match(stripped)
         if match and ("=" in stripped or stripped == line.rstrip()):
@@ -77,6 +84,8 @@ def parse_pytest_summary(text: str) -> PytestSummary | None:
             counts[key] = counts.get(key, 0) + int(number)
     collected = deselected_header = None
     for line in lines:  # the first one: later ones may come from pytest runs inside tests
+        if len(line) > MAX_SUMMARY_LINE:
+            continue
         match = _COLLECTED_LINE.match(line.strip())
         if match:
             collected = int(match.group(1))
@@ -93,21 +102,46 @@ def parse_pytest_summary(text: str) -> PytestSummary | None:
 
 _OUTCOMES = "PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS"
 _SHORT_LINE = re.compile(rf"^(?:\[gw\d+\] (?:\[\s*\d+%\] )?)?({_OUTCOMES}) (\S.*?)(?: - .*)?$")
-_VERBOSE_LINE = re.compile(rf"^(\S.*?::\S.*?) ({_OUTCOMES})(?:\s|$)")
+_COLONS = re.compile(r"::\S")
+_OUTCOME_AFTER = re.compile(rf" ({_OUTCOMES})(?:\s|$)")
+#: Longer lines are not read as test result lines.
+MAX_RESULT_LINE = 10_000
 
 
-def _output_test_ids(text: str) -> list[str]:
+def _verbose_id(line: str) -> str | None:
+    """The test id of a verbose result line (``t.py::test_x PASSED [ 50%]``): the text
+    before the first `` OUTCOME`` that follows the first ``::`` followed by a non-space. The
+    equivalent pattern ``^(\\S.*?::\\S.*?) (OUTCOME)`` is quadratic on a line of ``::``."""
+    if not line or line[0].isspace():
+        return None
+    colons = _COLONS.search(line, 1)
+    if colons is None:
+        return None
+    match = _OUTCOME_AFTER.search(line, colons.end())
+    return line[: match.start()] if match else None
+
+
+def output_test_ids(text: str) -> list[str]:
+    """The test ids that pytest's result lines in ``text`` name (short ``-rA`` lines
+    ``PASSED t.py::x`` and verbose lines ``t.py::x PASSED``), in order."""
     ids = []
     for line in text.splitlines():
+        if len(line) > MAX_RESULT_LINE:
+            continue
         match = _SHORT_LINE.match(line)
         if match and "::" in match.group(2) and not match.group(2).startswith("["):
             ids.append(match.group(2).strip())
             continue
-        match = _VERBOSE_LINE.match(line)
-        if match:
-            ids.append(match.group(1).strip())
+        verbose = _verbose_id(line)
+        if verbose is not None:
+            ids.append(verbose.strip())
     return ids
 
 
-def _strip_params(nodeid: str) -> str:
-    return re.sub(r"\[.*\]$", "", nodeid)
+def strip_params(nodeid: str) -> str:
+    """``t.py::test_x[1-a]`` -> ``t.py::test_x`` (a node id without its parameters)."""
+    if nodeid.endswith("]"):
+        start = nodeid.find("[")
+        if start >= 0:
+            return nodeid[:start]
+    return nodeid
