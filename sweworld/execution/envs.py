@@ -1,42 +1,61 @@
 """Per-repository Python environments for real execution, built once and cached.
 
 An environment is a virtualenv made from a host interpreter for one (repository, version,
-recipe). It is built in a sandbox that sees the host (network, pip configuration, local
-wheel folders) plus ``/testbed``: a throwaway copy-on-write view of the task's base
-checkout, so that ``pip install -e .`` records ``/testbed`` as the project's location. At
-run time the virtualenv and the interpreter it was made from appear read-only at their own
-paths inside the session's sandbox, where ``/testbed`` is the session's workspace: the
-editable install then imports the agent's code. Building may use the package index;
-running never does.
+recipe, interpreter). It is built in a sandbox that sees the host (network, pip
+configuration, local wheel folders) plus ``/testbed``: a throwaway copy-on-write view of the
+task's base checkout, so that ``pip install -e .`` records ``/testbed`` as the project's
+location. The virtualenv sits at the fixed sandbox path ``/opt/sweworld/venv`` in the build
+and in every run, and its base interpreter where both can show it (see
+:mod:`sweworld.execution.interpreters`), so any host layout works: a cache under ``/tmp``
+(which a session's ``/tmp`` hides), an interpreter under ``/root`` or ``/opt``. At run time
+``/testbed`` is the session's workspace: the editable install imports the agent's code.
+Building may use the package index; running never does. A build sees only the host
+variables it needs (package index, proxies, certificates: :func:`build_env`), never the rest.
 
-Recipes say how to install a repository: commands run in ``/testbed`` with the
-environment active. The default is ``pip install pytest`` then ``pip install -e .``;
-per-repository recipes come from code or a JSON file (``{"owner/name": {"install": [...],
-"packages": [...]}, "owner/name@version": {...}}``).
+The interpreter follows the task's environment (:func:`sweworld.tasks.environment.
+task_environment`): a task that runs on Python 3.6 gets a virtualenv from a host 3.6 when the
+machine has one (``python3.6`` on ``PATH``, pyenv versions, ``/usr/bin``); otherwise the
+host's Python, and the environment says so (``python_exact`` False).
+
+Recipes say how to install a repository: commands run in ``/testbed`` with the environment
+active. The default is the task environment's install recipe, else ``pip install pytest``
+then ``pip install -e .``; per-repository recipes come from code or a JSON file
+(``{"owner/name": {"install": [...], "packages": [...]}, "owner/name@version": {...}}``).
+
+A build that fails for a reason that may pass (network errors, a timeout) is retried a
+bounded number of times, and a cached transient failure is retried by the next builder that
+loads it; ``rebuild=True`` rebuilds whatever is cached.
 """
 
 from __future__ import annotations
 
 import fcntl
-import functools
 import hashlib
 import json
-import os
+import logging
 import shlex
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from sweworld.dirs import cache_dir
+from sweworld.execution.envbuild import BuildOutcome, run_build
+from sweworld.execution.interpreters import (
+    VENV_MOUNT,
+    Interpreter,
+    find_interpreter,
+    host_interpreter,
+    installed_versions,
+    probe,
+)
+from sweworld.sandbox.launch import SYSTEM_PATH
 
 BUILD_LOG_TAIL = 4000
+LAYOUT = 2  # venv at VENV_MOUNT (1: venv at its host path)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -44,13 +63,14 @@ class EnvRecipe:
     """How to build a repository's environment.
 
     Attributes:
-        python: host interpreter the virtualenv is made from.
+        python: host interpreter the virtualenv is made from; None picks one per task (the
+            task environment's Python when the machine has it, else the host's).
         packages: test requirements installed first (``pip install ...``).
         install: shell commands run in ``/testbed`` with the environment active.
         env: extra variables for the build and for every run.
     """
 
-    python: str = field(default_factory=lambda: os.path.realpath(sys.executable))
+    python: str | None = None
     packages: tuple[str, ...] = ("pytest",)
     install: tuple[str, ...] = ("pip install -e .",)
     env: Mapping[str, str] = field(default_factory=dict)
@@ -62,18 +82,20 @@ class EnvRecipe:
             raise ValueError(
                 f"unknown recipe keys {sorted(unknown)}; known: python, packages, install, env"
             )
+        python = data.get("python")
         return cls(
-            python=str(data.get("python", os.path.realpath(sys.executable))),
+            python=str(python) if python else None,
             packages=tuple(data.get("packages", ("pytest",))),
             install=tuple(data.get("install", ("pip install -e .",))),
             env=dict(data.get("env", {})),
         )
 
-    def script(self, venv: Path) -> str:
+    def script(self, python: str, venv: str = VENV_MOUNT) -> str:
+        """The build script, for the interpreter at ``python`` (a sandbox path)."""
         lines = [
             "set -e",
-            f"{shlex.quote(self.python)} -m venv {shlex.quote(str(venv))}",
-            f". {shlex.quote(str(venv / 'bin' / 'activate'))}",
+            f"{shlex.quote(python)} -m venv {shlex.quote(venv)}",
+            f". {shlex.quote(venv + '/bin/activate')}",
             "cd /testbed",
         ]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in self.env.items()]
@@ -87,43 +109,95 @@ class EnvRecipe:
 class PythonEnv:
     """A built (or failed) environment.
 
-    ``read_only`` lists the host folders a run sandbox must show at their own paths;
-    ``run_env`` the variables a run needs (``PATH`` with the environment first).
+    ``read_only`` lists the ``(host, sandbox path)`` folders a run sandbox must show;
+    ``run_env`` the variables a run needs (``PATH`` with the environment first). ``python``
+    is the interpreter it was made from; ``python_requested`` the task environment's Python
+    (None when unknown) and ``python_exact`` whether ``python`` fits it.
     """
 
     key: str
     root: Path
     venv: Path
-    base_prefix: Path
     ok: bool
     log: str
     build_s: float
     recipe: EnvRecipe
+    python: Interpreter | None = None
+    python_requested: str | None = None
+    python_exact: bool = True
+    transient: bool = False
+    attempts: int = 1
 
     @property
-    def read_only(self) -> tuple[Path, ...]:
-        return (self.venv, self.base_prefix)
+    def base_prefix(self) -> Path:
+        return Path(self.python.prefix) if self.python else Path("/")
+
+    @property
+    def read_only(self) -> tuple[tuple[Path, str], ...]:
+        binds = [(self.venv, VENV_MOUNT)]
+        if self.python is not None:
+            binds += self.python.binds()
+        return tuple(binds)
 
     @property
     def run_env(self) -> dict[str, str]:
-        from sweworld.sandbox.bwrap import SANDBOX_PATH
-
-        system = SANDBOX_PATH.split(":", 1)[1]  # without the shim folder
         return {
-            "PATH": f"{self.venv}/bin:{system}",
-            "VIRTUAL_ENV": str(self.venv),
+            "PATH": f"{VENV_MOUNT}/bin:{SYSTEM_PATH}",
+            "VIRTUAL_ENV": VENV_MOUNT,
             "PYTHONDONTWRITEBYTECODE": "1",
+            **(self.python.env() if self.python else {}),
             **self.recipe.env,
+        }
+
+    @property
+    def python_info(self) -> dict[str, Any]:
+        """What an execution result says about the interpreter (``info``)."""
+        return {
+            "python_requested": self.python_requested,
+            "python_used": self.python.version if self.python else None,
+            "python_exact": self.python_exact,
         }
 
     def log_tail(self, limit: int = BUILD_LOG_TAIL) -> str:
         return self.log[-limit:]
 
 
+@dataclass(frozen=True)
+class EnvPlan:
+    """What will be built for a task: the recipe and the interpreter chosen for it."""
+
+    recipe: EnvRecipe
+    python: Interpreter | None
+    requested: str | None
+    exact: bool
+    note: str = ""
+
+
+def _task_environment(task: Any, base: Path | None) -> Any:
+    """The task's environment description, or None when it cannot be read."""
+    if task is None:
+        return None
+    try:
+        from sweworld.tasks.environment import task_environment
+    except ImportError:
+        return None
+    try:
+        return task_environment(task, base)
+    except Exception:  # a malformed row: fall back to the defaults, loudly
+        log.warning("could not read the environment of %r", task, exc_info=True)
+        return None
+
+
 class EnvBuilder:
     """Builds and caches environments under ``root`` (default ``<cache>/envs``). Thread- and
-    process-safe: a file lock per environment; a finished build (ok or failed) is reused
-    until :meth:`ensure` is called with ``rebuild=True``."""
+    process-safe: a file lock per environment; a finished build (ok or failed) is reused,
+    except that ``rebuild=True`` rebuilds each environment once for this builder and a
+    failure that may be transient is retried once by each new builder.
+
+    Args:
+        attempts: tries per build when a failure may be transient (network, timeout).
+        retry_delay: seconds before the second try (doubled for each further one).
+    """
 
     def __init__(
         self,
@@ -132,7 +206,12 @@ class EnvBuilder:
         recipes: Mapping[str, EnvRecipe | Mapping[str, Any]] | None = None,
         default: EnvRecipe | None = None,
         timeout: float = 1800.0,
+        rebuild: bool = False,
+        attempts: int = 3,
+        retry_delay: float = 2.0,
     ):
+        if attempts < 1:
+            raise ValueError(f"attempts must be at least 1 (got {attempts})")
         self.root = Path(root) if root else cache_dir() / "envs"
         self.recipes = {
             k: v if isinstance(v, EnvRecipe) else EnvRecipe.from_mapping(v)
@@ -140,7 +219,11 @@ class EnvBuilder:
         }
         self.default = default or EnvRecipe()
         self.timeout = timeout
+        self.rebuild = rebuild
+        self.attempts = attempts
+        self.retry_delay = retry_delay
         self._ready: dict[str, PythonEnv] = {}  # loaded environments, by key
+        self._retried: set[str] = set()  # keys rebuilt by this builder (rebuild / transient)
         self._lock = threading.Lock()
 
     @classmethod
@@ -148,19 +231,70 @@ class EnvBuilder:
         return cls(recipes=json.loads(Path(path).read_text()), **kwargs)
 
     def recipe_for(self, task: Any) -> EnvRecipe:
+        """The configured recipe for ``task`` (per repository and version, else default)."""
         repo = getattr(task, "repo", "") or ""
         version = getattr(task, "version", None)
         return self.recipes.get(f"{repo}@{version}") or self.recipes.get(repo) or self.default
 
-    def key_for(self, task: Any, recipe: EnvRecipe) -> str:
-        python_version = _python_version(recipe.python)
+    def _configured(self, task: Any) -> bool:
+        repo = getattr(task, "repo", "") or ""
+        version = getattr(task, "version", None)
+        return f"{repo}@{version}" in self.recipes or repo in self.recipes
+
+    def plan(self, task: Any, base: Path | None = None) -> EnvPlan:
+        """The recipe and interpreter for ``task``: a configured ``python`` is used as
+        given; otherwise the task environment's Python when the machine has one, else the
+        host's (``exact`` False). A configured recipe keeps its commands; otherwise the task
+        environment's install recipe and pinned pytest are used."""
+        recipe = self.recipe_for(task)
+        tenv = _task_environment(task, base)
+        requested = tenv.python if tenv is not None and tenv.python_known else None
+        note = ""
+        if recipe.python:
+            interp = probe(recipe.python)
+        else:
+            interp = find_interpreter(requested) if requested else None
+            if interp is None and tenv is not None and tenv.python_requires:
+                host = host_interpreter()
+                if host is not None and tenv.accepts_python(host.version):
+                    interp = host
+                else:
+                    for version in installed_versions():
+                        if tenv.accepts_python(version):
+                            interp = find_interpreter(version)
+                            if interp is not None:
+                                break
+            if interp is None:
+                interp = host_interpreter()
+                if requested and interp is not None and interp.version != requested:
+                    note = (
+                        f"the task's environment is Python {requested}, which this machine "
+                        f"does not have (found: {', '.join(installed_versions()) or 'none'}); "
+                        f"Python {interp.version} is used instead"
+                    )
+        if tenv is not None and not self._configured(task) and recipe == self.default:
+            changes: dict[str, Any] = {}
+            if tenv.install and recipe.install == EnvRecipe().install:
+                changes["install"] = tuple(tenv.install)
+            pin = tenv.runner_version if tenv.test_runner == "pytest" else None
+            if pin and recipe.packages == ("pytest",):
+                changes["packages"] = (f"pytest=={pin}",)
+            recipe = replace(recipe, **changes)
+        if interp is not None:
+            exact = tenv.accepts_python(interp.version) if tenv is not None else True
+        else:
+            exact = False
+        return EnvPlan(recipe=recipe, python=interp, requested=requested, exact=exact, note=note)
+
+    def key_for(self, task: Any, plan: EnvPlan) -> str:
         blob = json.dumps(
             [
+                LAYOUT,
                 getattr(task, "repo", ""),
                 getattr(task, "version", None),
                 getattr(task, "environment_setup_commit", None) or getattr(task, "base_commit", ""),
-                python_version,
-                asdict(recipe),
+                asdict(plan.python) if plan.python else None,
+                asdict(plan.recipe),
             ],
             sort_keys=True,
             default=str,
@@ -170,66 +304,104 @@ class EnvBuilder:
 
     def ensure(self, task: Any, base: Path, *, rebuild: bool = False) -> PythonEnv:
         """The environment for ``task`` (built from ``base``, its base checkout)."""
-        recipe = self.recipe_for(task)
-        key = self.key_for(task, recipe)
+        plan = self.plan(task, base)
+        key = self.key_for(task, plan)
         with self._lock:
             ready = self._ready.get(key)
+            if self.rebuild and key not in self._retried:
+                rebuild = True
+                self._retried.add(key)
         if ready is not None and not rebuild:
             return ready
-        env = self._ensure(key, recipe, base, rebuild)
+        env = self._ensure(key, plan, base, rebuild)
         with self._lock:
             self._ready[key] = env
         return env
 
-    def _ensure(self, key: str, recipe: EnvRecipe, base: Path, rebuild: bool) -> PythonEnv:
+    def _ensure(self, key: str, plan: EnvPlan, base: Path, rebuild: bool) -> PythonEnv:
         root = self.root / key
         root.mkdir(parents=True, exist_ok=True)
         with open(root.parent / f".{key}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            status = root / "status.json"
-            if status.exists() and not rebuild:
-                return self._load(key, root, recipe)
-            return self._build(key, root, recipe, base)
+            if (root / "status.json").exists() and not rebuild:
+                env = self._load(key, root, plan)
+                if env is not None and (env.ok or not env.transient):
+                    return env
+                with self._lock:
+                    retry = key not in self._retried
+                    self._retried.add(key)
+                if env is not None and not retry:
+                    return env
+                log.info("environment %s: retrying a build that failed transiently", key)
+            return self._build(key, root, plan, base)
 
-    def _load(self, key: str, root: Path, recipe: EnvRecipe) -> PythonEnv:
-        data = json.loads((root / "status.json").read_text())
-        log = (
-            (root / "build.log").read_text(errors="replace")
-            if (root / "build.log").exists()
-            else ""
-        )
+    def _load(self, key: str, root: Path, plan: EnvPlan) -> PythonEnv | None:
+        try:
+            data = json.loads((root / "status.json").read_text())
+        except (OSError, ValueError):
+            return None  # a torn or foreign status file: build again
+        log_path = root / "build.log"
         return PythonEnv(
             key=key,
             root=root,
             venv=root / "venv",
-            base_prefix=Path(data["base_prefix"]),
-            ok=bool(data["ok"]),
-            log=log,
-            build_s=float(data["build_s"]),
-            recipe=recipe,
+            ok=bool(data.get("ok")),
+            log=log_path.read_text(errors="replace") if log_path.exists() else "",
+            build_s=float(data.get("build_s", 0.0)),
+            recipe=plan.recipe,
+            python=plan.python,
+            python_requested=plan.requested,
+            python_exact=plan.exact,
+            transient=bool(data.get("transient", False)),
+            attempts=int(data.get("attempts", 1)),
         )
 
-    def _build(self, key: str, root: Path, recipe: EnvRecipe, base: Path) -> PythonEnv:
+    def _build(self, key: str, root: Path, plan: EnvPlan, base: Path) -> PythonEnv:
         venv = root / "venv"
-        shutil.rmtree(venv, ignore_errors=True)
         (root / "status.json").unlink(missing_ok=True)
         started = time.monotonic()
-        base_prefix = _base_prefix(recipe.python)
-        if base_prefix is None:
-            ok, log = False, f"interpreter {recipe.python} cannot be run\n"
+        logs: list[str] = []
+        if plan.note:
+            logs.append(f"sweworld: {plan.note}\n")
+        outcome = BuildOutcome(False, "", False)
+        attempt = 0
+        if plan.python is None:
+            logs.append("sweworld: no Python interpreter can be run on this machine\n")
         else:
-            ok, log = run_build(
-                recipe.script(venv), base, venv, pip_cache=cache_dir() / "pip", timeout=self.timeout
-            )
+            script = plan.recipe.script(plan.python.path_inside)
+            for attempt in range(1, self.attempts + 1):
+                outcome = run_build(
+                    script,
+                    base,
+                    venv,
+                    pip_cache=cache_dir() / "pip",
+                    timeout=self.timeout,
+                    binds=plan.python.binds(),
+                    extra_env={**plan.python.env(), **plan.recipe.env},
+                )
+                if self.attempts > 1:
+                    logs.append(f"sweworld: build attempt {attempt} of {self.attempts}\n")
+                logs.append(outcome.log)
+                if outcome.ok or not outcome.transient or attempt == self.attempts:
+                    break
+                log.warning("environment %s: transient build failure, retrying", key)
+                time.sleep(self.retry_delay * 2 ** (attempt - 1))
+        text = "".join(logs)
         build_s = time.monotonic() - started
-        (root / "build.log").write_text(log)
+        if not outcome.ok:
+            log.warning("environment %s could not be built (%d attempts)", key, attempt)
+        (root / "build.log").write_text(text)
         (root / "status.json").write_text(
             json.dumps(
                 {
-                    "ok": ok,
+                    "ok": outcome.ok,
                     "build_s": build_s,
-                    "base_prefix": str(base_prefix or ""),
-                    "recipe": asdict(recipe),
+                    "transient": outcome.transient and not outcome.ok,
+                    "attempts": attempt,
+                    "python": asdict(plan.python) if plan.python else None,
+                    "python_requested": plan.requested,
+                    "recipe": asdict(plan.recipe),
+                    "layout": LAYOUT,
                 },
                 default=str,
                 indent=1,
@@ -239,117 +411,16 @@ class EnvBuilder:
             key=key,
             root=root,
             venv=venv,
-            base_prefix=Path(base_prefix or "/"),
-            ok=ok,
-            log=log,
+            ok=outcome.ok,
+            log=text,
             build_s=build_s,
-            recipe=recipe,
+            recipe=plan.recipe,
+            python=plan.python,
+            python_requested=plan.requested,
+            python_exact=plan.exact,
+            transient=outcome.transient and not outcome.ok,
+            attempts=attempt,
         )
 
 
-@functools.lru_cache(maxsize=32)
-def _python_version(python: str) -> str:
-    try:
-        out = subprocess.run(
-            [python, "-c", "import sys; print(sys.version)"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    except OSError:
-        return "missing"
-    return out.stdout.strip() or "missing"
-
-
-@functools.lru_cache(maxsize=32)
-def _base_prefix(python: str) -> str | None:
-    try:
-        out = subprocess.run(
-            [python, "-c", "import sys; print(sys.base_prefix)"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    except OSError:
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() or None
-
-
-def _host_view_args(writable: Sequence[Path]) -> list[str]:
-    """bubblewrap options showing the host's top-level folders read-only (network kept)."""
-    args = ["--die-with-parent", "--unshare-pid", "--proc", "/proc", "--dev", "/dev"]
-    for name in sorted(os.listdir("/")):
-        path = f"/{name}"
-        if name in ("proc", "dev", "tmp", "testbed", "sys") or not os.path.lexists(path):
-            continue
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-    args += ["--ro-bind", "/sys", "/sys", "--tmpfs", "/tmp"]
-    for path in writable:
-        args += ["--bind", str(path), str(path)]
-    return args
-
-
-def run_build(
-    script: str, base: Path, venv: Path, *, pip_cache: Path, timeout: float
-) -> tuple[bool, str]:
-    """Run a build script in the host-view sandbox with ``/testbed`` = a scratch copy of
-    ``base`` (copy-on-write, discarded afterwards). Returns (ok, log)."""
-    from sweworld.dirs import runtime_dir
-    from sweworld.sandbox.bwrap import bwrap_path, nsenter_path
-    from sweworld.sandbox.workspace import make_workspace, resolve_backend
-
-    venv.mkdir(parents=True, exist_ok=True)
-    pip_cache.mkdir(parents=True, exist_ok=True)
-    scratch_root = Path(tempfile.mkdtemp(prefix="envbuild-", dir=runtime_dir()))
-    workspace = None
-    try:
-        backend = resolve_backend("auto", scratch_root)
-        workspace = make_workspace(backend, base, scratch_root / "ws")
-        argv = [
-            bwrap_path(),
-            *_host_view_args([venv, pip_cache]),
-            "--bind",
-            str(workspace.bind_source),
-            "/testbed",
-            "--chdir",
-            "/testbed",
-            "--setenv",
-            "PIP_CACHE_DIR",
-            str(pip_cache),
-            "--setenv",
-            "HOME",
-            "/tmp",
-            "--unsetenv",
-            "PYTHONPATH",
-            "--unsetenv",
-            "VIRTUAL_ENV",
-            "bash",
-            "-c",
-            script,
-        ]
-        pass_fds: tuple[int, ...] = ()
-        if workspace.mount_ns_fd is not None:
-            argv = [nsenter_path(), f"--mount=/proc/self/fd/{workspace.mount_ns_fd}", *argv]
-            pass_fds = (workspace.mount_ns_fd,)
-        try:
-            proc = subprocess.run(
-                argv,
-                capture_output=True,
-                timeout=timeout,
-                pass_fds=pass_fds,
-                stdin=subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired as exc:
-            out = (exc.stdout or b"") + (exc.stderr or b"")
-            return False, out.decode(errors="replace") + f"\nbuild timed out after {timeout}s\n"
-        log = (proc.stdout + proc.stderr).decode(errors="replace")
-        return proc.returncode == 0, log + f"\nbuild exit code {proc.returncode}\n"
-    finally:
-        if workspace is not None:
-            workspace.destroy()
-        shutil.rmtree(scratch_root, ignore_errors=True)
+__all__ = ["BUILD_LOG_TAIL", "EnvBuilder", "EnvPlan", "EnvRecipe", "PythonEnv", "run_build"]

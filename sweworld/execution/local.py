@@ -1,16 +1,24 @@
 """LocalExecutor: execution commands run for real, in the session's workspace, in a sandbox.
 
 Each session gets a second warm sandbox of its own for real execution: the same workspace
-(``/testbed``) and private ``/tmp``, the repository's Python environment read-only at its own
-path (see :mod:`sweworld.execution.envs`), no execution shims, no network, the same limits.
-The command the agent ran is executed there with its arguments, working directory,
-environment variables and stdin, and its real stdout, stderr and exit code go back to the
-agent's shell.
+(``/testbed``) and private ``/tmp``, the repository's Python environment read-only at fixed
+paths (see :mod:`sweworld.execution.envs`), no execution shims, no network, the same limits
+(a pids cgroup of its own where the host offers one). The command the agent ran is executed
+there with its arguments, working directory, environment variables and stdin, and its real
+stdout, stderr and exit code go back to the agent's shell.
+
+A command that could not be run at all is never passed off as the command's own result:
+an environment that could not be built (``env_failed``), an interpreter that does not start
+in the sandbox, or a program the sandbox cannot find or execute (``exec_failed``) come back
+with ``info["executed"] = False``, the status and a reason, and are logged (logger
+``sweworld.execution.local``, quiet unless the application configures logging).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 import shlex
 import threading
 import time
@@ -20,8 +28,19 @@ from typing import Any
 
 from sweworld.dirs import control_dir
 from sweworld.execution.envs import EnvBuilder, EnvRecipe, PythonEnv
-from sweworld.sandbox.bwrap import SandboxLimits, SandboxRunner
+from sweworld.sandbox.bwrap import SandboxRunner
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
+from sweworld.sandbox.launch import SandboxUnavailable
+from sweworld.sandbox.limits import PidsCgroup, SandboxLimits
+
+log = logging.getLogger(__name__)
+
+# What bash prints when the `exec` of the wrapper script cannot start the program.
+_EXEC_FAILED_RE = re.compile(
+    r"^bash: line \d+: (?:exec: )?[^\n]*: (?:not found|No such file or directory|"
+    r"cannot execute[^\n]*|Permission denied|bad interpreter[^\n]*)\n?\Z"
+)
+_PROBE = 'exec "$VIRTUAL_ENV/bin/python" -c ""'
 
 
 class LocalExecutor:
@@ -29,11 +48,14 @@ class LocalExecutor:
 
     Args:
         builder: where and how environments are built (default: ``<cache>/envs``, the
-            default recipe ``pip install pytest`` + ``pip install -e .``).
+            task environment's recipe, else ``pip install pytest`` + ``pip install -e .``).
         recipes: a JSON file of per-repository recipes (see :mod:`sweworld.execution.envs`).
+        python: interpreter for every environment (default: chosen per task, see
+            :meth:`EnvBuilder.plan`).
         timeout: wall-clock seconds per command.
         limits: CPU / memory / output limits (defaults of :class:`SandboxLimits`).
         max_warm: sandboxes kept warm at once (least recently used ones are stopped).
+        rebuild_env: rebuild each environment once, even if a build (ok or failed) is cached.
     """
 
     name = "local"
@@ -47,19 +69,22 @@ class LocalExecutor:
         timeout: float = 900.0,
         limits: SandboxLimits | None = None,
         max_warm: int = 64,
+        rebuild_env: bool = False,
     ):
         if builder is None:
             default = EnvRecipe(python=python) if python else None
             builder = (
-                EnvBuilder.from_file(recipes, default=default)
+                EnvBuilder.from_file(recipes, default=default, rebuild=rebuild_env)
                 if recipes
-                else EnvBuilder(default=default)
+                else EnvBuilder(default=default, rebuild=rebuild_env)
             )
+        elif rebuild_env:
+            builder.rebuild = True
         self.builder = builder
         self.timeout = timeout
         self.limits = limits or SandboxLimits(timeout=timeout)
         self.max_warm = max_warm
-        self._runners: OrderedDict[tuple, SandboxRunner] = OrderedDict()
+        self._runners: OrderedDict[tuple, _Runner] = OrderedDict()
         self._lock = threading.Lock()
         self._session_locks: dict[str, threading.Lock] = {}
 
@@ -83,6 +108,7 @@ class LocalExecutor:
         try:
             env = self.environment(request.task, request.base)
         except Exception as exc:  # a builder bug is reported, not raised into the session
+            log.exception("the environment of %s could not be built", request.session_id)
             return _failed(
                 f"sweworld: the environment could not be built: {exc}\n", "env_failed", started
             )
@@ -90,29 +116,42 @@ class LocalExecutor:
             return _failed(
                 f"sweworld: the Python environment for {getattr(request.task, 'repo', '?')} "
                 f"could not be built, so `{request.command}` was not run. Build log "
-                f"({env.root / 'build.log'}), last lines:\n{env.log_tail(1500)}\n",
+                f"({env.root / 'build.log'}), last lines:\n{env.log_tail(1500)}\n"
+                "Rebuild it with `--rebuild-env` (LocalExecutor(rebuild_env=True)).\n",
                 "env_failed",
                 started,
                 env=env.key,
+                **env.python_info,
             )
-        session_lock = self._session_lock(request.session_id)
-        with session_lock:
-            runner = self._runner(request, env)
-            script = self._script(request, runner)
+        if not env.python_exact and env.python_requested:
+            log.info(
+                "%s: Python %s requested, %s used",
+                env.key,
+                env.python_requested,
+                env.python_info["python_used"],
+            )
+        with self._session_lock(request.session_id):
             try:
-                raw = runner.run(script, request.cwd, timeout=self.timeout)
-            except Exception as exc:
-                runner.stop()
+                runner = self._runner(request, env)
+                problem = runner.check()
+                if problem is not None:
+                    return _failed(problem, "exec_failed", started, env=env.key, **env.python_info)
+                script = self._script(request, runner.sandbox)
+                raw = runner.sandbox.run(script, request.cwd, timeout=self.timeout)
+            except (SandboxUnavailable, OSError) as exc:
+                self._drop(request.session_id)
                 return _failed(
                     f"sweworld: the execution sandbox failed: {exc}\n",
-                    "error",
+                    "exec_failed",
                     started,
                     env=env.key,
+                    **env.python_info,
                 )
         stdout = raw.stdout.decode("utf-8", errors="replace")
         stderr = raw.stderr.decode("utf-8", errors="replace")
         status = "ok"
         exit_code = raw.exit_code
+        executed = True
         if raw.timed_out:
             status, exit_code = "timeout", 124
             stderr += (
@@ -125,15 +164,20 @@ class LocalExecutor:
                 f"\nsweworld: `{request.command}` printed more than "
                 f"{self.limits.max_output_bytes} bytes; it was stopped.\n"
             )
+        elif exit_code in (126, 127) and not stdout and _EXEC_FAILED_RE.match(stderr):
+            # the wrapper's `exec` could not start the program: nothing of it ran
+            status, executed = "exec_failed", False
+            log.warning("%s: `%s` could not be started: %s", env.key, request.command, stderr)
         return ExecutionResult(
             stdout=stdout,
             stderr=stderr,
             exit_code=exit_code,
             info={
                 "executor": self.name,
-                "executed": True,
+                "executed": executed,
                 "status": status,
                 "env": env.key,
+                **env.python_info,
                 "latency_s": time.perf_counter() - started,
                 "sandbox_wall_s": raw.wall_s,
             },
@@ -157,7 +201,7 @@ class LocalExecutor:
         with self._lock:
             return self._session_locks.setdefault(session_id, threading.Lock())
 
-    def _runner(self, request: ExecutionRequest, env: PythonEnv) -> SandboxRunner:
+    def _runner(self, request: ExecutionRequest, env: PythonEnv) -> _Runner:
         key = (request.session_id, request.mount_ns_fd, request.workspace_bind, env.key)
         with self._lock:
             runner = self._runners.get(key)
@@ -166,33 +210,42 @@ class LocalExecutor:
                 return runner
             stale = [k for k in self._runners if k[0] == request.session_id]
             for k in stale:  # the session was restored (new namespace) or changed env
-                self._runners.pop(k).remove_files()
+                self._runners.pop(k).remove()
             while len(self._runners) >= self.max_warm:
                 _, old = self._runners.popitem(last=False)
-                old.stop()
-            runner = SandboxRunner(
-                mounts={"/testbed": request.workspace_bind, "/tmp": request.tmp},
-                ctl_dir=control_dir() / f"{request.session_id}-local",
-                limits=self.limits,
-                mount_ns_fd=request.mount_ns_fd,
-                read_only=env.read_only,
-                env=env.run_env,
-                intercept=False,
-            )
+                old.sandbox.stop()
+        name = f"{request.session_id}-local"
+        cgroup = PidsCgroup.create(name, self.limits.max_processes)
+        sandbox = SandboxRunner(
+            mounts={"/testbed": request.workspace_bind, "/tmp": request.tmp},
+            ctl_dir=control_dir() / name,
+            limits=self.limits,
+            cgroup=cgroup,
+            mount_ns_fd=request.mount_ns_fd,
+            read_only=env.read_only,
+            env=env.run_env,
+            intercept=False,
+        )
+        runner = _Runner(sandbox, cgroup, env)
+        with self._lock:
             self._runners[key] = runner
-            return runner
+        return runner
+
+    def _drop(self, session_id: str) -> None:
+        with self._lock:
+            keys = [k for k in self._runners if k[0] == session_id]
+            runners = [self._runners.pop(k) for k in keys]
+        for runner in runners:
+            with contextlib.suppress(Exception):
+                runner.remove()
 
     # ------------------------------------------------------------------ cleanup
 
     def close_session(self, session_id: str) -> None:
         """Stop and delete the sandbox of a session that ended."""
+        self._drop(session_id)
         with self._lock:
-            keys = [k for k in self._runners if k[0] == session_id]
-            runners = [self._runners.pop(k) for k in keys]
             self._session_locks.pop(session_id, None)
-        for runner in runners:
-            with contextlib.suppress(Exception):
-                runner.remove_files()
 
     def close(self) -> None:
         with self._lock:
@@ -200,10 +253,50 @@ class LocalExecutor:
             self._runners.clear()
         for runner in runners:
             with contextlib.suppress(Exception):
-                runner.remove_files()
+                runner.remove()
+
+
+class _Runner:
+    """One session's execution sandbox, its cgroup, and whether its interpreter starts."""
+
+    def __init__(self, sandbox: SandboxRunner, cgroup: PidsCgroup | None, env: PythonEnv):
+        self.sandbox = sandbox
+        self.cgroup = cgroup
+        self.env = env
+        self.checked = False
+        self.problem: str | None = None
+
+    def check(self) -> str | None:
+        """None when the environment's interpreter starts in the sandbox, else what to fix.
+
+        Run once per sandbox: a layout the sandbox cannot show (an interpreter hidden by a
+        mount) must fail here with a message, not as every command's exit 127."""
+        if self.checked:
+            return self.problem
+        raw = self.sandbox.run(_PROBE, "/", timeout=60)
+        self.checked = True
+        if raw.exit_code != 0:
+            python = self.env.python
+            where = f"{python.path} (prefix {python.prefix})" if python else "none"
+            err = raw.stderr.decode(errors="replace").strip()
+            self.problem = (
+                f"sweworld: the Python environment {self.env.key} does not start in the "
+                f"execution sandbox (exit {raw.exit_code}: {err or 'no output'}). Interpreter: "
+                f"{where}; environment: {self.env.venv}. Nothing was run. Rebuild it "
+                "(`--rebuild-env`), or choose an interpreter the sandbox can show "
+                "(LocalExecutor(python=...)).\n"
+            )
+            log.error("%s", self.problem.strip())
+        return self.problem
+
+    def remove(self) -> None:
+        self.sandbox.remove_files()
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
 
 def _failed(message: str, status: str, started: float, **info: Any) -> ExecutionResult:
+    log.warning("local executor: %s: %s", status, message.strip().splitlines()[0])
     return ExecutionResult(
         stderr=message,
         exit_code=1,
@@ -211,6 +304,7 @@ def _failed(message: str, status: str, started: float, **info: Any) -> Execution
             "executor": "local",
             "executed": False,
             "status": status,
+            "reason": message.strip(),
             "latency_s": time.perf_counter() - started,
             **info,
         },

@@ -8,10 +8,17 @@ the SWE-bench harness's ``report.json``.
 Patch application follows the harness: ``git apply --verbose``, then ``git apply --verbose
 --reject``, then ``patch --batch --fuzz=5 -p1``. The test files of ``test_patch`` are first
 reset to the base, as the harness does, so a candidate cannot weaken them.
+
+A run that could not execute is never graded as test failures: an environment that could
+not be built is ``env_failed``; a test command whose program could not be started, an
+interpreter that does not start in the sandbox, an executor error, or a test command that
+never reached the executor is ``exec_failed``. Either way ``resolved`` is False and
+``info["reason"]`` says what happened (the report's ``sweworld_status`` carries the status).
 """
 
 from __future__ import annotations
 
+import logging
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -20,6 +27,7 @@ from typing import Any
 from sweworld.execution.grading import make_report, parse_log
 from sweworld.execution.testspec import test_spec
 
+log = logging.getLogger(__name__)
 APPLY_COMMANDS = (
     "git apply --verbose {path}",
     "git apply --verbose --reject {path}",
@@ -32,7 +40,8 @@ class RealRewardResult:
     """Outcome of one real verification.
 
     ``status``: ``ok`` (tests ran and were graded), ``patch_failed``, ``test_patch_failed``,
-    ``env_failed``, ``timeout`` or ``error``. ``reward`` is 1.0 only when resolved.
+    ``env_failed``, ``exec_failed``, ``timeout`` or ``error``. ``reward`` is 1.0 only when
+    resolved.
     """
 
     instance_id: str
@@ -69,11 +78,13 @@ def real_reward(
     executor: Any = "local",
     timeout: float = 1800.0,
     history: str = "none",
+    rebuild_env: bool = False,
 ) -> RealRewardResult:
     """Verify ``patch`` (a unified diff, or None / "" for the unchanged base) on ``task``.
 
     ``manager``: a :class:`~sweworld.sandbox.manager.SessionManager` to reuse (one is made
-    and closed otherwise). ``executor``: what runs the tests for real.
+    and closed otherwise). ``executor``: what runs the tests for real. ``rebuild_env``
+    rebuilds a cached environment (``local`` only).
     """
     from sweworld.sandbox.bwrap import SandboxLimits
     from sweworld.sandbox.manager import SessionManager
@@ -113,7 +124,8 @@ def real_reward(
     if executor in ("local", "docker"):
         from sweworld.sandbox.registry import make_executor
 
-        executor = make_executor(executor, timeout=timeout)
+        extra = {"rebuild_env": True} if rebuild_env and executor == "local" else {}
+        executor = make_executor(executor, timeout=timeout, **extra)
     try:
         with manager.open(task, executor=executor, history=history, config=config) as session:
             if patch:
@@ -133,18 +145,52 @@ def real_reward(
                     info["test_patch_log"] = out[-4000:]
                     return finish("test_patch_failed")
             run = session.run("cd /testbed && " + spec.command, merge_stderr=True)
-            log = run.stdout
+            output = run.stdout
             calls = run.info.get("execution_calls", [])
-            call_status = {c.get("info", {}).get("status") for c in calls}
-            if "env_failed" in call_status:
-                return finish("env_failed", log=log)
+            failure = _not_executed(run, calls)
+            if failure is not None:
+                status, reason = failure
+                info["reason"] = reason
+                log.warning("%s: %s: %s", task.instance_id, status, reason)
+                return finish(status, log=output)
+            call_status = {(c.get("info") or {}).get("status") for c in calls}
             if run.timed_out or "timeout" in call_status:
-                return finish("timeout", log=log)
-            statuses = parse_log(log, task.repo)
-            return finish("ok", statuses, log)
+                return finish("timeout", log=output)
+            statuses = parse_log(output, task.repo)
+            if not statuses and run.exit_code in (126, 127):
+                info["reason"] = (
+                    f"the test command exited {run.exit_code} (not found / not executable) "
+                    f"and printed no test result: {output[-500:].strip()}"
+                )
+                log.warning("%s: exec_failed: %s", task.instance_id, info["reason"])
+                return finish("exec_failed", log=output)
+            return finish("ok", statuses, output)
     except Exception as exc:  # the verifier reports; it does not crash its caller
+        log.exception("%s: the real reward failed", getattr(task, "instance_id", "?"))
         info["error"] = f"{type(exc).__name__}: {exc}"
+        info["reason"] = info["error"]
         return finish("error")
     finally:
         if own:
             manager.close_all()
+
+
+def _not_executed(run: Any, calls: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """``(status, reason)`` when the test command did not really run, else None."""
+    if run.info.get("error") == "sandbox":
+        return "exec_failed", f"the sandbox could not run the test command: {run.stderr.strip()}"
+    if not calls:
+        return "exec_failed", (
+            "the test command reached no executor (nothing was run for real): "
+            f"exit {run.exit_code}, {(run.stdout + run.stderr)[-500:].strip()}"
+        )
+    for call in calls:
+        info = call.get("info") or {}
+        status = info.get("status")
+        if status == "env_failed":
+            return "env_failed", str(info.get("reason") or "the environment could not be built")
+        not_run = info.get("executed") is False and status != "timeout"
+        if status in ("exec_failed", "error") or not_run or (status is None and "error" in info):
+            reason = info.get("reason") or info.get("error") or f"`{call.get('command')}` not run"
+            return "exec_failed", str(reason)
+    return None

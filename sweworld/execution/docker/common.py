@@ -64,7 +64,7 @@ KEEPALIVE_SCRIPT = "trap 'exit 0' TERM; while :; do sleep infinity & wait $!; do
 KILL_ARGV = ("bash", "-c", "kill -s KILL -- -1 2>/dev/null; true")
 
 
-class _Failure(Exception):
+class DockerFailure(Exception):
     """A failure turned into a result: ``message`` for stderr, ``status`` for ``info``."""
 
     def __init__(self, message: str, status: str = "env_failed", **info: Any):
@@ -74,12 +74,12 @@ class _Failure(Exception):
         self.info = info
 
 
-class _ContainerGone(Exception):
+class ContainerGone(Exception):
     """The session's container disappeared or stopped: start a new one and sync again."""
 
 
 @dataclass
-class _SessionState:
+class SessionState:
     session_id: str
     lock: threading.Lock = field(default_factory=threading.Lock)
     container: Any = None
@@ -89,22 +89,22 @@ class _SessionState:
     closed: bool = False
 
 
-def _remove_container(container: Any) -> None:
+def remove_container(container: Any) -> None:
     if container is not None:
         with contextlib.suppress(Exception):
             container.remove(force=True)
 
 
-def _is(exc: BaseException, name: str) -> bool:
+def error_named(exc: BaseException, name: str) -> bool:
     """``exc`` is a docker error of class ``name`` (by name: the package may be absent)."""
     return any(cls.__name__ == name for cls in type(exc).__mro__)
 
 
-def _gone(exc: BaseException) -> bool:
+def is_gone(exc: BaseException) -> bool:
     """The container no longer exists or no longer runs."""
-    if _is(exc, "NotFound"):
+    if error_named(exc, "NotFound"):
         return True
-    if _is(exc, "APIError"):
+    if error_named(exc, "APIError"):
         code = getattr(exc, "status_code", None)
         return code == 409 or "is not running" in str(exc)
     return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import re
 import threading
@@ -26,15 +27,17 @@ from sweworld.execution.docker.common import (
     SANDBOX_ROOT,
     TIMEOUT_EXIT_CODE,
     WATCHDOG_GRACE_S,
-    _ContainerGone,
-    _Failure,
-    _gone,
-    _remove_container,
-    _SessionState,
+    ContainerGone,
+    DockerFailure,
+    SessionState,
+    is_gone,
+    remove_container,
 )
-from sweworld.execution.docker.naming import _ImageResolver
-from sweworld.execution.docker.sync import _WorkspaceSync
+from sweworld.execution.docker.naming import ImageResolver
+from sweworld.execution.docker.sync import WorkspaceSync
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
+
+log = logging.getLogger(__name__)
 
 # Interpreters a script may name by absolute path (a shebang): in the container the
 # activated environment's one must run, not the system's.
@@ -43,7 +46,7 @@ _INTERPRETER = re.compile(r"^(python[0-9.]*|pip[0-9.]*|pytest|py\.test)$")
 _DEFAULT_SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-class DockerExecutor(_ImageResolver, _WorkspaceSync):
+class DockerExecutor(ImageResolver, WorkspaceSync):
     """Runs execution commands in one Docker container per session (see the module doc).
 
     Args:
@@ -99,7 +102,7 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
         self._client = client
         self._owns_client = client is None
         self._lock = threading.Lock()  # guards _sessions and _client
-        self._sessions: dict[str, _SessionState] = {}
+        self._sessions: dict[str, SessionState] = {}
         _LIVE.add(self)
 
     # ------------------------------------------------------------------ protocol
@@ -108,7 +111,7 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
         started = time.perf_counter()
         try:
             return self._execute(request, started)
-        except _Failure as failure:
+        except DockerFailure as failure:
             return self._failed(failure.message, failure.status, started, **failure.info)
         except Exception as exc:  # never into the session
             return self._failed(
@@ -124,7 +127,7 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
             state = self._sessions.pop(session_id, None)
         if state is not None:
             state.closed = True
-            _remove_container(state.container)
+            remove_container(state.container)
             state.container = None
 
     def close(self) -> None:
@@ -134,7 +137,7 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
             self._sessions.clear()
         for state in states:
             state.closed = True
-            _remove_container(state.container)
+            remove_container(state.container)
             state.container = None
         if self._owns_client:
             with self._lock:
@@ -160,7 +163,7 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
         with state.lock:
             for attempt in (1, 2):
                 if state.closed:
-                    raise _Failure(
+                    raise DockerFailure(
                         f"sweworld: `{request.command}` was not run: the session's container "
                         "was closed.\n"
                     )
@@ -170,10 +173,10 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
                     counts = self._sync(client, container, state, request)
                     sync_s = time.perf_counter() - t0
                     return self._run(client, container, state, request, started, counts, sync_s)
-                except _ContainerGone:
+                except ContainerGone:
                     self._drop_container(state)
                     if attempt == 2:
-                        raise _Failure(
+                        raise DockerFailure(
                             f"sweworld: `{request.command}` was not run: the container of "
                             f"image {state.image or '?'} stopped twice in a row.\n"
                         ) from None
@@ -183,7 +186,7 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
         self,
         client: Any,
         container: Any,
-        state: _SessionState,
+        state: SessionState,
         request: ExecutionRequest,
         started: float,
         counts: dict[str, int],
@@ -213,9 +216,9 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
             )["Id"]
             stream = client.api.exec_start(exec_id, stream=True, demux=True)
         except Exception as exc:
-            if _gone(exc):
-                raise _ContainerGone from exc
-            raise _Failure(
+            if is_gone(exc):
+                raise ContainerGone from exc
+            raise DockerFailure(
                 f"sweworld: `{request.command}` could not be started in the container: "
                 f"{type(exc).__name__}: {exc}\n",
                 image=state.image,
@@ -344,28 +347,28 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
             try:
                 import docker
             except ImportError:
-                raise _Failure(
+                raise DockerFailure(
                     "sweworld: the docker executor needs the `docker` Python package, which "
                     f"is not installed; install it with `{INSTALL_HINT}`.\n"
                 ) from None
             try:
                 self._client = docker.from_env()
             except Exception as exc:
-                raise _Failure(
+                raise DockerFailure(
                     "sweworld: cannot reach the Docker engine (is it running, and may this "
                     f"user use its socket? DOCKER_HOST={os.environ.get('DOCKER_HOST', 'unset')}"
                     f"): {exc}\n"
                 ) from exc
             return self._client
 
-    def _state(self, session_id: str) -> _SessionState:
+    def _state(self, session_id: str) -> SessionState:
         with self._lock:
             state = self._sessions.get(session_id)
             if state is None:
-                state = self._sessions[session_id] = _SessionState(session_id)
+                state = self._sessions[session_id] = SessionState(session_id)
             return state
 
-    def _ensure_container(self, client: Any, state: _SessionState, request: ExecutionRequest):
+    def _ensure_container(self, client: Any, state: SessionState, request: ExecutionRequest):
         if state.container is not None:
             return state.container
         image = self._find_image(client, self._image_candidates(request.task))
@@ -383,7 +386,7 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
         try:
             container = client.containers.run(image, **kwargs)
         except Exception as exc:
-            raise _Failure(
+            raise DockerFailure(
                 f"sweworld: the container of image {image} failed to start: {exc}\n", image=image
             ) from exc
         state.container = container
@@ -391,8 +394,8 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
         state.synced.clear()
         return container
 
-    def _drop_container(self, state: _SessionState) -> None:
-        _remove_container(state.container)
+    def _drop_container(self, state: SessionState) -> None:
+        remove_container(state.container)
         state.container = None
         state.synced.clear()
 
@@ -408,6 +411,7 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
         return self._container_path(arg) if arg.startswith(SANDBOX_ROOT) else arg
 
     def _failed(self, message: str, status: str, started: float, **info: Any) -> ExecutionResult:
+        log.warning("docker executor: %s: %s", status, message.strip().splitlines()[:1])
         return ExecutionResult(
             stderr=message,
             exit_code=1,
@@ -415,6 +419,7 @@ class DockerExecutor(_ImageResolver, _WorkspaceSync):
                 "executor": self.name,
                 "executed": False,
                 "status": status,
+                "reason": message.strip(),
                 "latency_s": time.perf_counter() - started,
                 **info,
             },

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweworld.execution.docker.common import _Failure, _is
+from sweworld.execution.docker.common import DockerFailure, error_named
 
 
 def swebench_image_name(
@@ -41,7 +41,7 @@ def _split_tag(name: str) -> tuple[str, str]:
     return name, "latest"
 
 
-class _ImageResolver:
+class ImageResolver:
     """The executor's image lookup: candidate names for a task, then one the engine has."""
 
     def _image_candidates(self, task: Any) -> list[str]:
@@ -51,16 +51,18 @@ class _ImageResolver:
             try:
                 name = self.image(task)
             except Exception as exc:
-                raise _Failure(
+                raise DockerFailure(
                     f"sweworld: the docker executor's image function failed: "
                     f"{type(exc).__name__}: {exc}\n"
                 ) from exc
             if not name:
-                raise _Failure("sweworld: the docker executor's image function gave no image.\n")
+                raise DockerFailure(
+                    "sweworld: the docker executor's image function gave no image.\n"
+                )
             return [str(name)]
         instance_id = getattr(task, "instance_id", "") or ""
         if not instance_id:
-            raise _Failure(
+            raise DockerFailure(
                 "sweworld: the docker executor has no image for this session: it has no task "
                 "with an instance_id; pass image='...' (a name, or a function of the task).\n"
             )
@@ -74,9 +76,9 @@ class _ImageResolver:
                 client.images.get(name)
                 return name
             except Exception as exc:
-                if _is(exc, "NotFound"):  # ImageNotFound is one
+                if error_named(exc, "NotFound"):  # ImageNotFound is one
                     continue
-                raise _Failure(
+                raise DockerFailure(
                     f"sweworld: the Docker engine failed looking up image {name}: {exc}\n",
                     image=name,
                 ) from exc
@@ -87,11 +89,11 @@ class _ImageResolver:
                 client.images.pull(repository, tag=tag)
                 return name
             except Exception as exc:
-                raise _Failure(
+                raise DockerFailure(
                     f"sweworld: pulling image {name} failed: {exc}\n", image=name
                 ) from exc
         shown = " or ".join(candidates)
-        raise _Failure(
+        raise DockerFailure(
             f"sweworld: the Docker image {shown} is not present on this engine; pull it first "
             f"(`docker pull {candidates[0]}`) or open the executor with pull=True.\n",
             image=candidates[0],

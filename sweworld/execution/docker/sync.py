@@ -23,10 +23,10 @@ from sweworld.execution.docker.common import (
     MAX_ARGS_BYTES,
     REVERT_MARKER,
     REVERT_SCRIPT,
-    _ContainerGone,
-    _Failure,
-    _gone,
-    _SessionState,
+    ContainerGone,
+    DockerFailure,
+    SessionState,
+    is_gone,
 )
 from sweworld.sandbox.executor import ExecutionRequest
 
@@ -66,11 +66,11 @@ class _SyncPlan:
     )
 
 
-class _WorkspaceSync:
+class WorkspaceSync:
     """The executor's sync of a session's files into its container, before each command."""
 
     def _sync(
-        self, client: Any, container: Any, state: _SessionState, request: ExecutionRequest
+        self, client: Any, container: Any, state: SessionState, request: ExecutionRequest
     ) -> dict[str, int]:
         """Bring the container's tree and ``/tmp`` in line with the session's."""
         plan = _SyncPlan()
@@ -80,18 +80,18 @@ class _WorkspaceSync:
             if request.tmp is not None:
                 self._plan_tmp(plan, state, Path(request.tmp))
         except Exception as exc:
-            raise _Failure(
+            raise DockerFailure(
                 f"sweworld: `{request.command}` was not run: reading the session's changes "
                 f"failed: {type(exc).__name__}: {exc}\n",
                 image=state.image,
             ) from exc
         try:
             self._apply(client, container, plan, request)
-        except _ContainerGone:
+        except ContainerGone:
             raise
         except Exception as exc:
             self._drop_container(state)  # its tree is in an unknown state: start afresh
-            raise _Failure(
+            raise DockerFailure(
                 f"sweworld: `{request.command}` was not run: syncing the session's files into "
                 f"the container failed: {type(exc).__name__}: {exc}\n",
                 image=state.image,
@@ -134,14 +134,14 @@ class _WorkspaceSync:
             try:
                 ok = container.put_archive("/", fh)
             except Exception as exc:
-                if _gone(exc):
-                    raise _ContainerGone from exc
+                if is_gone(exc):
+                    raise ContainerGone from exc
                 raise
         if ok is False:
             raise RuntimeError("the engine refused the archive (put_archive returned False)")
 
     def _plan_workspace(
-        self, plan: _SyncPlan, state: _SessionState, request: ExecutionRequest
+        self, plan: _SyncPlan, state: SessionState, request: ExecutionRequest
     ) -> None:
         root = Path(request.workspace)  # type: ignore[arg-type]
         base = Path(request.base) if request.base is not None else None
@@ -179,7 +179,7 @@ class _WorkspaceSync:
             elif not os.path.lexists(root / rel):
                 plan.remove.add(f"{self.workdir}/{_first_missing(root, rel)}")
 
-    def _plan_tmp(self, plan: _SyncPlan, state: _SessionState, tmp: Path) -> None:
+    def _plan_tmp(self, plan: _SyncPlan, state: SessionState, tmp: Path) -> None:
         current = dict(_walk_signatures(tmp))
         for rel, signature in current.items():
             key = ("t", rel)
@@ -201,8 +201,8 @@ class _WorkspaceSync:
                 output = client.api.exec_start(exec_id)
                 code = client.api.exec_inspect(exec_id).get("ExitCode")
             except Exception as exc:
-                if _gone(exc):
-                    raise _ContainerGone from exc
+                if is_gone(exc):
+                    raise ContainerGone from exc
                 raise
             if code not in (0, None):
                 text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
