@@ -52,6 +52,11 @@ def _add_session_args(p: argparse.ArgumentParser) -> None:
         "dotted path to an Executor class (default: none)",
     )
     p.add_argument(
+        "--rebuild-env",
+        action="store_true",
+        help="--executor local: rebuild the task's Python environment even if one is cached",
+    )
+    p.add_argument(
         "--repo-path",
         default=None,
         help="local clone, mirror or source folder of the task's repository "
@@ -162,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     grade.add_argument(
         "--show-log", action="store_true", help="also print the test log (to stderr)"
+    )
+    grade.add_argument(
+        "--rebuild-env", action="store_true", help="rebuild the cached Python environment"
     )
 
     from sweworld.reward.cli import add_reward_parsers
@@ -293,6 +301,8 @@ def _executor(args: argparse.Namespace) -> Any:
 
     if args.executor in ("simulated", "hybrid"):
         return make_executor(args.executor, lm=args.model, mode=args.mode)
+    if args.executor == "local" and getattr(args, "rebuild_env", False):
+        return make_executor(args.executor, rebuild_env=True)
     return make_executor(args.executor)
 
 
@@ -397,7 +407,9 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         if not path.exists():
             raise FileNotFoundError(f"patch file {path} does not exist")
         patch = path.read_text()
-    result = real_reward(task, patch, executor=args.executor, timeout=args.timeout)
+    result = real_reward(
+        task, patch, executor=args.executor, timeout=args.timeout, rebuild_env=args.rebuild_env
+    )
     if args.show_log:
         print(result.log, file=sys.stderr)
     report = result.report
