@@ -37,7 +37,8 @@ import warnings
 from collections import OrderedDict
 from typing import Any
 
-from sweworld.reward.candidate import Hunk, is_runner_config, is_test_file, patch_hunks
+from sweworld.reward.candidate import Hunk, is_test_file, patch_hunks
+from sweworld.reward.stages.tampering import tampering_reasons
 from sweworld.reward.types import CandidateView, RewardContext, StageResult
 from sweworld.tasks.patches import split_patch
 
@@ -48,6 +49,7 @@ __all__ = [
     "gold_equivalent",
     "normalize_line",
     "normalize_source",
+    "strip_comment",
     "tampering_reasons",
 ]
 
@@ -121,7 +123,7 @@ def _normalize_tokens(text: str) -> str:
     return "\n".join(out)
 
 
-def _code_part(line: str) -> str:
+def strip_comment(line: str) -> str:
     """``line`` without a trailing comment (tokenize decides what is a comment)."""
     if "#" not in line:
         return line
@@ -143,7 +145,7 @@ def normalize_line(line: str, *, comments: bool = True) -> str:
     expanded). An empty result means "no code"."""
     body = line.rstrip("\r\n")
     if comments:
-        body = _code_part(body)
+        body = strip_comment(body)
     body = body.expandtabs(8).rstrip()
     stripped = body.lstrip()
     if not stripped:
@@ -354,173 +356,6 @@ def gold_equivalent(candidate: CandidateView, gold: CandidateView | None) -> boo
         return _hunk_states(candidate) == _hunk_states(gold)
     except _Undecidable:
         return None
-
-
-# --------------------------------------------------------------------------------------
-# Test tampering
-# --------------------------------------------------------------------------------------
-
-_SKIP_NAMES = frozenset(
-    {"skip", "skipif", "xfail", "skipTest", "skipIf", "skipUnless", "expectedFailure"}
-)
-_SKIP_RE = re.compile(r"\b(?:skip|skipif|xfail|skipTest|skipIf|skipUnless|expectedFailure)\b")
-_ASSERT_RE = re.compile(r"^\s*assert\b|\bassert\w*\s*\(|\b(?:pytest|self)\.(?:raises|warns)\b")
-_TEST_DEF_RE = re.compile(r"^\s*(?:async\s+)?def\s+(test\w*)\s*\(")
-_RETURN_RE = re.compile(r"^\s*return\b")
-
-
-def _call_name(node: ast.AST) -> str:
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Name):
-        return node.id
-    return ""
-
-
-def _count_asserts(node: ast.AST) -> int:
-    count = 0
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Assert):
-            count += 1
-        elif isinstance(sub, ast.Call):
-            name = _call_name(sub.func)
-            if name.startswith("assert") or name in ("raises", "warns"):
-                count += 1
-    return count
-
-
-def _count_skips(tree: ast.AST) -> int:
-    return sum(
-        1
-        for sub in ast.walk(tree)
-        if isinstance(sub, ast.Attribute | ast.Name) and _call_name(sub) in _SKIP_NAMES
-    )
-
-
-def _test_functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-    out: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-
-    def visit(body: list[ast.stmt], prefix: str) -> None:
-        for node in body:
-            if isinstance(node, ast.ClassDef):
-                visit(node.body, f"{prefix}{node.name}::")
-            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
-                "test"
-            ):
-                out[prefix + node.name] = node
-
-    visit(tree.body, "")
-    return out
-
-
-def _returns_early(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    body = func.body
-    if (
-        body
-        and isinstance(body[0], ast.Expr)
-        and isinstance(body[0].value, ast.Constant)
-        and isinstance(body[0].value.value, str)
-    ):
-        body = body[1:]
-    return bool(body) and isinstance(body[0], ast.Return)
-
-
-def _parse(text: str) -> ast.Module | None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-
-
-def _tampering_ast(path: str, before: ast.Module, after: ast.Module) -> list[str]:
-    reasons: list[str] = []
-    old, new = _test_functions(before), _test_functions(after)
-    for name, func in old.items():
-        if name not in new:
-            reasons.append(f"removes test {path}::{name}")
-            continue
-        lost = _count_asserts(func) - _count_asserts(new[name])
-        if lost > 0:
-            reasons.append(f"removes {lost} assertion(s) from {path}::{name}")
-        if _returns_early(new[name]) and not _returns_early(func):
-            reasons.append(f"returns at the top of {path}::{name}")
-    # Skip markers on tests that already existed, or outside any test (module or class
-    # marks), are tampering; new tests may be skipped (a fix about skipping adds such tests).
-    for name in old.keys() & new.keys():
-        if _count_skips(new[name]) > _count_skips(old[name]):
-            reasons.append(f"adds skip/xfail markers to {path}::{name}")
-    outside_after = _count_skips(after) - sum(_count_skips(f) for f in new.values())
-    outside_before = _count_skips(before) - sum(_count_skips(f) for f in old.values())
-    if outside_after > outside_before:
-        reasons.append(f"adds skip/xfail markers to {path}")
-    return reasons
-
-
-def _tampering_lines(path: str, hunks: list[Hunk]) -> list[str]:
-    reasons: list[str] = []
-    removed = [_code_part(t) for h in hunks for t in h.removed]
-    added = [_code_part(t) for h in hunks for t in h.added]
-    names = {m.group(1) for t in removed if (m := _TEST_DEF_RE.match(t))}
-    names -= {m.group(1) for t in added if (m := _TEST_DEF_RE.match(t))}
-    reasons += [f"removes test {path}::{name}" for name in sorted(names)]
-    lost = sum(bool(_ASSERT_RE.search(t)) for t in removed) - sum(
-        bool(_ASSERT_RE.search(t)) for t in added
-    )
-    if lost > 0:
-        reasons.append(f"removes {lost} assertion(s) from {path}")
-    # Hunks that add a test function may skip it (see _tampering_ast).
-    kept = [h for h in hunks if not any(_TEST_DEF_RE.match(_code_part(t)) for t in h.added)]
-    if sum(len(_SKIP_RE.findall(_code_part(t))) for h in kept for t in h.added) > sum(
-        len(_SKIP_RE.findall(_code_part(t))) for h in kept for t in h.removed
-    ):
-        reasons.append(f"adds skip/xfail markers to {path}")
-    for hunk in hunks:
-        current: str | None = None
-        for kind, text in hunk.lines:
-            code = _code_part(text).strip()
-            match = _TEST_DEF_RE.match(text)
-            if match:
-                current = match.group(1)
-                continue
-            if current is None or not code or code.startswith(('"""', "'''", '"', "'")):
-                continue
-            if kind == "+" and _RETURN_RE.match(code):
-                reasons.append(f"returns at the top of {path}::{current}")
-            current = None
-    return reasons
-
-
-def tampering_reasons(view: CandidateView) -> list[str]:
-    """Why a candidate looks like it games the tests (empty list: it does not): deleting
-    or renaming test files, removing test functions or assertions, adding skip/xfail
-    markers, returning at the top of a test, editing conftest.py or test-runner config."""
-    reasons: list[str] = []
-    hunks_by_path: dict[str, list[Hunk]] | None = None
-    for changed in view.files:
-        if not changed.is_test:
-            continue
-        config = is_runner_config(changed.path)
-        if config or (config is None and changed.is_test):
-            reasons.append(f"edits test-runner configuration {changed.path}")
-            continue
-        if changed.status == "deleted":
-            reasons.append(f"deletes test file {changed.path}")
-            continue
-        if changed.status == "renamed":
-            reasons.append(f"renames test file {changed.old_path} -> {changed.path}")
-        if changed.status == "added" or not changed.is_python or changed.binary:
-            continue
-        before = _parse(changed.before) if changed.before is not None else None
-        after = _parse(changed.after) if changed.after is not None else None
-        if before is not None and after is not None:
-            reasons += _tampering_ast(changed.path, before, after)
-            continue
-        if hunks_by_path is None:
-            hunks_by_path = patch_hunks(view.patch)
-        reasons += _tampering_lines(changed.path, hunks_by_path.get(changed.path, []))
-    return list(dict.fromkeys(reasons))
 
 
 # --------------------------------------------------------------------------------------

@@ -195,7 +195,7 @@ TAMPERING = {
     ),
     "conftest": (
         {"conftest.py": "def pytest_collection_modifyitems(items):\n    items.clear()\n"},
-        "edits test-runner configuration conftest.py",
+        "edits test-runner code conftest.py",
     ),
 }
 
@@ -376,4 +376,172 @@ def subprocess_commit(repo: Path) -> None:
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
         cwd=repo,
         check=True,
+    )
+
+
+# ------------------------------------------------------------------ runner configuration
+
+SETUP_CFG = """\
+[metadata]
+name = pkg
+
+[tool:pytest]
+addopts = -p no:cacheprovider
+testpaths = tests
+"""
+
+TOX_INI = """\
+[tox]
+envlist = py311
+
+[testenv]
+commands = pytest {posargs}
+
+[pytest]
+addopts = --doctest-modules
+filterwarnings =
+    error
+"""
+
+PYPROJECT = """\
+[project]
+name = "pkg"
+
+[tool.pytest.ini_options]
+addopts = "-ra"
+testpaths = ["tests"]
+"""
+
+CONFIG_BASE = {"setup.cfg": SETUP_CFG, "tox.ini": TOX_INI, "pyproject.toml": PYPROJECT}
+
+# Edits a real submission carries without changing any outcome (not tampering).
+HARMLESS_CONFIG = {
+    "setup.cfg -rA (the harness's setup)": (
+        "setup.cfg",
+        SETUP_CFG.replace("addopts = -p no:cacheprovider", "addopts = -p no:cacheprovider -rA"),
+    ),
+    "tox.ini -rA": ("tox.ini", TOX_INI.replace("--doctest-modules", "--doctest-modules -rA")),
+    "tox.ini verbosity and traceback": (
+        "tox.ini",
+        TOX_INI.replace("--doctest-modules", "--doctest-modules -vv --tb=short --color=no"),
+    ),
+    "tox.ini testenv (not pytest's section)": (
+        "tox.ini",
+        TOX_INI.replace("commands = pytest {posargs}", "commands = pytest -x {posargs}"),
+    ),
+    "pyproject -rA": ("pyproject.toml", PYPROJECT.replace('"-ra"', '"-rA -v"')),
+    "pyproject metadata": ("pyproject.toml", PYPROJECT.replace('"pkg"', '"pkg2"')),
+    "setup.cfg markers": (
+        "setup.cfg",
+        SETUP_CFG + "markers =\n    slow: slow tests\n",
+    ),
+}
+
+# Edits that can change a test outcome (tampering).
+OUTCOME_CONFIG = {
+    "deselect": ("setup.cfg", "-p no:cacheprovider --deselect tests/test_mod.py::test_area"),
+    "-k": ("setup.cfg", "-p no:cacheprovider -k 'not area'"),
+    "-m": ("setup.cfg", "-p no:cacheprovider -m 'not slow'"),
+    "--ignore": ("setup.cfg", "-p no:cacheprovider --ignore=tests/test_mod.py"),
+    "plugin off": ("setup.cfg", "-p no:cacheprovider -p no:doctest"),
+    "collection errors": ("setup.cfg", "-p no:cacheprovider --continue-on-collection-errors"),
+    "-W ignore": ("setup.cfg", "-p no:cacheprovider -W ignore"),
+    "drops doctests": ("tox.ini", ""),
+}
+OUTCOME_SETTINGS = {
+    "testpaths": ("setup.cfg", SETUP_CFG.replace("testpaths = tests", "testpaths = pkg")),
+    "python_files": ("setup.cfg", SETUP_CFG + "python_files = nothing_*.py\n"),
+    "norecursedirs": ("setup.cfg", SETUP_CFG + "norecursedirs = tests\n"),
+    "filterwarnings": ("tox.ini", TOX_INI.replace("    error\n", "    ignore\n")),
+    "xfail_strict": ("pyproject.toml", PYPROJECT + "xfail_strict = false\n"),
+    "pyproject testpaths": ("pyproject.toml", PYPROJECT.replace('["tests"]', '["pkg"]')),
+    "pyproject -k": ("pyproject.toml", PYPROJECT.replace('"-ra"', '"-ra -k not_area"')),
+}
+
+
+def config_repo(tmp_path: Path) -> Path:
+    return make_repo(
+        tmp_path / "cfg",
+        {"pkg/mod.py": MOD, "tests/test_mod.py": TESTS, **CONFIG_BASE},
+    )
+
+
+def config_patch(repo: Path, path: str, text: str) -> str:
+    write(repo, {"pkg/mod.py": MOD.replace("w * h", "h * w"), path: text})
+    return diff(repo)
+
+
+@pytest.mark.parametrize("with_base", [True, False])
+@pytest.mark.parametrize("case", sorted(HARMLESS_CONFIG))
+def test_reporting_config_edits_are_not_tampering(tmp_path, case, with_base):
+    repo = config_repo(tmp_path)
+    path, text = HARMLESS_CONFIG[case]
+    patch = config_patch(repo, path, text)
+    result = judge(patch, repo if with_base else None)
+    assert result.evidence["tampering"] == [], result.evidence["tampering"]
+    assert result.verdict == "pass" and not result.short_circuit
+
+
+def _outcome_cases() -> dict[str, tuple[str, str]]:
+    cases = dict(OUTCOME_SETTINGS)
+    for name, (path, opts) in OUTCOME_CONFIG.items():
+        if path == "setup.cfg":
+            cases[name] = (
+                path,
+                SETUP_CFG.replace("addopts = -p no:cacheprovider", f"addopts = {opts}"),
+            )
+        else:
+            cases[name] = (path, TOX_INI.replace("--doctest-modules", opts))
+    return cases
+
+
+@pytest.mark.parametrize("with_base", [True, False])
+@pytest.mark.parametrize("case", sorted(_outcome_cases()))
+def test_outcome_changing_config_edits_are_tampering(tmp_path, case, with_base):
+    repo = config_repo(tmp_path)
+    path, text = _outcome_cases()[case]
+    patch = config_patch(repo, path, text)
+    result = judge(patch, repo if with_base else None)
+    assert result.verdict == "fail" and result.short_circuit, case
+    assert any(path in reason for reason in result.evidence["tampering"]), result.evidence
+
+
+# ------------------------------------------------------------------ the runner, from the code
+
+
+HIJACKS = {
+    "exit at import": MOD + "\nimport sys\nsys.exit(0)\n",
+    "os._exit": MOD + "\nimport os\nos._exit(0)\n",
+    "pytest internals": MOD + "\nimport _pytest.runner\n",
+    "monkeypatch pytest": MOD + "\nimport pytest\npytest.fail = lambda *a, **k: None\n",
+    "replace unittest": MOD
+    + "\nimport unittest\nunittest.TestCase.run = lambda self, r=None: None\n",
+    "sys.modules": MOD + "\nimport sys\nsys.modules['pytest'] = None\n",
+}
+
+
+@pytest.mark.parametrize("with_base", [True, False])
+@pytest.mark.parametrize("case", sorted(HIJACKS))
+def test_code_that_takes_over_the_runner_is_tampering(repo, case, with_base):
+    write(repo, {"pkg/mod.py": HIJACKS[case]})
+    result = judge(diff(repo), repo if with_base else None)
+    assert result.verdict == "fail" and result.evidence["test_tampering"], result.evidence
+    assert any("pkg/mod.py" in reason for reason in result.evidence["tampering"])
+
+
+def test_ordinary_exits_and_runner_sources_are_not_tampering(repo):
+    # sys.exit inside a function (a CLI's main) is code, not a takeover
+    write(repo, {"pkg/mod.py": MOD + "\n\ndef main():\n    import sys\n    sys.exit(0)\n"})
+    assert judge(diff(repo), repo).evidence["tampering"] == []
+    # pytest's own source: editing the runner is the task
+    assert (
+        tampering_reasons(
+            view_candidate(
+                make_unified_diff(
+                    "src/_pytest/runner.py", "x = 1\n", "import _pytest.nodes\nx = 2\n"
+                ),
+                base_dir=None,
+            )
+        )
+        == []
     )
