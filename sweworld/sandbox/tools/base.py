@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import uuid
 from collections.abc import Callable, Mapping
@@ -29,6 +30,7 @@ __all__ = [
     "parse_view_range",
     "printed",
     "suffix_of",
+    "valid_text",
 ]
 
 #: R2E-Gym's ``BLOCKED_BASH_COMMANDS`` (tools/execute_bash.py).
@@ -49,6 +51,8 @@ class ToolConfig:
         max_file_bytes: file_editor refuses to edit or fully read larger files.
         blocked_bash_commands: first tokens execute_bash refuses.
         cmd_timeout: seconds a command may run (quoted in the timeout message).
+        search_timeout: seconds one ``search`` call may take (grep is stopped after it).
+        search_max_output_bytes: matches ``search`` prints from one file at most.
     """
 
     python_only: bool = True
@@ -57,6 +61,8 @@ class ToolConfig:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     blocked_bash_commands: tuple[str, ...] = DEFAULT_BLOCKED_BASH_COMMANDS
     cmd_timeout: int = 90
+    search_timeout: float = 10.0
+    search_max_output_bytes: int = 1 << 20
 
 
 def _no_shell(command: str) -> BashOutcome:
@@ -158,6 +164,18 @@ class ToolSpec:
 
 
 # --------------------------------------------------------------------------- helpers
+_LONE_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so it encodes as UTF-8.
+
+    Surrogates reach tools from agents' JSON (``"\\ud800"``) and from file names that are
+    not UTF-8 (Python decodes them with ``surrogateescape``).
+    """
+    return _LONE_SURROGATE_RE.sub("\ufffd", text)
+
+
 def printed(*lines: str) -> str:
     """What consecutive ``print(line)`` calls write."""
     return "".join(f"{line}\n" for line in lines)

@@ -2,240 +2,249 @@
 
 Same parameters and output strings as ``r2egym/agenthub/tools/search.py``:
 
-* ``path`` (default ``.``, relative to the working directory) names a **file**: the lines
-  matching ``search_term`` as ``grep -n`` prints them (``search_term`` is a POSIX basic
-  regular expression, as grep reads it; translated to Python's ``re``);
+* ``path`` (default ``.``, relative to the working directory) names a **file**: GNU
+  ``grep -n`` runs on it, as in R2E-Gym (``search_term`` is a basic regular expression);
 * otherwise a **directory**: every non-hidden file (only ``.py`` files when
   ``python_only``) below it, hidden directories skipped, counted per file by substring
   match per line; more than 100 matching files ask the agent to narrow the search.
 
-Directories are walked with ``os.scandir`` in sorted order (top-down, like ``os.walk``);
-symbolic links are resolved inside the sandbox and skipped when they leave it; paths are
-printed as sandbox paths (the searched directory by its canonical path, files relative to
-the working directory and prefixed with ``./``, as R2E-Gym prints them).
+Bounded work, whatever the input:
+
+* grep is a real process, never Python's backtracking ``re`` (``\\(aa*\\)*b`` on a line of
+  28 ``a`` took 15 s there): it reads the file on its standard input (opened here after the
+  path was resolved inside the sandbox), with ``LC_ALL=C`` (a plain container's locale) and
+  ``-e`` (a term starting with ``-`` is a pattern, not an option); it is stopped after
+  ``ToolConfig.search_timeout`` seconds (back-references can be exponential even in grep)
+  and after ``ToolConfig.search_max_output_bytes`` bytes of matches; the thread waiting on it
+  holds no lock, so other sessions keep running;
+* a directory search reads each file in chunks (a file of one huge line never becomes one
+  huge string), keeps the same deadline, and ``search_term`` is at most
+  :data:`MAX_SEARCH_TERM_CHARS` characters.
+
+Differences, with their reasons: a binary file that matches prints grep's older line
+``Binary file PATH matches`` (grep >= 3.5 prints nothing on standard output, which leaves
+the agent an empty list); a stopped search says why. Directories are walked with
+``os.scandir`` in sorted order (top-down, like ``os.walk``); symbolic links are resolved
+inside the sandbox and skipped when they leave it; paths are printed as sandbox paths (the
+searched directory by its canonical path, files relative to the working directory and
+prefixed with ``./``, as R2E-Gym prints them).
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
-import re
+import selectors
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from sweworld.sandbox.paths import PathOutsideWorkspace
-from sweworld.sandbox.tools.base import ToolContext, ToolResult, ToolSpec, parse_bool, printed
+from sweworld.sandbox.tools.base import (
+    ToolContext,
+    ToolError,
+    ToolResult,
+    ToolSpec,
+    parse_bool,
+    printed,
+)
 
-__all__ = ["MAX_MATCHED_FILES", "SPEC", "GrepPatternError", "bre_to_python", "search"]
+__all__ = [
+    "GREP_ENV",
+    "MAX_MATCHED_FILES",
+    "MAX_SEARCH_TERM_CHARS",
+    "SPEC",
+    "TIMEOUT_MESSAGE",
+    "GrepRun",
+    "count_matching_lines",
+    "run_grep",
+    "search",
+]
 
 SPEC = ToolSpec(name="search", required=("search_term",), optional=("path", "python_only"))
 MAX_MATCHED_FILES = 100
+#: Longer terms are refused (R2E-Gym passes the term as one argv string: 128 KiB at most).
+MAX_SEARCH_TERM_CHARS = 10_000
+#: R2E-Gym's runtime message for a tool that ran past its time limit.
+TIMEOUT_MESSAGE = "The command took too long to execute (>{timeout}s)"
+#: grep's whole environment: the C locale (bytes are characters; no file is "binary" for
+#: its encoding) and nothing of the host's (no GREP_COLORS, GREP_OPTIONS, secrets).
+GREP_ENV = {"LC_ALL": "C", "PATH": "/usr/bin:/bin"}
+_READ_CHUNK = 1 << 16
+_MAX_STDERR = 1 << 16
+_BINARY_MATCHES = b"binary file matches"
 
 
-class GrepPatternError(ValueError):
-    """A pattern grep itself would refuse (its message is grep's)."""
+@dataclass
+class GrepRun:
+    """What one bounded grep run printed."""
+
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    truncated: bool = False
 
 
-_CLASSES = {
-    "alpha": "a-zA-Z",
-    "digit": "0-9",
-    "alnum": "a-zA-Z0-9",
-    "upper": "A-Z",
-    "lower": "a-z",
-    "space": " \\t\\n\\r\\f\\v",
-    "blank": " \\t",
-    "punct": re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
-    "xdigit": "0-9A-Fa-f",
-    "cntrl": "\\x00-\\x1f\\x7f",
-    "print": "\\x20-\\x7e",
-    "graph": "\\x21-\\x7e",
-}
-_UNMATCHED_BRACKET = "grep: Unmatched [, [^, [:, [., or [="
+def _grep_binary() -> str:
+    found = shutil.which("grep", path="/usr/bin:/bin:/usr/local/bin") or shutil.which("grep")
+    if found is None:
+        raise ToolError("The search tool needs GNU grep, which is not installed here.", 1)
+    return found
 
 
-def _bracket(pattern: str, i: int) -> tuple[str, int]:
-    """Translate the bracket expression starting at ``pattern[i] == "["``."""
-    n = len(pattern)
-    j = i + 1
-    negate = j < n and pattern[j] == "^"
-    if negate:
-        j += 1
-    items: list[str] = []
-    first = True
-    while True:
-        if j >= n:
-            raise GrepPatternError(_UNMATCHED_BRACKET)
-        c = pattern[j]
-        if c == "]" and not first:
-            j += 1
-            break
-        first = False
-        if c == "[" and j + 1 < n and pattern[j + 1] in ":.=":
-            kind = pattern[j + 1]
-            close = pattern.find(kind + "]", j + 2)
-            if close == -1:
-                raise GrepPatternError(_UNMATCHED_BRACKET)
-            name = pattern[j + 2 : close]
-            j = close + 2
-            if kind == ":":
-                if name not in _CLASSES:
-                    raise GrepPatternError("grep: Invalid character class name")
-                items.append(_CLASSES[name])
-            else:
-                items.append(re.escape(name))
-            continue
-        # a range "a-z" (a "-" right before the closing "]" is literal)
-        if j + 2 < n and pattern[j + 1] == "-" and pattern[j + 2] != "]":
-            lo, hi = c, pattern[j + 2]
-            if ord(lo) > ord(hi):
-                raise GrepPatternError("grep: Invalid range end")
-            items.append(f"{re.escape(lo)}-{re.escape(hi)}")
-            j += 3
-            continue
-        items.append(re.escape(c))
-        j += 1
-    return "[" + ("^" if negate else "") + "".join(items) + "]", j
+def run_grep(term: bytes, source: IO[bytes], *, timeout: float, max_output_bytes: int) -> GrepRun:
+    """``grep -n -e TERM`` over ``source`` (its standard input), stopped at the limits.
 
-
-def bre_to_python(pattern: str) -> str:
-    """Translate a GNU grep basic regular expression into a Python ``re`` pattern.
-
-    Handles ``.``, ``*``, anchors (only where BRE treats them as anchors), bracket
-    expressions with POSIX classes, ``\\( \\)``, ``\\{m,n\\}``, back-references and GNU's
-    ``\\| \\+ \\? \\< \\> \\b \\B \\w \\W \\s \\S``. ``+ ? | ( ) { }`` are literal.
-
-    Raises:
-        GrepPatternError: where grep reports an error (e.g. an unmatched ``[``).
+    Reads at most ``max_output_bytes`` of matches (then stops grep: ``truncated``) and waits
+    at most ``timeout`` seconds (then kills it: ``timed_out``).
     """
-    out: list[str] = []
-    n = len(pattern)
-    i = 0
-    depth = 0
-    # position "at the start" of an expression: "^" anchors and "*" is literal there
-    at_start = True
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            if i + 1 >= n:
-                raise GrepPatternError("grep: Trailing backslash")
-            d = pattern[i + 1]
-            i += 2
-            if d == "(":
-                depth += 1
-                out.append("(")
-                at_start = True
-                continue
-            if d == ")":
-                if depth == 0:
-                    raise GrepPatternError("grep: Unmatched ) or \\)")
-                depth -= 1
-                out.append(")")
-            elif d == "|":
-                out.append("|")
-                at_start = True
-                continue
-            elif d == "{":
-                close = pattern.find("\\}", i)
-                if close == -1:
-                    raise GrepPatternError("grep: Unmatched \\{")
-                body = pattern[i:close]
-                if not re.fullmatch(r"\d*(,\d*)?", body) or body in ("", ","):
-                    raise GrepPatternError("grep: Invalid content of \\{\\}")
-                if at_start:
-                    out.append(re.escape("{" + body + "}"))
-                else:
-                    out.append("{" + body + "}")
-                i = close + 2
-            elif d in "+?":
-                out.append(re.escape(d) if at_start else d)
-            elif d in "123456789":
-                out.append("\\" + d)
-            elif d == "<":
-                out.append(r"\b(?=\w)")
-            elif d == ">":
-                out.append(r"\b(?<=\w)")
-            elif d in "bBwWsS":
-                out.append("\\" + d)
-            elif d == "`":
-                out.append(r"\A")
-            elif d == "'":
-                out.append(r"\Z")
-            else:
-                out.append(re.escape(d))
-            at_start = False
-            continue
-        if c == "[":
-            text, i = _bracket(pattern, i)
-            out.append(text)
-            at_start = False
-            continue
-        if c == "^":
-            out.append("^" if at_start else re.escape(c))
-            i += 1
-            continue  # "*" right after a leading "^" is still literal
-        if c == "$":
-            rest = pattern[i + 1 :]
-            is_anchor = rest == "" or rest.startswith("\\)") or rest.startswith("\\|")
-            out.append("$" if is_anchor else re.escape(c))
-            i += 1
-            at_start = False
-            continue
-        if c == "*":
-            out.append(re.escape(c) if at_start else "*")
-            i += 1
-            at_start = False
-            continue
-        if c == ".":
-            out.append(".")
-        else:
-            out.append(re.escape(c))
-        i += 1
-        at_start = False
-    if depth:
-        raise GrepPatternError("grep: Unmatched ( or \\(")
-    return "".join(out)
+    proc = subprocess.Popen(
+        ["grep", "-n", "-e", term],
+        executable=_grep_binary(),
+        stdin=source,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=GREP_ENV,
+        close_fds=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out = bytearray()
+    err = bytearray()
+    timed_out = truncated = False
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        try:
+            while sel.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                    break
+                for key, _ in sel.select(left):
+                    chunk = os.read(key.fd, _READ_CHUNK)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        continue
+                    buf: bytearray = key.data
+                    buf += chunk
+                    if buf is err and len(err) > _MAX_STDERR:
+                        del err[_MAX_STDERR:]
+                if len(out) > max_output_bytes:
+                    truncated = True
+                    break
+        finally:
+            if timed_out or truncated:
+                proc.kill()
+            proc.stdout.close()
+            proc.stderr.close()
+            returncode = proc.wait()
+    if truncated:
+        cut = out.rfind(b"\n", 0, max_output_bytes + 1)
+        del out[cut + 1 if cut != -1 else max_output_bytes :]
+    return GrepRun(returncode, bytes(out), bytes(err), timed_out, truncated)
 
 
-def _grep_file(term: str, host: Path) -> tuple[list[str], bool]:
-    """``grep -n term file``: the numbered matching lines, and whether the file is binary."""
-    regex = re.compile(bre_to_python(term))
-    matched: list[str] = []
-    binary = False
-    with open(host, "rb") as handle:
-        for no, raw in enumerate(handle, 1):
-            if b"\x00" in raw:
-                binary = True
-            line = raw[:-1] if raw.endswith(b"\n") else raw
-            text = line.decode("utf-8", errors="replace")
-            if regex.search(text):
-                matched.append(f"{no}:{text}")
-    return matched, binary
-
-
-def _count_in_file(term: str, host: Path) -> int:
-    count = 0
-    with open(host, encoding="utf-8", errors="ignore", newline=None) as handle:
-        for line in handle:
-            if term in line:
-                count += 1
-    return count
+def _timeout_result(seconds: float, where: str, hint: str) -> ToolResult:
+    shown = int(seconds) if float(seconds).is_integer() else seconds
+    message = TIMEOUT_MESSAGE.format(timeout=shown)
+    return ToolResult(
+        printed(message, f"The search was stopped {where}. {hint}"),
+        exit_code=-1,
+        info={"timed_out": True},
+    )
 
 
 def _search_file(ctx: ToolContext, term: str, host: Path, shown: str) -> ToolResult:
+    config = ctx.config
     try:
-        matched, binary = _grep_file(term, host)
-    except GrepPatternError as exc:
-        return ToolResult(printed(f"Error executing grep:\n{exc}\n"), exit_code=2)
+        with open(host, "rb") as handle:
+            run = run_grep(
+                term.encode("utf-8", "surrogateescape"),
+                handle,
+                timeout=config.search_timeout,
+                max_output_bytes=config.search_max_output_bytes,
+            )
     except OSError as exc:
         message = f"grep: {shown}: {exc.strerror or exc}"
         return ToolResult(printed(f"Error executing grep:\n{message}\n"), exit_code=2)
-    if not matched:
+    if run.timed_out:
+        return _timeout_result(
+            config.search_timeout,
+            f"in {shown}",
+            "Back-references (\\1) and nested repetitions can make grep take exponential "
+            "time; use a simpler search_term.",
+        )
+    stderr = run.stderr.decode("utf-8", "replace")
+    binary = _BINARY_MATCHES in run.stderr.lower()
+    if run.returncode == 1 or (run.returncode == 0 and not run.stdout and not binary):
         return ToolResult(printed(f'No matches found for "{term}" in {shown}'))
-    # grep tells about a matching binary file on stderr only (GNU grep >= 3.5)
-    body = "" if binary else "\n".join(matched).strip()
-    return ToolResult(printed(f'Matches for "{term}" in {shown}:', body))
+    if run.returncode not in (0, 1) and not run.truncated:
+        return ToolResult(
+            printed(f"Error executing grep:\n{stderr}"),
+            exit_code=run.returncode,
+        )
+    body = run.stdout.decode("utf-8", "replace").replace(
+        "Binary file (standard input) matches", f"Binary file {shown} matches"
+    )
+    lines = [f'Matches for "{term}" in {shown}:', body.strip()]
+    if binary:
+        lines.append(f"Binary file {shown} matches")
+    info: dict[str, object] = {}
+    if run.truncated:
+        lines.append(
+            f"[The matches were cut after {config.search_max_output_bytes} bytes; "
+            "use a more specific search_term.]"
+        )
+        info["truncated"] = True
+    return ToolResult(printed(*lines), info=info)
 
 
-def _walk(ctx: ToolContext, host_dir: Path, sandbox_dir: str, python_only: bool):
+def count_matching_lines(
+    handle: IO[str], term: str, *, deadline: float | None = None, chunk_chars: int = _READ_CHUNK
+) -> int:
+    """How many lines of ``handle`` contain ``term`` (lines keep their ``"\\n"``).
+
+    The same count as ``sum(term in line for line in handle)`` (R2E-Gym's loop), reading
+    ``chunk_chars`` at a time: memory stays bounded and the work linear, even for a file of
+    one huge line.
+
+    Raises:
+        TimeoutError: ``time.monotonic()`` passed ``deadline`` (checked once per chunk).
+    """
+    count = 0
+    keep = max(len(term) - 1, 0)
+    tail = ""  # the end of the current line, enough to find a term that crosses chunks
+    matched = False  # the current line contains ``term``
+    started = False  # the current line has at least one character
+    while True:
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError
+        chunk = handle.read(chunk_chars)
+        if not chunk:
+            break
+        for index, piece in enumerate(chunk.split("\n")):
+            if index:  # a newline ended the current line
+                count += matched or term in tail + "\n"
+                tail, matched, started = "", False, False
+            if piece and not matched:
+                started = True
+                text = tail + piece
+                matched = term in text
+                tail = text[-keep:] if keep and not matched else ""
+            elif piece:
+                started = True
+    return count + (started and matched)
+
+
+def _walk(
+    ctx: ToolContext, host_dir: Path, sandbox_dir: str, python_only: bool
+) -> Iterator[tuple[str, Path]]:
     """Yield ``(sandbox_path, host_path)`` of the files to search, in ``os.walk`` order."""
     stack: list[tuple[Path, str]] = [(host_dir, sandbox_dir)]
     while stack:
@@ -275,17 +284,36 @@ def _walk(ctx: ToolContext, host_dir: Path, sandbox_dir: str, python_only: bool)
         stack.extend(reversed(subdirs))
 
 
+def _count_in_file(term: str, host: Path, deadline: float) -> int:
+    with open(host, encoding="utf-8", errors="ignore", newline=None) as handle:
+        return count_matching_lines(handle, term, deadline=deadline)
+
+
 def _search_dir(
     ctx: ToolContext, term: str, host: Path, directory: str, python_only: bool
 ) -> ToolResult:
+    deadline = time.monotonic() + ctx.config.search_timeout
     matches: list[tuple[str, int]] = []
-    for sandbox_path, host_path in _walk(ctx, host, directory, python_only):
-        try:
-            count = _count_in_file(term, host_path)
-        except OSError:
-            continue
-        if count:
-            matches.append((sandbox_path, count))
+    files = 0
+    try:
+        for sandbox_path, host_path in _walk(ctx, host, directory, python_only):
+            if time.monotonic() > deadline:
+                raise TimeoutError
+            files += 1
+            try:
+                count = _count_in_file(term, host_path, deadline)
+            except TimeoutError:
+                raise
+            except OSError:  # unreadable: skipped, as R2E-Gym skips it
+                continue
+            if count:
+                matches.append((sandbox_path, count))
+    except TimeoutError:
+        return _timeout_result(
+            ctx.config.search_timeout,
+            f"after reading {files} files under {directory}",
+            "Search a smaller directory, or a single file.",
+        )
     if not matches:
         return ToolResult(printed(f'No matches found for "{term}" in {directory}'))
     if len(matches) > MAX_MATCHED_FILES:
@@ -310,6 +338,13 @@ def search(ctx: ToolContext, params: dict[str, str]) -> ToolResult:
     """Run one ``search`` call. Usage errors raise :class:`~.base.ToolError`."""
     params = SPEC.check(params)
     term = params["search_term"]
+    if len(term) > MAX_SEARCH_TERM_CHARS:
+        raise ToolError(
+            f"The search_term is {len(term)} characters long; the limit is "
+            f"{MAX_SEARCH_TERM_CHARS}. Search for a shorter, distinctive part of it."
+        )
+    if "\x00" in term:
+        raise ToolError("The search_term contains a NUL character, which grep cannot take.")
     path = params.get("path", ".")
     python_only = (
         parse_bool("python_only", params["python_only"])

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import io
 import os
-import re
+import random
+import threading
+import time
 
 import pytest
 
 from sweworld.sandbox.tools import ToolConfig, run_tool
-from sweworld.sandbox.tools.search import GrepPatternError, bre_to_python
+from sweworld.sandbox.tools.search import MAX_SEARCH_TERM_CHARS, count_matching_lines
 
 
 def search(sandbox, **params):
@@ -119,7 +122,9 @@ def test_single_file_search_uses_basic_regular_expressions(repo):
     r = search(repo, search_term="f_\\(helper\\|nothing\\)", path="pkg/mod.py")
     assert r.output.endswith("2:    return f_helper()\n4:def f_helper():\n")
     r = search(repo, search_term="[", path="pkg/mod.py")
-    assert r.output == "Error executing grep:\ngrep: Unmatched [, [^, [:, [., or [=\n\n"
+    # grep's own message (its wording for a lone "[" changed between grep releases)
+    assert r.output.startswith("Error executing grep:\ngrep: ")
+    assert r.output.endswith("\n\n")
     assert r.exit_code == 2
 
 
@@ -159,7 +164,11 @@ def test_binary_and_non_utf8_files(repo):
         'End of matches for "needle" in /testbed\n'
     )
     r = search(repo, search_term="needle", path="bin.py")
-    assert r.output == 'Matches for "needle" in /testbed/bin.py:\n\n'
+    assert r.output == (
+        'Matches for "needle" in /testbed/bin.py:\n\nBinary file /testbed/bin.py matches\n'
+    )
+    r = search(repo, search_term="caf.$", path="latin.py")  # never "binary" for its encoding
+    assert r.output == 'Matches for "caf.$" in /testbed/latin.py:\n1:needle caf\ufffd\n'
 
 
 def test_parameter_errors(repo):
@@ -199,20 +208,158 @@ def test_parameter_errors(repo):
         ("\\<is\\>", ["it is here"], ["this"]),
         ("a\\.b", ["a.b"], ["axb"]),
         ("{}|", ["{}|"], ["{"]),
+        ("-v", ["a -v b"], ["v"]),  # a pattern, never an option
     ],
 )
-def test_bre_translation(pattern, matches, misses):
-    regex = re.compile(bre_to_python(pattern))
-    for text in matches:
-        assert regex.search(text), (pattern, text)
-    for text in misses:
-        assert not regex.search(text), (pattern, text)
+def test_single_file_search_is_grep_basic_regular_expressions(sandbox, pattern, matches, misses):
+    sandbox.write("cases.txt", "".join(f"{line}\n" for line in misses + matches))
+    r = search(sandbox, search_term=pattern, path="cases.txt")
+    first = len(misses) + 1
+    expected = [f"{first + i}:{line}" for i, line in enumerate(matches)]
+    assert r.output == printed_lines(f'Matches for "{pattern}" in /testbed/cases.txt:', *expected)
 
 
-@pytest.mark.parametrize("pattern", ["[abc", "a\\", "\\(a", "a\\)", "[[:nope:]]", "[z-a]"])
-def test_bre_errors(pattern):
-    with pytest.raises(GrepPatternError):
-        bre_to_python(pattern)
+def printed_lines(*lines):
+    return "".join(f"{line}\n" for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ("[abc", "grep: Unmatched [, [^, [:, [., or [="),
+        ("a\\", "grep: Trailing backslash"),
+        ("\\(a", "grep: Unmatched ( or \\("),
+        ("a\\)", "grep: Unmatched ) or \\)"),
+        ("[[:nope:]]", "grep: Invalid character class name"),
+        ("[z-a]", "grep: Invalid range end"),
+    ],
+)
+def test_pattern_errors_are_greps_own(repo, pattern, message):
+    r = search(repo, search_term=pattern, path="pkg/mod.py")
+    assert r.output == f"Error executing grep:\n{message}\n\n"
+    assert r.exit_code == 2
+
+
+# ----------------------------------------------------------------------------- bounded work
+
+
+def test_catastrophic_pattern_of_the_issue_is_instant(sandbox):
+    # Python's re took 15 s on this; grep's automaton is linear
+    sandbox.write("a.py", "a" * 28 + "\n")
+    started = time.perf_counter()
+    r = search(sandbox, search_term="\\(aa*\\)*b", path="a.py")
+    assert time.perf_counter() - started < 5  # only a blow-up fails: 15 s before, 2 ms now
+    assert r.output == 'No matches found for "\\(aa*\\)*b" in /testbed/a.py\n'
+    sandbox.write("a.py", "a" * 200_000 + "b\n")
+    r = search(sandbox, search_term="\\(aa*\\)*b", path="a.py")
+    assert r.output.startswith('Matches for "\\(aa*\\)*b" in /testbed/a.py:\n1:aaaa')
+
+
+def test_exponential_back_references_are_stopped_at_the_deadline(sandbox):
+    # back-references defeat grep's automaton: this one runs for minutes in grep itself
+    sandbox.write("a.py", "a" * 200 + "x\n")
+    sandbox.ctx.config = ToolConfig(search_timeout=0.5)
+    ticks: list[float] = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    try:
+        r = search(sandbox, search_term="\\(a*\\)*\\(a*\\)*\\1\\2x", path="a.py")
+    finally:
+        stop.set()
+        thread.join()
+    assert r.exit_code == -1
+    assert r.output.startswith("The command took too long to execute (>0.5s)\n")
+    assert "The search was stopped in /testbed/a.py." in r.output
+    assert r.info["timed_out"]
+    # the waiting thread held no lock: the other thread kept ticking meanwhile
+    assert len(ticks) > 20
+    # the session is usable afterwards
+    assert search(sandbox, search_term="x$", path="a.py").output.endswith("x\n")
+
+
+def test_huge_outputs_are_cut_at_a_line_with_a_notice(sandbox):
+    sandbox.write("big.txt", "match me\n" * 300_000)
+    sandbox.ctx.config = ToolConfig(search_max_output_bytes=100_000)
+    r = search(sandbox, search_term="match", path="big.txt")
+    lines = r.output.splitlines()
+    assert lines[0] == 'Matches for "match" in /testbed/big.txt:'
+    assert lines[1] == "1:match me"
+    assert lines[-1] == (
+        "[The matches were cut after 100000 bytes; use a more specific search_term.]"
+    )
+    assert lines[-2].endswith(":match me")
+    assert len(r.output) < 110_000
+    assert r.info["truncated"]
+
+
+def test_huge_single_line_files_are_searched_in_bounded_chunks(sandbox):
+    sandbox.write("one_line.py", "x" * 5_000_000 + "needle" + "x" * 5_000_000)
+    r = search(sandbox, search_term="needle")
+    assert r.output.startswith('Found 1 matches for "needle" in /testbed:\n./one_line.py')
+    r = search(sandbox, search_term="needle", path="one_line.py")
+    assert r.output.startswith('Matches for "needle" in /testbed/one_line.py:\n1:xxx')
+
+
+def test_directory_search_keeps_the_deadline(sandbox):
+    for i in range(30):
+        sandbox.write(f"d/f{i}.py", "x\n" * 1000)
+    sandbox.ctx.config = ToolConfig(search_timeout=0.0)
+    r = search(sandbox, search_term="x")
+    assert r.exit_code == -1
+    assert r.output.startswith("The command took too long to execute (>0s)\n")
+    assert "The search was stopped after reading 0 files under /testbed." in r.output
+
+
+def test_binary_file_match_is_reported(repo):
+    repo.write("data.bin", b"\x00\x01needle\n")
+    r = search(repo, search_term="needle", path="data.bin")
+    assert r.output == (
+        'Matches for "needle" in /testbed/data.bin:\n\nBinary file /testbed/data.bin matches\n'
+    )
+    r = search(repo, search_term="absent", path="data.bin")
+    assert r.output == 'No matches found for "absent" in /testbed/data.bin\n'
+
+
+def test_oversize_and_nul_terms_are_refused(repo):
+    r = search(repo, search_term="x" * (MAX_SEARCH_TERM_CHARS + 1))
+    assert r.exit_code == 2
+    assert r.output.startswith("ERROR: The search_term is 10001 characters long; the limit is")
+    r = search(repo, search_term="a\x00b", path="pkg/mod.py")
+    assert r.output == "ERROR: The search_term contains a NUL character, which grep cannot take.\n"
+
+
+def test_grep_runs_without_the_host_environment(repo, monkeypatch):
+    monkeypatch.setenv("GREP_OPTIONS", "-v")
+    monkeypatch.setenv("GREP_COLORS", "mt=01;31")
+    monkeypatch.setenv("GREP_COLOR", "01;31")
+    r = search(repo, search_term="f_helper", path="pkg/mod.py")
+    assert r.output == (
+        'Matches for "f_helper" in /testbed/pkg/mod.py:\n'
+        "2:    return f_helper()\n"
+        "4:def f_helper():\n"
+    )
+
+
+def test_line_counting_in_chunks_equals_r2e_gyms_line_loop():
+    rng = random.Random(11)
+    for _ in range(5000):
+        data = "".join(rng.choice(["a", "b", "\n", "ab", "\r", "\r\n"]) for _ in range(14))
+        term = "".join(rng.choice(["a", "b", "\n"]) for _ in range(rng.randint(0, 3)))
+
+        def handle(data=data):
+            raw = io.BytesIO(data.encode())
+            return io.TextIOWrapper(raw, encoding="utf-8", newline=None)
+
+        expected = sum(term in line for line in handle())
+        for chunk in (1, 2, 5, 1 << 16):
+            assert count_matching_lines(handle(), term, chunk_chars=chunk) == expected
 
 
 def test_special_files_are_skipped(repo):
