@@ -21,6 +21,7 @@ from sweworld.sandbox.tools.base import (
     ToolResult,
     ToolSpec,
     printed,
+    valid_text,
 )
 
 __all__ = [
@@ -58,6 +59,7 @@ TOOL_ALIASES: dict[str, str] = {
 
 
 def _error(message: str, exit_code: int) -> ToolResult:
+    message = valid_text(message)
     return ToolResult(printed(f"ERROR: {message}"), exit_code=exit_code, info={"error": message})
 
 
@@ -66,7 +68,8 @@ def run_tool(name: str, ctx: ToolContext, params: Mapping[str, Any] | None) -> T
 
     Returns the tool's :class:`ToolResult`; for an unknown tool or invalid parameters an
     ``ERROR: ...`` output with exit code 2; for an unexpected failure R2E-Gym's
-    ``ERROR: Unhandled exception: ...`` with exit code 1.
+    ``ERROR: Unhandled exception: ...`` with exit code 1. Lone surrogates in string
+    parameters and in the output become U+FFFD: what crosses this boundary is valid UTF-8.
     """
     canonical = TOOL_ALIASES.get(name, name)
     tool = TOOLS.get(canonical)
@@ -78,7 +81,16 @@ def run_tool(name: str, ctx: ToolContext, params: Mapping[str, Any] | None) -> T
             + ".",
             exit_code=2,
         )
-    args: dict[str, Any] = dict(params or {})
+    if params is not None and not isinstance(params, Mapping):
+        return _error(
+            f"The parameters of {name} must be a mapping of names to values, not "
+            f"{type(params).__name__}. Expected: {SPECS[canonical].describe()}.",
+            exit_code=2,
+        )
+    args: dict[str, Any] = {
+        key: valid_text(value) if isinstance(value, str) else value
+        for key, value in (params or {}).items()
+    }
     if canonical == "finish" and name == "submit" and "command" not in args:
         args["command"] = "submit"
     try:
@@ -89,4 +101,5 @@ def run_tool(name: str, ctx: ToolContext, params: Mapping[str, Any] | None) -> T
         return _error(f"Unhandled exception: {exc}", exit_code=1)
     if result.exit_code == 0 and result.output:
         result.output = strip_ansi_cr(result.output)
+    result.output = valid_text(result.output)
     return result

@@ -15,6 +15,16 @@ these differences in *how* it works:
   UTF-8 are refused with a clear error instead of being decoded by guesswork;
 * the undo history lives in ``ToolContext.history`` (per session), keyed by the canonical
   sandbox path.
+
+Exit codes are R2E-Gym's (its ``file_editor.py`` ``main``, checked against R2E-Gym's
+source): a failure the editor reports itself (``EditorError`` or an ``EditorResult`` error:
+a ``view_range`` outside the file, a non-unique or missing ``old_str``, an ``insert_line``
+outside ``[0, n]``, a missing path, a syntax error with linting on) is printed as
+``ERROR: ...`` and the script exits **0**; a call its ``argparse`` refuses (a ``view_range``
+that is not two integers, an ``insert_line`` that is not an integer, an unknown or missing
+parameter) exits **2**. A path outside the workspace (R2E-Gym has no such notion) is a path
+failure like a missing one: ``ERROR: ...``, exit 0. Whatever the exit code, every failure
+sets ``info["error"]`` to its message, the signal a caller should read.
 """
 
 from __future__ import annotations
@@ -492,7 +502,9 @@ def file_editor(ctx: ToolContext, params: dict[str, str]) -> ToolResult:
         key = ctx.paths.resolve(path, ctx.cwd)
         host = ctx.paths.to_host(key)
     except PathOutsideWorkspace as exc:
-        return ToolResult(printed(f"ERROR: {exc}"), info={"error": "outside_workspace"})
+        return ToolResult(
+            printed(f"ERROR: {exc}"), info={"error": str(exc), "outside_workspace": True}
+        )
 
     try:
         result = _dispatch(

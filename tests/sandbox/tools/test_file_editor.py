@@ -662,3 +662,59 @@ def test_special_files_are_never_opened(repo):
 def test_embedded_nul_in_path(repo):
     r = fe(repo, command="view", path="pkg/mod\x00.py")
     assert r.output.startswith("ERROR: ")
+
+
+# ----------------------------------------------------------------------------- exit codes
+
+# (params, R2E-Gym's exit code, start of the output): R2E-Gym's file_editor.py prints its
+# own errors ("ERROR: ...") and exits 0; calls its argparse refuses exit 2.
+USAGE_ERRORS = [
+    ({"command": "view", "path": "pkg/mod.py", "view_range": "[10, 20]"}, 0, "\nERROR: Invalid"),
+    ({"command": "view", "path": "pkg/mod.py", "view_range": "[2, 1]"}, 0, "\nERROR: Invalid"),
+    ({"command": "view", "path": "pkg/mod.py", "view_range": "[1]"}, 2, "ERROR: Invalid value"),
+    ({"command": "view", "path": "pkg/mod.py", "view_range": "a,b"}, 2, "ERROR: Invalid value"),
+    ({"command": "str_replace", "path": "pkg/mod.py", "old_str": "o"}, 0, "ERROR: Multiple"),
+    ({"command": "str_replace", "path": "pkg/mod.py", "old_str": "zzz"}, 0, "ERROR: No occur"),
+    ({"command": "insert", "path": "pkg/mod.py", "insert_line": "-1", "new_str": "x"}, 0, "ERROR"),
+    ({"command": "insert", "path": "pkg/mod.py", "insert_line": "x", "new_str": "x"}, 2, "ERROR"),
+    ({"command": "view", "path": "/etc/passwd"}, 0, "ERROR: The path '/etc/passwd' is outside"),
+    ({"command": "view", "path": "nope.py"}, 0, "ERROR: The path 'nope.py' does not exist."),
+    ({"command": "fly", "path": "pkg/mod.py"}, 0, "ERROR: Unrecognized command 'fly'"),
+    ({"command": "view", "path": "pkg/mod.py", "colour": "red"}, 2, "ERROR: Unknown parameter"),
+    ({"command": "view"}, 2, "ERROR: Missing required parameter 'path'"),
+]
+
+
+@pytest.mark.parametrize(("params", "exit_code", "start"), USAGE_ERRORS)
+def test_usage_errors_exit_as_r2e_gym_and_always_set_info_error(repo, params, exit_code, start):
+    before = repo.read("pkg/mod.py")
+    r = fe(repo, **params)
+    assert r.output.startswith(start)
+    assert r.exit_code == exit_code
+    assert r.info["error"]
+    assert r.info["error"] in r.output
+    assert not r.done
+    assert repo.read("pkg/mod.py") == before
+
+
+# ----------------------------------------------------------------------------- valid UTF-8
+
+
+def test_lone_surrogates_never_cross_the_tool_boundary(repo):
+    r = fe(repo, command="create", path="s.py", file_text="x = '\ud800'\n")
+    assert r.exit_code == 0
+    assert repo.read("s.py") == "x = '\ufffd'\n"
+    r.output.encode("utf-8")
+    (repo.testbed / os.fsdecode(b"bad\xff.py")).write_text("y = 1\n")
+    r = fe(repo, command="view", path="/testbed")
+    assert "/testbed/bad\ufffd.py\n" in r.output
+    r.output.encode("utf-8")
+    for name, params in [
+        ("file_editor", {"command": "view", "path": "\udcff.py"}),
+        ("search", {"search_term": "\ud800", "path": "/testbed"}),
+        ("search", {"search_term": "\ud800", "path": "s.py"}),
+        ("file_editor", {"command": "view", "path": "s.py", "\ud800": "1"}),
+    ]:
+        out = run_tool(name, repo.ctx, params)
+        out.output.encode("utf-8")
+        assert "\ufffd" in out.output

@@ -21,16 +21,18 @@ def test_submit_alias_and_default_command(sandbox):
         assert r.info == {"result": ""}
 
 
-def test_unknown_command(sandbox):
+def test_unknown_command_still_ends_the_episode_like_r2e_gym(sandbox):
+    # R2E-Gym turns every finish call into `echo '<<<Finished>>>'` and its environment
+    # ends the episode on any finish call: the observation and `done` always agree
     r = run_tool("finish", sandbox.ctx, {"command": "abort"})
-    assert r.output == "Unknown command 'abort'. Only `submit` is supported.\n"
-    assert r.exit_code == 1
-    assert r.done is False
+    assert r.output == "<<<Finished>>>\n"
+    assert (r.exit_code, r.done) == (0, True)
+    assert r.info == {"result": "", "ignored_command": "abort"}
+    assert render_r2egym("finish", r.output, r.exit_code) == "<<< Finished >>>"
 
 
-def test_unknown_parameter(sandbox):
-    r = run_tool("finish", sandbox.ctx, {"command": "submit", "patch": "diff"})
-    assert r.output == (
-        "ERROR: Unknown parameter 'patch' for finish. Expected: finish(command, result).\n"
-    )
-    assert r.done is False
+def test_unknown_parameter_still_ends_the_episode(sandbox):
+    r = run_tool("finish", sandbox.ctx, {"command": "submit", "patch": "diff", "result": 3})
+    assert r.output == "<<<Finished>>>\n"
+    assert r.done is True
+    assert r.info == {"result": "3", "ignored_parameters": ["patch"]}
