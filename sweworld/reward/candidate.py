@@ -11,6 +11,9 @@ folder, so the cost is a few file copies and one or two short subprocesses, what
 size of the repository. Paths that are absolute, contain ``..`` or point into ``.git`` are
 refused before anything is written.
 
+Hunks are :mod:`sweworld.tasks.patches`'s (:class:`Hunk`, :func:`parse_hunks`,
+:func:`patch_hunks`, re-exported here), and so is the exact in-memory applier.
+
 Test files (``ChangedFile.is_test``) follow :func:`is_test_file`: test code by
 :func:`sweworld.tasks.patches.is_test_path`, plus test-runner configuration.
 """
@@ -22,12 +25,20 @@ import re
 import subprocess
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sweworld.reward.types import CandidateView, ChangedFile
-from sweworld.tasks.patches import FilePatch, is_test_path, split_patch
+from sweworld.tasks.patch_paths import split_lines
+from sweworld.tasks.patches import (
+    FilePatch,
+    Hunk,
+    apply_hunks,
+    is_test_path,
+    parse_hunks,
+    patch_hunks,
+    split_patch,
+)
 
 __all__ = [
     "Hunk",
@@ -40,111 +51,7 @@ __all__ = [
 ]
 
 APPLY_TIMEOUT_S = 20.0
-_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 _MAX_MESSAGE = 600
-
-# --------------------------------------------------------------------------------------
-# Hunks
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Hunk:
-    """One hunk of one file: ``lines`` holds ``(kind, text)`` with kind ``" "``, ``"-"`` or
-    ``"+"`` and the text without its first character (line ending kept; a line followed by
-    ``\\ No newline at end of file`` has none)."""
-
-    old_start: int
-    old_len: int
-    new_start: int
-    new_len: int
-    section: str
-    lines: tuple[tuple[str, str], ...]
-
-    @property
-    def old_text(self) -> str:
-        """The hunk's old side: context and removed lines."""
-        return "".join(t for k, t in self.lines if k != "+")
-
-    @property
-    def new_text(self) -> str:
-        """The hunk's new side: context and added lines."""
-        return "".join(t for k, t in self.lines if k != "-")
-
-    @property
-    def removed(self) -> list[str]:
-        """Removed lines, in order."""
-        return [t for k, t in self.lines if k == "-"]
-
-    @property
-    def added(self) -> list[str]:
-        """Added lines, in order."""
-        return [t for k, t in self.lines if k == "+"]
-
-
-def parse_hunks(section_text: str) -> list[Hunk]:
-    """The hunks of one file's section of a patch (:attr:`FilePatch.text`).
-
-    Lenient: reading stops at the first line that does not fit the hunk's counts, so it
-    never raises (sections from :func:`split_patch` are already validated).
-    """
-    lines = section_text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    hunks: list[Hunk] = []
-    i, n = 0, len(lines)
-    while i < n:
-        match = _HUNK_RE.match(lines[i].rstrip("\r"))
-        if not match:
-            i += 1
-            continue
-        old_start, new_start = int(match.group(1)), int(match.group(3))
-        old_len = int(match.group(2)) if match.group(2) is not None else 1
-        new_len = int(match.group(4)) if match.group(4) is not None else 1
-        body: list[list[str]] = []
-        old_left, new_left = old_len, new_len
-        i += 1
-        while i < n and (old_left > 0 or new_left > 0 or lines[i].startswith("\\")):
-            line = lines[i]
-            if line.startswith("\\"):
-                if body and body[-1][1].endswith("\n"):
-                    body[-1][1] = body[-1][1][:-1]
-                i += 1
-                continue
-            kind = line[:1] or " "
-            if kind not in (" ", "-", "+"):
-                break
-            body.append([kind, line[1:] + "\n"])
-            if kind != "+":
-                old_left -= 1
-            if kind != "-":
-                new_left -= 1
-            i += 1
-        hunks.append(
-            Hunk(
-                old_start=old_start,
-                old_len=old_len,
-                new_start=new_start,
-                new_len=new_len,
-                section=match.group(5).strip(),
-                lines=tuple((k, t) for k, t in body),
-            )
-        )
-    return hunks
-
-
-def patch_hunks(patch: str | None) -> dict[str, list[Hunk]]:
-    """Hunks of every file of a patch, by the file's path after the patch (a deleted file:
-    the path it had). Empty for an empty or malformed patch."""
-    try:
-        parts = split_patch(patch or "")
-    except Exception:
-        return {}
-    out: dict[str, list[Hunk]] = {}
-    for part in parts:
-        out.setdefault(part.path, []).extend(parse_hunks(part.text))
-    return out
-
 
 # --------------------------------------------------------------------------------------
 # Test files and test-runner configuration
@@ -299,7 +206,7 @@ def view_candidate(
             binary=part.is_binary,
             is_python=part.path.endswith((".py", ".pyi")),
         )
-        hunks = [] if part.is_binary else parse_hunks(part.text)
+        hunks = [] if part.is_binary else list(part.hunks)
         hunks_by_file.append(hunks)
         changed.before_fragments = [h.old_text for h in hunks]
         changed.after_fragments = [h.new_text for h in hunks]
@@ -437,14 +344,6 @@ def _resolve_files(
     view.scope = "files"
 
 
-def _split_keep(text: str) -> list[str]:
-    parts = text.split("\n")
-    lines = [p + "\n" for p in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
-
-
 def _apply_in_memory(
     parts: list[FilePatch],
     hunks_by_file: list[list[Hunk]],
@@ -465,10 +364,11 @@ def _apply_in_memory(
             if part.old_path in consumed:
                 return None  # two sections on one file: let git decide
             consumed.add(part.old_path)
-            old_lines = _split_keep(originals[part.old_path].decode("utf-8", "surrogateescape"))
-        new_lines = _apply_hunks(old_lines, hunks)
-        if new_lines is None:
+            old_lines = split_lines(originals[part.old_path].decode("utf-8", "surrogateescape"))
+        applied = apply_hunks(old_lines, hunks)
+        if applied is None:
             return None
+        new_lines = applied[0]
         if part.status == "deleted":
             if new_lines:
                 return None
@@ -476,25 +376,6 @@ def _apply_in_memory(
             continue
         results[index] = "".join(new_lines).encode("utf-8", "surrogateescape")
     return results
-
-
-def _apply_hunks(lines: list[str], hunks: list[Hunk]) -> list[str] | None:
-    out: list[str] = []
-    pos = 0  # next unread line of ``lines``
-    for hunk in hunks:
-        old = [t for k, t in hunk.lines if k != "+"]
-        new = [t for k, t in hunk.lines if k != "-"]
-        start = hunk.old_start - 1 if hunk.old_len else hunk.old_start
-        if start < pos or lines[start : start + len(old)] != old:
-            return None
-        trailing = next((i for i, (k, _) in enumerate(reversed(hunk.lines)) if k != " "), 0)
-        if trailing == 0 and start + len(old) != len(lines):
-            return None  # git anchors such a hunk at the end of the file
-        out.extend(lines[pos:start])
-        out.extend(new)
-        pos = start + len(old)
-    out.extend(lines[pos:])
-    return out
 
 
 def _apply_with_tools(

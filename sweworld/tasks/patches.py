@@ -6,33 +6,51 @@ what ``git diff`` writes (``diff --git`` headers, extended header lines, hunks, 
 headers without a ``diff --git`` line), which is what many agents submit.
 
 Hunks are read by their line counts, so a removed line that happens to start with ``--``
-is never mistaken for a file header.
+is never mistaken for a file header. This is sweworld's one hunk parser (each
+:class:`FilePatch` carries its :class:`Hunk` list) and :func:`apply_hunks` its one pure
+applier; path quoting lives in :mod:`sweworld.tasks.patch_paths` and diff writing in
+:mod:`sweworld.tasks.unified_diff` (both re-exported here).
 """
 
 from __future__ import annotations
 
-import difflib
-import hashlib
-import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sweworld.tasks.patch_paths import (
+    DEV_NULL,
+    PatchError,
+    header_path,
+    is_test_path,
+    line_ending,
+    split_git_header,
+    split_lines,
+    strip_eol,
+    strip_path_prefix,
+    unquote_path,
+)
+from sweworld.tasks.unified_diff import make_unified_diff
+
 __all__ = [
+    "DEV_NULL",
     "FilePatch",
     "FileStatus",
+    "Hunk",
     "PatchError",
+    "apply_hunks",
     "files_in_patch",
     "is_test_path",
     "make_unified_diff",
+    "parse_hunks",
+    "patch_hunks",
     "reverse_patch",
     "split_patch",
 ]
 
 FileStatus = Literal["added", "deleted", "modified", "renamed", "copied"]
 
-DEV_NULL = "/dev/null"
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 _EXTENDED_HEADERS = (
     "old mode ",
@@ -51,11 +69,6 @@ _EXTENDED_HEADERS = (
     "Binary files ",
     "GIT binary patch",
 )
-_NULL_BLOB = "0000000"
-
-
-class PatchError(ValueError):
-    """A diff that cannot be parsed or transformed."""
 
 
 # --------------------------------------------------------------------------------------
@@ -93,7 +106,7 @@ class _FileSection:
     def header_value(self, prefix: str) -> str | None:
         for line in self.header_lines:
             if line.startswith(prefix):
-                return _strip_eol(line)[len(prefix) :]
+                return strip_eol(line)[len(prefix) :]
         return None
 
 
@@ -115,35 +128,47 @@ class FilePatch:
     old_mode: str | None = None
     new_mode: str | None = None
     hunk_count: int = 0
+    hunks: tuple[Hunk, ...] = ()
 
 
-def _split_lines(text: str) -> list[str]:
-    """Split on ``\\n`` only, keeping line endings (``str.splitlines`` also splits on
-    form feeds, ``\\x1c`` and friends, which are ordinary characters inside source lines)."""
-    if not text:
-        return []
-    parts = text.split("\n")
-    lines = [p + "\n" for p in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
+@dataclass(frozen=True)
+class Hunk:
+    """One hunk of one file: ``lines`` holds ``(kind, text)`` with kind ``" "``, ``"-"`` or
+    ``"+"`` and the text without its first character (line ending kept; a line followed by
+    ``\\ No newline at end of file`` has none). ``section`` is the text after the second
+    ``@@`` (a function name, say), stripped."""
 
+    old_start: int
+    old_len: int
+    new_start: int
+    new_len: int
+    section: str
+    lines: tuple[tuple[str, str], ...]
 
-def _strip_eol(line: str) -> str:
-    if line.endswith("\r\n"):
-        return line[:-2]
-    if line.endswith("\n"):
-        return line[:-1]
-    return line
+    @property
+    def old_text(self) -> str:
+        """The hunk's old side: context and removed lines."""
+        return "".join(t for k, t in self.lines if k != "+")
 
+    @property
+    def new_text(self) -> str:
+        """The hunk's new side: context and added lines."""
+        return "".join(t for k, t in self.lines if k != "-")
 
-def _eol(line: str) -> str:
-    return line[len(_strip_eol(line)) :]
+    @property
+    def removed(self) -> list[str]:
+        """Removed lines, in order."""
+        return [t for k, t in self.lines if k == "-"]
+
+    @property
+    def added(self) -> list[str]:
+        """Added lines, in order."""
+        return [t for k, t in self.lines if k == "+"]
 
 
 def _parse(patch: str) -> list[str | _FileSection]:
     """Parse a patch into file sections and the text between them (kept verbatim)."""
-    lines = _split_lines(patch)
+    lines = split_lines(patch)
     segments: list[str | _FileSection] = []
     current: _FileSection | None = None
     i, n = 0, len(lines)
@@ -199,12 +224,12 @@ def _parse(patch: str) -> list[str | _FileSection]:
 
 def _parse_hunk(lines: list[str], i: int, section: _FileSection) -> int:
     header = lines[i]
-    match = _HUNK_RE.match(_strip_eol(header))
+    match = _HUNK_RE.match(strip_eol(header))
     if not match:
         raise PatchError(f"malformed hunk header at patch line {i + 1}: {header!r}")
     old_len = int(match.group(2)) if match.group(2) is not None else 1
     new_len = int(match.group(4)) if match.group(4) is not None else 1
-    body = _strip_eol(header)
+    body = strip_eol(header)
     old_range = match.group(1) + ("," + match.group(2) if match.group(2) is not None else "")
     new_range = match.group(3) + ("," + match.group(4) if match.group(4) is not None else "")
     hunk = _Hunk(
@@ -259,123 +284,18 @@ def _parse_hunk(lines: list[str], i: int, section: _FileSection) -> int:
 # Paths
 # --------------------------------------------------------------------------------------
 
-_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
-
-
-def _unquote(token: str) -> str:
-    """Decode a git C-style quoted path (``"a/f\\303\\266o"``); plain tokens pass through."""
-    if len(token) < 2 or not (token.startswith('"') and token.endswith('"')):
-        return token
-    body = token[1:-1]
-    out = bytearray()
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if ch == "\\" and i + 1 < len(body):
-            nxt = body[i + 1]
-            digits = body[i + 1 : i + 4]
-            if len(digits) == 3 and all(d in "01234567" for d in digits):
-                out.append(int(digits, 8))
-                i += 4
-                continue
-            if nxt in _ESCAPES:
-                out.append(_ESCAPES[nxt])
-                i += 2
-                continue
-        out.extend(ch.encode("utf-8"))
-        i += 1
-    return out.decode("utf-8", errors="surrogateescape")
-
-
-def _needs_quoting(path: str) -> bool:
-    return any(c in '"\\' or ord(c) < 32 or ord(c) > 126 for c in path)
-
-
-def _quote(path: str) -> str:
-    """Quote a path the way git does when it holds special characters."""
-    if not _needs_quoting(path):
-        return path
-    reverse = {v: k for k, v in _ESCAPES.items() if k not in '"\\'}
-    out = []
-    for byte in path.encode("utf-8", errors="surrogateescape"):
-        if byte in (34, 92):
-            out.append("\\" + chr(byte))
-        elif byte in reverse:
-            out.append("\\" + reverse[byte])
-        elif byte < 32 or byte > 126:
-            out.append(f"\\{byte:03o}")
-        else:
-            out.append(chr(byte))
-    return '"' + "".join(out) + '"'
-
-
-def _split_git_header(rest: str) -> tuple[str, str]:
-    """Split the ``a/X b/Y`` part of a ``diff --git`` line into its two raw tokens."""
-    rest = _strip_eol(rest)
-    if rest.startswith('"'):
-        end = _quoted_end(rest)
-        return rest[: end + 1], rest[end + 1 :].lstrip(" ")
-    if rest.endswith('"'):
-        start = rest.rfind(' "')
-        if start != -1:
-            return rest[:start], rest[start + 1 :]
-    # Unquoted: when both sides name the same path (no rename) the line is symmetric.
-    if (len(rest) - 1) % 2 == 0:
-        half = (len(rest) - 1) // 2
-        left, right = rest[:half], rest[half + 1 :]
-        if rest[half] == " " and left[2:] == right[2:] and left[:2] != right[:2]:
-            return left, right
-    idx = rest.find(" b/")
-    if idx != -1:
-        return rest[:idx], rest[idx + 1 :]
-    left, _, right = rest.partition(" ")
-    return left, right
-
-
-def _quoted_end(text: str) -> int:
-    i = 1
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == '"':
-            return i
-        i += 1
-    raise PatchError(f"unterminated quoted path in {text!r}")
-
-
-def _strip_prefix(token: str) -> str:
-    path = _unquote(token)
-    if path == DEV_NULL:
-        return path
-    if path.startswith(("a/", "b/")):
-        return path[2:]
-    return path
-
-
-def _header_path(line: str | None) -> str | None:
-    """Path of a ``---``/``+++`` line, without the a/ b/ prefix or a trailing timestamp."""
-    if line is None:
-        return None
-    value = _strip_eol(line)[4:]
-    if value.startswith('"'):
-        value = value[: _quoted_end(value) + 1]
-    elif "\t" in value:
-        value = value.split("\t", 1)[0]
-    return _strip_prefix(value)
-
 
 def _section_paths(section: _FileSection) -> tuple[str, str]:
     """(old path, new path); /dev/null stands for a missing side."""
     old = section.header_value("rename from ") or section.header_value("copy from ")
     new = section.header_value("rename to ") or section.header_value("copy to ")
     if old is not None and new is not None:
-        return _unquote(old), _unquote(new)
-    minus, plus = _header_path(section.minus_line), _header_path(section.plus_line)
+        return unquote_path(old), unquote_path(new)
+    minus, plus = header_path(section.minus_line), header_path(section.plus_line)
     git_old = git_new = None
     if section.git:
-        tok_a, tok_b = _split_git_header(section.header_lines[0][len("diff --git ") :])
-        git_old, git_new = _strip_prefix(tok_a), _strip_prefix(tok_b)
+        tok_a, tok_b = split_git_header(section.header_lines[0][len("diff --git ") :])
+        git_old, git_new = strip_path_prefix(tok_a), strip_path_prefix(tok_b)
     if section.header_value("new file mode ") is not None:
         return DEV_NULL, plus if plus not in (None, DEV_NULL) else (git_new or "")
     if section.header_value("deleted file mode ") is not None:
@@ -417,7 +337,25 @@ def _to_file_patch(section: _FileSection) -> FilePatch:
         old_mode=old_mode,
         new_mode=new_mode,
         hunk_count=len(section.hunks),
+        hunks=tuple(_public_hunk(h) for h in section.hunks),
     )
+
+
+def _range(text: str) -> tuple[int, int]:
+    start, _, length = text.partition(",")
+    return int(start), int(length) if length else 1
+
+
+def _public_hunk(hunk: _Hunk) -> Hunk:
+    lines: list[tuple[str, str]] = []
+    for line in hunk.lines:
+        text = line.text if line.text in ("\n", "\r\n") else line.text[1:]  # a bare blank line
+        if line.marker is not None and text.endswith("\n"):
+            text = text[:-1]
+        lines.append((line.kind, text))
+    old_start, old_len = _range(hunk.old_range)
+    new_start, new_len = _range(hunk.new_range)
+    return Hunk(old_start, old_len, new_start, new_len, hunk.section.strip(), tuple(lines))
 
 
 # --------------------------------------------------------------------------------------
@@ -465,10 +403,10 @@ def reverse_patch(patch: str) -> str:
             )
         out.extend(_reverse_header(segment))
         if segment.minus_line is not None and segment.plus_line is not None:
-            out.append("--- " + _swap_side(_strip_eol(segment.plus_line)[4:], "a/"))
-            out.append(_eol(segment.minus_line))
-            out.append("+++ " + _swap_side(_strip_eol(segment.minus_line)[4:], "b/"))
-            out.append(_eol(segment.plus_line))
+            out.append("--- " + _swap_side(strip_eol(segment.plus_line)[4:], "a/"))
+            out.append(line_ending(segment.minus_line))
+            out.append("+++ " + _swap_side(strip_eol(segment.minus_line)[4:], "b/"))
+            out.append(line_ending(segment.plus_line))
         for hunk in segment.hunks:
             out.extend(_reverse_hunk(hunk))
     return "".join(out)
@@ -491,9 +429,9 @@ def _reverse_header(section: _FileSection) -> list[str]:
     rename_from = section.header_value("rename from ")
     rename_to = section.header_value("rename to ")
     for line in section.header_lines:
-        body, eol = _strip_eol(line), _eol(line)
+        body, eol = strip_eol(line), line_ending(line)
         if body.startswith("diff --git "):
-            tok_a, tok_b = _split_git_header(body[len("diff --git ") :])
+            tok_a, tok_b = split_git_header(body[len("diff --git ") :])
             body = f"diff --git {_swap_side(tok_b, 'a/')} {_swap_side(tok_a, 'b/')}"
         elif body.startswith(("copy from ", "copy to ")):
             raise PatchError(
@@ -555,141 +493,83 @@ def _reverse_hunk(hunk: _Hunk) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------
-# Test paths
+# Hunks: reading and applying
 # --------------------------------------------------------------------------------------
 
-_TEST_DIRS = frozenset(
-    {"test", "tests", "testing", "e2e", "__tests__", "unittests", "testcases", "spec", "specs"}
-)
-_TEST_FILE_RE = re.compile(
-    r"""(
-        ^test_.+            # test_foo.py
-      | ^tests?\.[^.]+$     # test.py, tests.py
-      | .+_tests?\.[^.]+$   # foo_test.py, foo_tests.py, foo_test.go
-      | ^conftest\.py$
-      | .+\.(test|spec)\.[jt]sx?$   # foo.test.js, foo.spec.ts
-      | .+Tests?\.(java|kt|scala|cs)$   # FooTest.java
-    )""",
-    re.VERBOSE,
-)
 
+def parse_hunks(section_text: str) -> list[Hunk]:
+    """The hunks of a patch's file sections (e.g. one :attr:`FilePatch.text`), in order.
 
-def is_test_path(path: str) -> bool:
-    """Whether a repository path is test code, by SWE-bench-style conventions.
-
-    True for anything under a ``test``/``tests``/``testing``/``e2e``/``__tests__``/``spec``
-    directory (any depth, any case), and for files named ``test_*``, ``*_test.*``,
-    ``*_tests.*``, ``test.py``/``tests.py``, ``conftest.py``, ``*.test.js``/``*.spec.ts``,
-    ``FooTest.java``.
+    Never raises: a text that does not parse as a diff gives ``[]``.
     """
-    normalized = path.replace("\\", "/").strip("/")
-    parts = [p for p in normalized.split("/") if p]
-    if not parts:
-        return False
-    if any(p.lower() in _TEST_DIRS for p in parts[:-1]):
-        return True
-    return bool(_TEST_FILE_RE.match(parts[-1]))
+    try:
+        parts = split_patch(section_text)
+    except (PatchError, ValueError):
+        return []
+    return [hunk for part in parts for hunk in part.hunks]
 
 
-# --------------------------------------------------------------------------------------
-# Building diffs
-# --------------------------------------------------------------------------------------
+def patch_hunks(patch: str | None) -> dict[str, list[Hunk]]:
+    """Hunks of every file of a patch, by the file's path after the patch (a deleted file:
+    the path it had). Empty for an empty or malformed patch."""
+    try:
+        parts = split_patch(patch or "")
+    except (PatchError, ValueError):
+        return {}
+    out: dict[str, list[Hunk]] = {}
+    for part in parts:
+        out.setdefault(part.path, []).extend(part.hunks)
+    return out
 
 
-def _blob_id(text: str | None) -> str:
-    if text is None:
-        return _NULL_BLOB
-    data = text.encode("utf-8", errors="surrogateescape")
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()[:7]
+def _locate(lines: Sequence[str], old: list[str], start: int, floor: int) -> int | None:
+    """The position nearest ``start`` (not before ``floor``) where ``old`` matches."""
+    last = len(lines) - len(old)
+    if last < floor:
+        return None
+    start = min(max(start, floor), last)
+    for offset in range(0, last - floor + 1):
+        for at in (start - offset, start + offset):
+            if floor <= at <= last and list(lines[at : at + len(old)]) == old:
+                return at
+    return None
 
 
-def _path_token(prefix: str, path: str) -> str:
-    return _quote(prefix + path)
+def apply_hunks(
+    lines: Sequence[str], hunks: Sequence[Hunk], *, offsets: bool = False
+) -> tuple[list[str], list[int]] | None:
+    """Apply one file's hunks to its ``lines`` (line endings kept, as :func:`split_lines`
+    gives them): the new lines and the indices of the added ones, or None when a hunk does
+    not apply.
 
-
-def _file_header_line(marker: str, prefix: str, path: str | None) -> str:
-    if path is None:
-        return f"{marker} {DEV_NULL}\n"
-    token = _path_token(prefix, path)
-    # git ends a ---/+++ line with a tab when the (unquoted) path contains a space.
-    tail = "\t" if " " in path and not token.startswith('"') else ""
-    return f"{marker} {token}{tail}\n"
-
-
-def _hunk_range(start: int, length: int) -> str:
-    if length == 1:
-        return str(start)
-    if length == 0:
-        return f"{max(start - 1, 0)},0"
-    return f"{start},{length}"
-
-
-def _hunks(old_lines: list[str], new_lines: list[str], context: int) -> Iterator[str]:
-    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
-    for group in matcher.get_grouped_opcodes(context):
-        first, last = group[0], group[-1]
-        old_start, old_end = first[1], last[2]
-        new_start, new_end = first[3], last[4]
-        yield (
-            f"@@ -{_hunk_range(old_start + 1, old_end - old_start)} "
-            f"+{_hunk_range(new_start + 1, new_end - new_start)} @@\n"
-        )
-        for tag, i1, i2, j1, j2 in group:
-            if tag == "equal":
-                for line in old_lines[i1:i2]:
-                    yield from _emit(" ", line)
-                continue
-            for line in old_lines[i1:i2]:
-                yield from _emit("-", line)
-            for line in new_lines[j1:j2]:
-                yield from _emit("+", line)
-
-
-def _emit(kind: str, line: str) -> Iterator[str]:
-    if line.endswith("\n"):
-        yield kind + line
-    else:
-        yield kind + line + "\n"
-        yield "\\ No newline at end of file\n"
-
-
-def make_unified_diff(
-    path: str,
-    old_text: str | None,
-    new_text: str | None,
-    *,
-    context: int = 3,
-    mode: str = "100644",
-) -> str:
-    """A ``git diff``-style patch turning ``old_text`` into ``new_text`` at ``path``.
-
-    ``old_text=None`` means the file is added, ``new_text=None`` that it is deleted. Line
-    endings are kept byte for byte (CRLF files stay CRLF) and a missing final newline gets
-    git's ``\\ No newline at end of file`` marker, so ``git apply`` reproduces
-    ``new_text`` exactly. Returns ``""`` when nothing changes.
+    Exact by default, as ``git apply`` without fuzz: each hunk's old side must match at
+    the line its header states, and a hunk without trailing context must end the file.
+    With ``offsets=True`` a hunk whose context moved is placed where its old side matches
+    nearest to the stated line (after the previous hunk), as ``patch`` does.
     """
-    if old_text is None and new_text is None:
-        raise ValueError(f"make_unified_diff({path!r}): old_text and new_text are both None")
-    if old_text == new_text:
-        return ""
-    path = posixpath.normpath(path.replace("\\", "/")).lstrip("/")
-    a_token, b_token = _path_token("a/", path), _path_token("b/", path)
-    out = [f"diff --git {a_token} {b_token}\n"]
-    old_blob, new_blob = _blob_id(old_text), _blob_id(new_text)
-    if old_text is None:
-        out.append(f"new file mode {mode}\n")
-        out.append(f"index {old_blob}..{new_blob}\n")
-    elif new_text is None:
-        out.append(f"deleted file mode {mode}\n")
-        out.append(f"index {old_blob}..{new_blob}\n")
-    else:
-        out.append(f"index {old_blob}..{new_blob} {mode}\n")
-    old_lines = _split_lines(old_text or "")
-    new_lines = _split_lines(new_text or "")
-    if not old_lines and not new_lines:
-        # An empty file added or deleted: git writes the header only.
-        return "".join(out)
-    out.append(_file_header_line("---", "a/", None if old_text is None else path))
-    out.append(_file_header_line("+++", "b/", None if new_text is None else path))
-    out.extend(_hunks(old_lines, new_lines, context))
-    return "".join(out)
+    out: list[str] = []
+    added: list[int] = []
+    pos = 0  # next unread line of ``lines``
+    for hunk in hunks:
+        old = [t for k, t in hunk.lines if k != "+"]
+        start = hunk.old_start - 1 if hunk.old_len else hunk.old_start
+        if offsets:
+            at = _locate(lines, old, start, pos) if old else min(max(start, pos), len(lines))
+            if at is None:
+                return None
+            start = at
+        else:
+            if start < pos or list(lines[start : start + len(old)]) != old:
+                return None
+            trailing = next((i for i, (k, _) in enumerate(reversed(hunk.lines)) if k != " "), 0)
+            if trailing == 0 and start + len(old) != len(lines):
+                return None  # git anchors such a hunk at the end of the file
+        out.extend(lines[pos:start])
+        for kind, text in hunk.lines:
+            if kind == "+":
+                added.append(len(out))
+            if kind != "-":
+                out.append(text)
+        pos = start + len(old)
+    out.extend(lines[pos:])
+    return out, added

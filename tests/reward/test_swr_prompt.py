@@ -24,10 +24,10 @@ from sweworld.reward.swr import (
     swr_target,
 )
 from sweworld.reward.swr.testfiles import (
-    apply_hunks,
     blind_test_files,
     changed_identifiers,
     oracle_test_files,
+    patched_lines,
 )
 from sweworld.tasks.toy import toy_data_dir
 from sweworld.transition.context.config import approx_tokens
@@ -355,14 +355,18 @@ def test_applied_test_files_match_git_apply(toy_tasks, base_dir, tmp_path, index
         assert added  # the new tests are in focus
 
 
-def test_apply_hunks_offsets_and_failures():
+def test_patched_lines_offsets_and_failures():
     base = "a\nb\nc\nd\ne\n"
-    patch = "@@ -2,2 +2,3 @@\n b\n+B\n c\n"
-    assert apply_hunks(base, patch) == (["a", "b", "B", "c", "d", "e"], [2])
+    patch = "--- a/t.py\n+++ b/t.py\n@@ -2,2 +2,3 @@\n b\n+B\n c\n"
+    assert patched_lines(base, patch) == (["a", "b", "B", "c", "d", "e"], [2])
     shifted = "x\ny\n" + base  # the context is found two lines further down
-    assert apply_hunks(shifted, patch) == (["x", "y", "a", "b", "B", "c", "d", "e"], [4])
-    assert apply_hunks("nothing like it\n", patch) is None
-    assert apply_hunks("", "@@ -0,0 +1,2 @@\n+new\n+file\n") == (["new", "file"], [0, 1])
+    assert patched_lines(shifted, patch) == (["x", "y", "a", "b", "B", "c", "d", "e"], [4])
+    assert patched_lines("nothing like it\n", patch) is None
+    new_file = "--- /dev/null\n+++ b/t.py\n@@ -0,0 +1,2 @@\n+new\n+file\n"
+    assert patched_lines("", new_file) == (["new", "file"], [0, 1])
+    crlf = "a\r\nb\r\nc\r\n"  # context lines compare with their line endings
+    crlf_patch = "--- a/t.py\n+++ b/t.py\n@@ -1,3 +1,3 @@\n a\r\n-b\r\n+B\r\n c\r\n"
+    assert patched_lines(crlf, crlf_patch) == (["a", "B", "c"], [1])
 
 
 def test_blind_test_files_rank_related_tests(toy_tasks, base_dir):

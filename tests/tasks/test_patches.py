@@ -8,12 +8,17 @@ from typing import Any
 
 import pytest
 
+from sweworld.tasks.patch_paths import split_lines
 from sweworld.tasks.patches import (
     FilePatch,
+    Hunk,
     PatchError,
+    apply_hunks,
     files_in_patch,
     is_test_path,
     make_unified_diff,
+    parse_hunks,
+    patch_hunks,
     reverse_patch,
     split_patch,
 )
@@ -307,6 +312,82 @@ def test_reverse_patch_with_git_apply_on_mixed_patch(git_tree: Any) -> None:
     assert after["pkg/new.py"][0] == b"a = 1\nb = 2\n"
     tree.apply(reverse_patch(MIXED_PATCH))
     assert tree.snapshot() == before
+
+
+# ------------------------------------------------------------------------------------------
+# Hunks: the one parser and the one applier
+# ------------------------------------------------------------------------------------------
+
+
+def test_hunks_of_the_mixed_patch() -> None:
+    parts = split_patch(MIXED_PATCH)
+    assert [p.hunk_count for p in parts] == [len(p.hunks) for p in parts] == [1, 1, 1, 1, 0]
+    modified = parts[0].hunks[0]
+    assert (modified.old_start, modified.old_len, modified.new_start, modified.new_len) == (
+        1,
+        4,
+        1,
+        4,
+    )
+    assert modified.removed == ["    return 1\n"] and modified.added == ["    return 2\n"]
+    assert modified.old_text == "def f():\n    return 1\n# mid\nx = 1\n"
+    assert parts[1].hunks[0].old_start == 0 and parts[1].hunks[0].new_text == "a = 1\nb = 2\n"
+    # the line before "\\ No newline at end of file" has no line ending
+    assert parts[2].hunks[0].lines == (("-", "print('bye')"),)
+    assert patch_hunks(MIXED_PATCH)["new_name.py"] == list(parts[3].hunks)
+    assert parse_hunks(parts[3].text) == list(parts[3].hunks)
+    assert parse_hunks("not a diff") == [] and patch_hunks(None) == {}
+    assert patch_hunks("--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n a\n") == {}  # truncated
+
+
+def test_hunk_section_name_and_bare_blank_context_line() -> None:
+    patch = "--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@ def f():\n a\n\n-b\n+B\n"
+    (hunk,) = parse_hunks(patch)
+    assert hunk.section == "def f():"
+    assert hunk.lines == ((" ", "a\n"), (" ", "\n"), ("-", "b\n"), ("+", "B\n"))
+    assert apply_hunks(["a\n", "\n", "b\n"], [hunk]) == (["a\n", "\n", "B\n"], [2])
+
+
+def test_apply_hunks_exact_and_with_offsets() -> None:
+    patch = "--- a/t\n+++ b/t\n@@ -2,2 +2,3 @@\n b\n+B\n c\n"
+    hunks = parse_hunks(patch)
+    base = split_lines("a\nb\nc\nd\n")
+    assert apply_hunks(base, hunks) == (["a\n", "b\n", "B\n", "c\n", "d\n"], [2])
+    shifted = ["x\n", *base]
+    assert apply_hunks(shifted, hunks) is None  # exact: the context is not at line 2
+    assert apply_hunks(shifted, hunks, offsets=True) == (
+        ["x\n", "a\n", "b\n", "B\n", "c\n", "d\n"],
+        [3],
+    )
+    assert apply_hunks(split_lines("b\nc"), hunks, offsets=True) is None  # "c" lacks "\\n"
+    # git anchors a hunk without trailing context at the end of the file
+    tail = parse_hunks("--- a/t\n+++ b/t\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n")
+    assert apply_hunks(split_lines("a\nb\n"), tail) == (["a\n", "B\n"], [1])
+    assert apply_hunks(split_lines("a\nb\nc\n"), tail) is None
+    assert isinstance(tail[0], Hunk)
+
+
+def test_apply_hunks_agrees_with_git_apply_on_real_patches(
+    lite_rows: list[dict], git_tree: Any
+) -> None:
+    checked = 0
+    for row in lite_rows[:: max(1, len(lite_rows) // 40)]:
+        for key in ("patch", "test_patch"):
+            tree = git_tree(f"{row['instance_id']}-{key}")
+            parts = [p for p in split_patch(row[key]) if not p.is_binary]
+            preimages = {p.old_path: _preimage(p) for p in parts if p.status != "added"}
+            tree.write(preimages)
+            tree.apply(row[key])
+            after = tree.snapshot()
+            for part in parts:
+                if part.status == "deleted":
+                    continue
+                applied = apply_hunks(split_lines(preimages.get(part.old_path, "")), part.hunks)
+                assert applied is not None, (row["instance_id"], key, part.path)
+                text = "".join(applied[0]).encode("utf-8", errors="surrogateescape")
+                assert text == after[part.path][0], (row["instance_id"], key, part.path)
+                checked += 1
+    assert checked >= 60
 
 
 # ------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from sweworld.transition.context import (
     build_context,
     truncate_lines,
 )
+from sweworld.transition.context.related import changed_lines
 from sweworld.transition.types import WorkspaceView
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -803,3 +804,17 @@ def test_tmp_scripts_and_their_imports(tmp_path):
     ctx = build_context(req("python", "/tmp/repro.py"), view)
     assert "==> /tmp/repro.py <== (script)" in ctx.executed_code
     assert "def greet(name: str) -> str:" in ctx.related_code
+
+
+def test_changed_lines_of_an_agent_diff():
+    diff = (
+        "diff --git a/pkg/mod.py b/pkg/mod.py\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n"
+        "@@ -3,3 +3,4 @@ def f():\n x\n-y\n+Y\n+Z\n z\n"
+        "diff --git a/gone.py b/gone.py\ndeleted file mode 100644\n--- a/gone.py\n"
+        "+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n"
+        "diff --git a/new.py b/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/new.py\n"
+        "@@ -0,0 +1,2 @@\n+a\n+b\n"
+    )
+    # removed "y" marks the line where it was (4); "Y" and "Z" are new lines 4 and 5
+    assert changed_lines(diff) == {"/testbed/pkg/mod.py": {4, 5}, "/testbed/new.py": {1, 2}}
+    assert changed_lines("--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n a\n") == {}

@@ -1,9 +1,10 @@
 """The test files an SWR prompt shows, and how they are cut to a budget.
 
 - **Oracle**: the files of the task's ``test_patch`` as the test command runs them (the new
-  side). With the base checkout, each file is the base file with the patch applied (a small
-  pure-Python applier: exact context, nearest offset); without it, or when a hunk does not
-  apply, only the hunks' new sides are known and are shown as fragments.
+  side). With the base checkout, each file is the base file with the patch applied
+  (:func:`sweworld.tasks.patches.apply_hunks`: exact context, nearest offset); without it,
+  or when a hunk does not apply, only the hunks' new sides are known and are shown as
+  fragments.
 - **Blind**: test files of the base checkout related to the modules the candidate changes
   (named after the module, or importing it), best first.
 
@@ -22,15 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweworld.models.budget import LineTokens, truncate_chars, truncate_text, waterfill
-from sweworld.reward.candidate import parse_hunks
+from sweworld.tasks.patch_paths import split_lines
+from sweworld.tasks.patches import apply_hunks, parse_hunks
 
 __all__ = [
     "TestFile",
-    "apply_hunks",
     "blind_test_files",
     "changed_identifiers",
     "fit_test_files",
     "oracle_test_files",
+    "patched_lines",
     "render_file",
 ]
 
@@ -66,71 +68,35 @@ class TestFile:
 # ----------------------------------------------------------------------------- applying
 
 
-def _hunks(section: str) -> list[tuple[int, int, int, list[tuple[str, str]]]]:
-    """(old start, old count, new start, [(kind, line)]) of each hunk of one file's diff,
-    lines without their line endings (read by :func:`~sweworld.reward.candidate.parse_hunks`).
-    """
-    return [
-        (hunk.old_start, hunk.old_len, hunk.new_start, [(k, _unended(t)) for k, t in hunk.lines])
-        for hunk in parse_hunks(section)
-    ]
-
-
 def _unended(text: str) -> str:
     text = text[:-1] if text.endswith("\n") else text
     return text[:-1] if text.endswith("\r") else text
 
 
-def _locate(lines: list[str], old: list[str], start: int, floor: int) -> int | None:
-    last = len(lines) - len(old)
-    if last < floor:
+def patched_lines(base: str, section: str) -> tuple[list[str], list[int]] | None:
+    """The new side of ``base`` after one file's diff section (lines without their endings)
+    and the indices of the added lines; None when a hunk does not apply. Hunks whose context
+    moved are placed at the nearest offset (:func:`~sweworld.tasks.patches.apply_hunks`)."""
+    applied = apply_hunks(split_lines(base), parse_hunks(section), offsets=True)
+    if applied is None:
         return None
-    start = min(max(start, floor), last)
-    for offset in range(0, max(last - floor, 0) + 1):
-        for at in (start - offset, start + offset):
-            if floor <= at <= last and lines[at : at + len(old)] == old:
-                return at
-    return None
-
-
-def apply_hunks(base: str, section: str) -> tuple[list[str], list[int]] | None:
-    """The new side of ``base`` after one file's diff section, and the indices of the added
-    lines; None when a hunk does not apply."""
-    lines = base.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    out: list[str] = []
-    added: list[int] = []
-    position = 0
-    for old_start, old_count, _, body in _hunks(section):
-        old = [text for kind, text in body if kind != "+"]
-        start = old_start - 1 if old_count else old_start
-        at = _locate(lines, old, start, position) if old else min(max(start, position), len(lines))
-        if at is None:
-            return None
-        out.extend(lines[position:at])
-        for kind, text in body:
-            if kind == "+":
-                added.append(len(out))
-            if kind != "-":
-                out.append(text)
-        position = at + len(old)
-    out.extend(lines[position:])
-    return out, added
+    lines, added = applied
+    return [_unended(line) for line in lines], added
 
 
 def _fragments(section: str) -> tuple[list[str], list[int]]:
     """The new sides of a diff's hunks, each under a line-number header."""
     out: list[str] = []
     focus: list[int] = []
-    for _, _, new_start, body in _hunks(section):
-        new_lines = [text for kind, text in body if kind != "-"]
-        out.append(f"@@ lines {new_start}-{new_start + max(len(new_lines) - 1, 0)} @@")
-        for kind, text in body:
+    for hunk in parse_hunks(section):
+        new_lines = [_unended(text) for kind, text in hunk.lines if kind != "-"]
+        last = hunk.new_start + max(len(new_lines) - 1, 0)
+        out.append(f"@@ lines {hunk.new_start}-{last} @@")
+        for kind, text in hunk.lines:
             if kind == "+":
                 focus.append(len(out))
             if kind != "-":
-                out.append(text)
+                out.append(_unended(text))
     return out, focus
 
 
@@ -181,7 +147,7 @@ def oracle_test_files(
         if part.status == "deleted" or part.is_binary or part.path.endswith(skip_suffixes):
             continue
         base = "" if part.status == "added" else _read(root, part.old_path, max_file_bytes)
-        applied = apply_hunks(base, part.text) if base is not None else None
+        applied = patched_lines(base, part.text) if base is not None else None
         if applied is not None:
             lines, focus = applied
             note = "(new file)" if part.status == "added" else "(with the test patch applied)"

@@ -18,6 +18,7 @@ from sweworld.models.budget import (
     split_text_lines,
     truncate_text,
 )
+from sweworld.tasks.patches import PatchError, split_patch
 from sweworld.transition.context.config import ContextConfig
 from sweworld.transition.context.executed import Executed, render_units, walk_units
 from sweworld.transition.context.outline import (
@@ -164,33 +165,28 @@ def _parent_inits(view: WorkspaceView, path: str) -> list[str]:
 
 
 def changed_lines(diff: str) -> dict[str, set[int]]:
-    """New-side line numbers the diff adds (and where it removes), per /testbed path."""
+    """New-side line numbers the diff adds (and where it removes), per /testbed path of each
+    file the diff changes as text (deleted and binary files left out). A diff that does not
+    parse gives nothing."""
+    try:
+        parts = split_patch(diff)
+    except (PatchError, ValueError):
+        return {}
     out: dict[str, set[int]] = {}
-    current: set[int] | None = None
-    new_line = 0
-    hunk = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
-    for line in diff.split("\n"):
-        if line.startswith("+++ "):
-            target = line[4:].strip()
-            if target == "/dev/null":
-                current = None
-            else:
-                target = target[2:] if target.startswith("b/") else target
-                current = out.setdefault(f"{WORKDIR}/{target}", set())
+    for part in parts:
+        if part.status == "deleted" or part.is_binary or not part.hunks:
             continue
-        match = hunk.match(line)
-        if match:
-            new_line = int(match.group(1))
-            continue
-        if current is None or line.startswith(("--- ", "diff --git", "index ")):
-            continue
-        if line.startswith("+"):
-            current.add(new_line)
-            new_line += 1
-        elif line.startswith("-"):
-            current.add(max(new_line, 1))
-        elif line.startswith(" "):
-            new_line += 1
+        lines = out.setdefault(f"{WORKDIR}/{part.path}", set())
+        for hunk in part.hunks:
+            new_line = hunk.new_start
+            for kind, _ in hunk.lines:
+                if kind == "+":
+                    lines.add(new_line)
+                    new_line += 1
+                elif kind == "-":
+                    lines.add(max(new_line, 1))
+                else:
+                    new_line += 1
     return out
 
 
