@@ -18,12 +18,16 @@ All functions here are pure; every fixed string is a module constant.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "MINI_SWE_AGENT_ELIDED_TEMPLATE",
     "MINI_SWE_AGENT_FORMAT_ERROR_TEMPLATE",
     "MINI_SWE_AGENT_HEAD_CHARS",
     "MINI_SWE_AGENT_MAX_OUTPUT_CHARS",
+    "MINI_SWE_AGENT_SUBMISSION_REFUSED",
     "MINI_SWE_AGENT_SUBMIT_MARKERS",
     "MINI_SWE_AGENT_TAIL_CHARS",
     "MINI_SWE_AGENT_TIMEOUT_TEMPLATE",
@@ -36,6 +40,8 @@ __all__ = [
     "R2E_FINISH_FUNCTIONS",
     "R2E_NUM_LINES",
     "R2E_TRUNCATION_NOTICE",
+    "SubmissionCheck",
+    "check_submission",
     "detect_submission",
     "r2egym_exit_code",
     "render_mini_swe_agent",
@@ -200,3 +206,59 @@ def detect_submission(output: str, returncode: int | None = None) -> str | None:
     if returncode is not None and returncode != 0:
         return None
     return "".join(lines[1:])
+
+
+#: Added to the observation when the submission marker came from a command that ran an
+#: execution command (its output may be the executor's, e.g. a simulated prediction).
+MINI_SWE_AGENT_SUBMISSION_REFUSED = (
+    "\nsweworld: this was not taken as a submission: the command also ran {commands}, "
+    "whose output comes from the executor and cannot submit. To submit, run a command "
+    "that runs nothing else, e.g. `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`; the "
+    "submitted patch is always the diff of the workspace.\n"
+)
+
+
+@dataclass(frozen=True)
+class SubmissionCheck:
+    """What a mini-swe-agent command's output means for the episode.
+
+    Attributes:
+        accepted: the agent submitted (the episode ends; the patch is the workspace's diff,
+            never ``text``).
+        text: what the command printed after the marker (the observation of a submission).
+        output: the output to render when not accepted (with a note when refused).
+        refused: why a marker was not taken as a submission (``""`` when there was none).
+    """
+
+    accepted: bool
+    text: str
+    output: str
+    refused: str = ""
+
+
+def check_submission(
+    output: str,
+    returncode: int | None = None,
+    execution_calls: Sequence[Mapping[str, Any]] | None = None,
+) -> SubmissionCheck:
+    """Whether a command's output is a submission, counting only what really ran.
+
+    The marker rule is :func:`detect_submission`'s. A command during which the executor
+    answered an execution command (``execution_calls``, as the sandbox records them) never
+    submits: the marker, and the exit codes that decided what ran after it, may be a model's
+    prediction (a simulated ``python`` that prints the marker and an invented diff).
+    """
+    text = detect_submission(output, returncode)
+    if text is None:
+        return SubmissionCheck(accepted=False, text="", output=output)
+    if execution_calls:
+        commands = ", ".join(f"`{call.get('command', '?')}`" for call in list(execution_calls)[:3])
+        if len(execution_calls) > 3:
+            commands += f" and {len(execution_calls) - 3} more"
+        note = MINI_SWE_AGENT_SUBMISSION_REFUSED.format(commands=commands)
+        reason = f"the output of {len(execution_calls)} execution command(s) was part of it"
+        sep = "" if not output or output.endswith("\n") else "\n"
+        return SubmissionCheck(
+            accepted=False, text=text, output=output + sep + note, refused=reason
+        )
+    return SubmissionCheck(accepted=True, text=text, output=output)

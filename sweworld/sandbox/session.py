@@ -33,7 +33,7 @@ from sweworld.sandbox.launch import BASE_ENV, SHELL_OWN_ENV, SandboxUnavailable
 from sweworld.sandbox.limits import PidsCgroup, SandboxLimits
 from sweworld.sandbox.paths import SandboxPaths
 from sweworld.sandbox.render import (
-    detect_submission,
+    check_submission,
     render_mini_swe_agent,
     render_mini_swe_agent_timeout,
     render_r2egym,
@@ -229,14 +229,17 @@ class Session:
         if outcome.timed_out:
             obs = render_mini_swe_agent_timeout(command, outcome.output)
             return StepResult(observation=obs, exit_code=-1, info=info)
-        submission = detect_submission(outcome.output)
-        if submission is not None:
-            info["patch"] = submission
+        # only what really ran submits; the patch is the workspace's diff, never printed text
+        submission = check_submission(outcome.output, None, info.get("execution_calls"))
+        if submission.accepted:
+            info["patch"] = self.get_patch()
             return StepResult(
-                observation=submission, exit_code=outcome.exit_code, done=True, info=info
+                observation=submission.text, exit_code=outcome.exit_code, done=True, info=info
             )
+        if submission.refused:
+            info["submission_refused"] = submission.refused
         return StepResult(
-            observation=render_mini_swe_agent(outcome.output, outcome.exit_code),
+            observation=render_mini_swe_agent(submission.output, outcome.exit_code),
             exit_code=outcome.exit_code,
             info=info,
         )
