@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
+from sweworld.tasks.loaders import iter_json_lines
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class ScriptedExecutor:
         if stripped.startswith("["):
             rows = json.loads(text)
         else:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            rows = [row for _, row in iter_json_lines(Path(path), error=ValueError)]
         return cls(rows)
 
     @classmethod

@@ -13,7 +13,6 @@ sandboxes (they point at the "future" of every task).
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import subprocess
@@ -21,6 +20,8 @@ import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
+
+from sweworld.tasks.loaders import iter_json_lines
 
 TOY_REPO_NAME = "sweworld/stockroom"
 #: Folder name of the cached checkout (SWE-bench's ``owner__name`` spelling).
@@ -69,8 +70,7 @@ def toy_tasks_path() -> Path:
 
 def load_toy_tasks() -> list[dict[str, Any]]:
     """The toy tasks as raw SWE-bench rows (dicts), in file order."""
-    with open(toy_tasks_path(), encoding="utf-8") as stream:
-        return [json.loads(line) for line in stream if line.strip()]
+    return [row for _, row in iter_json_lines(toy_tasks_path())]
 
 
 def default_cache_dir() -> Path:
