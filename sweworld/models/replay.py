@@ -47,6 +47,7 @@ from sweworld.models.base import (
     check_choices,
     cut_at_stop,
 )
+from sweworld.tasks.loaders import iter_json_lines
 
 Answer = str | Mapping[str, Any]
 
@@ -131,11 +132,7 @@ class ReplayLM(BaseLM):
         Recorded exchanges are matched on the whole conversation, then on its last user
         message; a conversation recorded several times is answered in recorded order.
         """
-        lines = [
-            json.loads(line)
-            for line in Path(path).read_text(encoding="utf-8").splitlines()
-            if line.strip()
-        ]
+        lines = [value for _, value in iter_json_lines(Path(path), error=ValueError)]
         if not lines:
             raise ValueError(f"{path}: no recorded answers")
         if all(_messages_of(line) is None for line in lines):
