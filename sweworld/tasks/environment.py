@@ -9,6 +9,8 @@ takes it, in order, from:
    ``pytest_version``, ``install``, ``test_cmd``, or all of them under ``environment``),
 2. the SWE-bench harness's environment for SWE-bench repositories
    (:mod:`sweworld.tasks.swebench_specs`, per repository and version),
+   or, for this project's own toy repository (``sweworld/stockroom``), which only ever runs
+   with the interpreter running sweworld: that interpreter (source ``local``),
 3. the repository's own metadata when a checkout is given (``python_requires``, the test
    runner its configuration names; :mod:`sweworld.tasks.repo_metadata`),
 4. the default: the host's Python, runner ``pytest``.
@@ -19,6 +21,7 @@ takes it, in order, from:
 
 from __future__ import annotations
 
+import platform
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -28,6 +31,7 @@ from typing import Any
 
 from sweworld.tasks.repo_metadata import RepoMetadata, read_metadata
 from sweworld.tasks.swebench_specs import harness_spec, runner_of_command
+from sweworld.tasks.toy import TOY_REPO_NAME
 
 __all__ = [
     "HOST_PYTHON",
@@ -36,7 +40,7 @@ __all__ = [
     "task_environment",
 ]
 
-SOURCES = ("task", "swebench-spec", "repository", "default")
+SOURCES = ("task", "swebench-spec", "local", "repository", "default")
 
 
 def host_python() -> str:
@@ -57,11 +61,14 @@ class TaskEnvironment:
             ``python``, or ``unknown``.
         runner_version: the runner's version when known (a pinned pytest), else None.
         install: the install recipe's commands; empty means the default recipe.
-        source: where ``python`` came from: ``task``, ``swebench-spec``, ``repository``
-            or ``default`` (see the module docstring).
+        source: where ``python`` came from: ``task``, ``swebench-spec``, ``local``,
+            ``repository`` or ``default`` (see the module docstring).
         test_command: the test command without directives (the harness's ``test_cmd``),
             or None for the default ``python -m pytest -rA -p no:cacheprovider``.
         python_requires: the Python versions the repository declares it supports.
+        python_full: the full ``X.Y.Z`` when the description states it (a row's
+            ``"python": "3.8.10"``, or ``"host"``: the interpreter running sweworld, which
+            is what the LocalExecutor runs when a task names no other), else None.
     """
 
     python: str | None
@@ -71,6 +78,7 @@ class TaskEnvironment:
     source: str
     test_command: str | None = None
     python_requires: str | None = None
+    python_full: str | None = None
 
     @property
     def python_known(self) -> bool:
@@ -100,6 +108,15 @@ def _major_minor(version: str) -> tuple[int, ...]:
         if not digits:
             break
         parts.append(int(digits))
+    return tuple(parts)
+
+
+def _major_minor_micro(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.strip().split(".")[:3]:
+        if not piece.isdigit():
+            break
+        parts.append(int(piece))
     return tuple(parts)
 
 
@@ -185,6 +202,15 @@ def task_environment(task: Any, repo_dir: Path | str | None = None) -> TaskEnvir
             source="swebench-spec",
             test_command=spec.test_command,
         )
+    elif repo.lower() == TOY_REPO_NAME:
+        env = TaskEnvironment(
+            python=HOST_PYTHON,
+            test_runner="pytest",
+            runner_version=None,
+            install=(),
+            source="local",
+            python_full=platform.python_version(),
+        )
     elif meta is not None and (meta.declares_package or meta.test_runner):
         env = TaskEnvironment(
             python=None,
@@ -207,8 +233,13 @@ def task_environment(task: Any, repo_dir: Path | str | None = None) -> TaskEnvir
     row = _row_fields(task)
     if row:
         changes: dict[str, Any] = {}
-        if "python" in row and _python_of(row["python"]):
+        if str(row.get("python", "")).strip().lower() == "host":
+            changes.update(python=HOST_PYTHON, python_full=platform.python_version())
+            changes["source"] = "task"
+        elif "python" in row and _python_of(row["python"]):
             changes["python"] = _python_of(row["python"])
+            parts = _major_minor_micro(str(row["python"]))
+            changes["python_full"] = ".".join(map(str, parts)) if len(parts) == 3 else None
             changes["source"] = "task"
         if "test_command" in row:
             changes["test_command"] = str(row["test_command"])

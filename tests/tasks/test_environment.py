@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import platform
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,11 @@ def test_the_task_row_wins():
     assert own.test_runner == "django" and own.python is None and own.source == "task"
     install = task_environment({"repo": "x/y", "python": "3.12", "install": "pip install .\n"})
     assert install.install == ("pip install .",) and install.python == "3.12"
+    assert install.python_full is None  # "3.12" says nothing of the micro version
+    full = task_environment({"repo": "x/y", "python_version": "3.8.10"})
+    assert (full.python, full.python_full) == ("3.8", "3.8.10")
+    host = task_environment({"repo": "x/y", "environment": {"python": "host"}})
+    assert host.python_is_host and host.python_full == platform.python_version()
 
 
 def test_default_is_the_host_but_not_known():
@@ -143,7 +149,12 @@ def test_repository_metadata_static_sources(tmp_path):
 def test_toy_repository(toy_tasks):
     repo = Path(__file__).resolve().parents[2] / "data" / "toy" / "repo"
     env = task_environment(toy_tasks[0], repo)
-    assert env.source == "repository" and env.python is None and env.test_runner == "pytest"
+    # The project's own toy runs with the interpreter running sweworld, whatever it is.
+    assert (env.source, env.python, env.test_runner) == ("local", HOST_PYTHON, "pytest")
+    assert env.python_is_host and env.python_full == platform.python_version()
+    assert env.python_requires == ">=3.10"  # its pyproject, kept beside
+    other = task_environment({"repo": "someone/stockroom"}, repo)
+    assert other.source == "repository" and other.python is None
 
 
 @pytest.mark.shared_data

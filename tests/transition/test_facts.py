@@ -55,6 +55,10 @@ def view_of(root: Path, tmp_path: Path, cwd: str = WORKDIR) -> WorkspaceView:
 
 
 def facts_for(root: Path, tmp_path: Path, argv, cwd: str = WORKDIR, stdin: bytes = b"", **kw):
+    """Facts for the host's own environment (what :func:`real_run` runs) unless ``env`` or
+    ``python_version`` says otherwise; a request without a task otherwise knows nothing."""
+    if "env" not in kw:
+        kw["env"] = Environment()
     request = ExecutionRequest(argv=tuple(argv), cwd=cwd, stdin=stdin)
     return compute_facts(request, view_of(root, tmp_path, cwd), **kw)
 

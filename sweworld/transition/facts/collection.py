@@ -206,7 +206,7 @@ def collect_pytest(
             targets = expanded or ["."]
         else:
             targets = ["."]
-    importer = Importer(ws, [], installed or env.installed)
+    importer = Importer(ws, [], installed or env.installed, complete=env.installed_complete)
     base_dirs = search_dirs_base(ws)
     missing: list[MissingFile] = []
     not_found: list[str] = []

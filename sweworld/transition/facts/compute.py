@@ -71,13 +71,18 @@ def compute_facts(
         installed: top-level names of installed third-party modules (default:
             :data:`DEFAULT_INSTALLED`, i.e. pytest); the workspace's declared dependencies
             are always added.
-        env: the rest of the environment (:class:`Environment`).
+        env: the rest of the environment (:class:`Environment`); default: the request's
+            task's (:meth:`Environment.for_task`: only what its description states is
+            known), or, for a request without a task, the host running sweworld.
 
     When :func:`no_target_hint` applies, :attr:`Facts.hint` is set and nothing else is
     computed: the hint is the answer. Otherwise answer with :attr:`Facts.exact` when it is
     set, and let the model predict (conditioned on the facts) when it is not.
     """
-    env = env or Environment()
+    if env is None:
+        task = getattr(request, "task", None)
+        # No task: the command runs where sweworld runs (the local executor's default).
+        env = Environment() if task is None else Environment.for_task(task, view.base or view.root)
     if python_version is not None:
         env = replace(env, python_version=python_version, python_build=None)
     ws = Workspace(view)
@@ -98,7 +103,7 @@ def compute_facts(
         return replace(facts, hint=hint)
     if info.kind == "version":
         return _version_facts(facts, info, env)
-    if info.error and info.is_python:
+    if info.error and info.is_python and env.same_minor:
         return replace(
             facts,
             exact=Prediction(stdout="", stderr=info.error, exit_code=2),
@@ -125,7 +130,10 @@ def _version_facts(facts: Facts, info: CommandInfo, env: Environment) -> Facts:
                 return replace(facts, notes=("python -VV prints the build, which is unknown",))
             text = f"Python {full}\n"
         else:
-            text = f"Python {env.python_version}\n"
+            line = env.version_line()
+            if line is None:
+                return replace(facts, notes=("the environment's exact Python version is unknown",))
+            text = line
         # Python 2 and 3.0-3.3 printed the version to stderr; every supported one: stdout.
         return replace(facts, exact=Prediction(stdout=text, stderr="", exit_code=0))
     return facts
@@ -174,11 +182,9 @@ def _python_facts(
                 f"{program}: can't open file {display!r}: [Errno 2] No such file or directory\n"
             )
             missing = MissingFile(script, full, message, 2)
-            return replace(
-                facts,
-                missing_files=(missing,),
-                exact=Prediction(stderr=message, exit_code=2),
-            )
+            # The message's form depends on the version (absolute paths from 3.9 on).
+            exact = Prediction(stderr=message, exit_code=2) if env.python_known else None
+            return replace(facts, missing_files=(missing,), exact=exact)
         source = ws.text(full)
         executed.append(full)
         script_dir = posixpath.dirname(full)
@@ -216,7 +222,7 @@ def _python_facts(
         exact = Prediction(stderr=syntax.text, exit_code=1) if env.same_minor else None
         return replace(facts, syntax_errors=(syntax,), exact=exact)
     search_dirs = [*search, *_env_paths(request, cwd, info), *search_dirs_base(ws)]
-    importer = Importer(ws, search_dirs, env.installed)
+    importer = Importer(ws, search_dirs, env.installed, complete=env.installed_complete)
     simulator = Simulator(importer, env)
     outcome = simulator.run_main(source, filename, show_lines)
     if outcome.kind != "unknown" and not _plain_interpreter(info, request):
@@ -313,7 +319,7 @@ def _module_facts(
     module = info.module or ""
     search = [] if info.safe_path else [cwd]
     importer = Importer(ws, [*search, *_env_paths(request, cwd, info), *search_dirs_base(ws)],
-                         env.installed)  # fmt: skip
+                         env.installed, complete=env.installed_complete)  # fmt: skip
     parts = module.split(".")
     executable = executable_name(info.program, env)
     found = importer.find_top(parts[0])
@@ -413,8 +419,11 @@ def _pytest_facts(
         notes=tuple(collection.notes),
     )
     executable = executable_name(info.program, env) if info.module else None
+    prints_header = options.verbosity >= 0 and not options.no_header
     exact_ok = (
-        not options.xdist
+        env.pytest_known
+        and (env.header_known or not prints_header)
+        and not options.xdist
         and not options.unknown
         and not any(p and not p.startswith("no:") for p in options.plugins)
     )
@@ -428,6 +437,8 @@ def _pytest_facts(
             exact=exact if exact_ok else None,
             exact_caveats=pytest_caveats(env, options) if exact_ok else (),
         )
+    if not env.same_minor:  # what follows parses the tests with this interpreter
+        exact_ok = False
     selected, deselected, select_exact = select_items(
         collection.items, options, cwd, config.rootdir
     )

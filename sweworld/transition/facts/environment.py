@@ -9,6 +9,8 @@ import platform
 import re
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 #: Third-party top-level modules assumed importable when the caller says nothing else
 #: (besides the workspace's own declared dependencies, see :func:`declared_dependencies`).
@@ -50,8 +52,14 @@ def _vtuple(version: str | None) -> tuple[int, ...]:
 class Environment:
     """The environment a command would run in, as far as exact answers depend on it.
 
+    Built with no arguments it describes the interpreter running sweworld (tests compare
+    facts against real runs of it); :meth:`for_task` describes a task's environment from
+    its one description (:func:`sweworld.tasks.environment.task_environment`), with what is
+    not known left unknown (None), so that nothing that depends on it is answered exactly.
+
     Attributes:
-        python_version: ``X.Y.Z`` of the interpreter (default: the running one's).
+        python_version: ``X.Y.Z`` or ``X.Y`` of the interpreter (default: the running one's);
+            None when unknown.
         python_build: the full ``sys.version`` string (``python -VV``); default: the running
             interpreter's when ``python_version`` is its version, else unknown.
         python_bin_dir: directory of the environment's ``python`` (e.g.
@@ -59,25 +67,67 @@ class Environment:
             messages (``python -m nomod``); unknown by default, and those answers are then
             not exact.
         installed: top-level import names of installed third-party packages.
+        installed_complete: whether ``installed`` (plus the workspace's declared
+            dependencies) is everything installed: only then is a top-level module found
+            nowhere certainly missing.
         pytest_version / pluggy_version: for pytest's header (default: the versions
-            installed beside this package).
-        pytest_plugins: ``name-version`` entries of the ``plugins:`` header line.
+            installed beside this package); None when unknown.
+        pytest_plugins: ``name-version`` entries of the ``plugins:`` header line; None
+            when unknown.
         py_version: the ``py`` library's version, which pytest < 7.2 names in its header.
         platform: ``sys.platform`` of the environment.
     """
 
-    python_version: str = field(default_factory=platform.python_version)
+    python_version: str | None = field(default_factory=platform.python_version)
     python_build: str | None = None
     python_bin_dir: str | None = None
     installed: frozenset[str] = DEFAULT_INSTALLED
+    installed_complete: bool = True
     pytest_version: str | None = field(default_factory=lambda: _local_pytest_versions()[0])
     pluggy_version: str | None = field(default_factory=lambda: _local_pytest_versions()[1])
-    pytest_plugins: tuple[str, ...] = ()
+    pytest_plugins: tuple[str, ...] | None = ()
     py_version: str | None = None
     platform: str = sys.platform
 
+    @classmethod
+    def for_task(cls, task: Any, repo_dir: Path | str | None = None) -> Environment:
+        """The environment of ``task`` (a task or row; None: nothing is known), read from
+        its environment description and the checkout ``repo_dir``'s metadata.
+
+        Known: the Python when the description states it (``"3.6"``: messages of that
+        version; ``"3.6.15"``: also ``python --version``), the pytest version when pinned.
+        Unknown: the interpreter's build and path, pluggy and the plugins (so pytest's
+        header is never exact), and what is installed beyond the declared dependencies
+        unless these are static and nothing else installs packages (not a SWE-bench
+        harness environment, whose recipe installs more, nor a custom install recipe).
+        """
+        from sweworld.tasks.environment import task_environment
+        from sweworld.tasks.repo_metadata import read_metadata
+
+        described = task_environment(task if task is not None else {}, repo_dir)
+        static = True
+        if repo_dir is not None and Path(repo_dir).is_dir():
+            static = read_metadata(repo_dir).requirements_static
+        pytest_version = described.runner_version if described.test_runner == "pytest" else None
+        return cls(
+            python_version=(
+                (described.python_full or described.python) if described.python_known else None
+            ),
+            python_build=None,
+            python_bin_dir=None,
+            installed=DEFAULT_INSTALLED,
+            installed_complete=(
+                static and described.source != "swebench-spec" and not described.install
+            ),
+            pytest_version=pytest_version,
+            pluggy_version=None,
+            pytest_plugins=None,
+        )
+
     @property
     def python(self) -> tuple[int, ...]:
+        """The version as a tuple, for choosing message formats (the running one's when
+        unknown: formats chosen so are never claimed exact, see :attr:`same_minor`)."""
         return _vtuple(self.python_version) or sys.version_info[:3]
 
     @property
@@ -85,14 +135,42 @@ class Environment:
         return _vtuple(self.pytest_version) or (8, 3)
 
     @property
+    def python_known(self) -> bool:
+        """Whether the environment's Python version is known (at least major.minor)."""
+        return len(_vtuple(self.python_version)) >= 2
+
+    @property
     def same_minor(self) -> bool:
-        """Whether the environment's Python is the running interpreter's ``major.minor``
-        (the condition for claiming interpreter messages exact)."""
-        return self.python[:2] == tuple(sys.version_info[:2])
+        """Whether the environment's Python is known and is the running interpreter's
+        ``major.minor`` (the condition for claiming interpreter messages exact)."""
+        return _vtuple(self.python_version)[:2] == tuple(sys.version_info[:2])
+
+    @property
+    def pytest_known(self) -> bool:
+        """Whether pytest's version is known (its output formats depend on it)."""
+        return bool(_vtuple(self.pytest_version))
+
+    @property
+    def header_known(self) -> bool:
+        """Whether pytest's session header (Python, pytest, pluggy, plugins) is known."""
+        return (
+            len(_vtuple(self.python_version)) >= 3
+            and self.pytest_known
+            and bool(self.pluggy_version)
+            and self.pytest_plugins is not None
+        )
 
     def full_version(self) -> str | None:
+        """``sys.version`` of the environment (``python -VV``), or None when unknown."""
         if self.python_build:
             return self.python_build
         if self.python_version == platform.python_version():
             return sys.version
         return None
+
+    def version_line(self) -> str | None:
+        """``python --version``'s output, or None when the exact version is unknown (a
+        ``major.minor`` alone does not say what it prints)."""
+        if len(_vtuple(self.python_version)) < 3:
+            return None
+        return f"Python {self.python_version}\n"

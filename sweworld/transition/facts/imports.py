@@ -196,10 +196,20 @@ def _module_in_dir(ws: Workspace, directory: str, name: str) -> Found | None:
 class Importer:
     """Finds modules the way the command's interpreter would, as far as the workspace shows."""
 
-    def __init__(self, ws: Workspace, search_dirs: Sequence[str], installed: frozenset[str]):
+    def __init__(
+        self,
+        ws: Workspace,
+        search_dirs: Sequence[str],
+        installed: frozenset[str],
+        *,
+        complete: bool = True,
+    ):
+        """``complete``: whether ``installed`` is everything installed; when it is not, a
+        top-level module found nowhere is ``unsure`` rather than missing."""
         self.ws = ws
         self.search_dirs = [d for d in dict.fromkeys(search_dirs) if d]
         self.installed = installed
+        self.complete = complete
         self._top: dict[tuple[tuple[str, ...], str], Found | None] = {}
         self._sub: dict[tuple[str | None, str], Found | None] = {}
 
@@ -232,6 +242,8 @@ class Importer:
             return Found("unsure")
         if name.startswith("_") and name.lstrip("_") and self.find_top(name.lstrip("_")):
             return Found("unsure")  # e.g. a compiled accelerator of a workspace module
+        if not self.complete:
+            return Found("unsure")  # installed in the environment, for all we know
         return None
 
     def find_sub(self, parent: Found, name: str) -> Found | None:

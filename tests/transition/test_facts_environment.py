@@ -1,0 +1,155 @@
+"""Exact facts are exact for the task's environment, not for the host running sweworld.
+
+Regression tests for issue 9 section 2: a Python 3.6 task must not get the host's
+``python --version`` nor its syntax-error text; a setup.py whose dependencies are computed
+must not make a declared dependency "certainly missing"; pytest's header is only exact
+when the environment's versions are known.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import platform
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweworld.sandbox.executor import ExecutionRequest
+from sweworld.tasks import Task
+from sweworld.transition.facts import Environment, compute_facts
+from sweworld.transition.types import WorkspaceView
+from tests.conftest import shared_data_dir
+
+HOST_FULL = platform.python_version()
+HOST_MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
+DJANGO_30 = {"instance_id": "django__django-11099", "repo": "django/django", "version": "3.0"}
+
+
+def workspace(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir(exist_ok=True)
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return root
+
+
+def facts(tmp_path: Path, root: Path, argv: list[str], task=None, **kw):
+    request = ExecutionRequest(argv=tuple(argv), task=task, workspace=root, base=root)
+    view = WorkspaceView(root, tmp=tmp_path / "tmp", base=root)
+    return compute_facts(request, view, **kw)
+
+
+def test_a_python_36_task_never_gets_the_hosts_version(tmp_path):
+    root = workspace(tmp_path, {"bad.py": "def f(:\n    pass\n", "ok.py": "print(1)\n"})
+    task = Task.from_row(DJANGO_30)
+    for flag in ("--version", "-V", "-VV"):
+        got = facts(tmp_path, root, ["python", flag], task)
+        assert got.exact is None, flag
+        assert got.python_version == "3.6"  # the fact that holds, for the model
+    bad = facts(tmp_path, root, ["python", "bad.py"], task)
+    assert bad.exact is None
+    assert bad.syntax_errors and bad.syntax_errors[0].line == 1
+    assert bad.syntax_errors[0].certain is False  # the line holds, the text is 3.11's
+    assert facts(tmp_path, root, ["python", "ok.py"], task).exact is None
+    # A missing script: 3.6 prints the path as given, and that is what is answered.
+    missing = facts(tmp_path, root, ["python", "nothere.py"], task)
+    assert missing.exact is not None
+    assert missing.exact.stderr == (
+        "python: can't open file 'nothere.py': [Errno 2] No such file or directory\n"
+    )
+
+
+def test_the_version_is_exact_only_when_the_description_states_it(tmp_path):
+    root = workspace(tmp_path, {})
+    unknown = facts(tmp_path, root, ["python", "--version"], {"repo": "someone/project"})
+    assert unknown.exact is None and unknown.python_version is None
+    minor_only = facts(tmp_path, root, ["python", "--version"], {"repo": "x/y", "python": "3.9"})
+    assert minor_only.exact is None and minor_only.python_version == "3.9"
+    stated = facts(tmp_path, root, ["python", "-V"], {"repo": "x/y", "python": "3.9.20"})
+    assert stated.exact is not None and stated.exact.stdout == "Python 3.9.20\n"
+    host = facts(tmp_path, root, ["python", "-V"], {"repo": "x/y", "python": "host"})
+    assert host.exact is not None and host.exact.stdout == f"Python {HOST_FULL}\n"
+    # The host's own syntax errors are exact in the host's environment.
+    root = workspace(tmp_path, {"bad.py": "def f(:\n    pass\n"})
+    own = facts(tmp_path, root, ["python", "bad.py"], {"repo": "x/y", "python": "host"})
+    assert own.exact is not None and "SyntaxError" in own.exact.stderr
+
+
+@pytest.mark.shared_data
+def test_the_real_django_row_gets_no_host_answer(tmp_path):
+    path = shared_data_dir() / "swebench_lite.jsonl.gz"
+    if not path.is_file():
+        pytest.skip(f"shared data not present: {path}")
+    with gzip.open(path, "rt") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    row = next(r for r in rows if r["instance_id"] == "django__django-11099")
+    got = facts(tmp_path, workspace(tmp_path, {}), ["python", "--version"], Task.from_row(row))
+    assert got.exact is None and got.python_version == "3.6"
+
+
+SETUP_WITH_VARIABLE = """\
+from setuptools import setup
+
+def read_requirements():
+    with open("deps/base.list") as handle:
+        return handle.read().split()
+
+requirements = read_requirements()
+setup(name="pkg", install_requires=requirements)
+"""
+SETUP_LITERAL = 'from setuptools import setup\nsetup(name="pkg", install_requires=["attrs"])\n'
+HOST_ROW = {"repo": "someone/pkg", "python": "host"}
+
+
+def test_computed_dependencies_make_a_missing_import_uncertain(tmp_path):
+    code = "import frobnicate\n"
+    root = workspace(tmp_path, {"setup.py": SETUP_WITH_VARIABLE, "deps/base.list": "frobnicate\n"})
+    got = facts(tmp_path, root, ["python", "-c", code], HOST_ROW)
+    assert got.exact is None
+    assert not [m for m in got.missing_imports if m.certain]
+    got = facts(tmp_path, root, ["python", "-m", "frobnicate"], HOST_ROW)
+    assert got.exact is None and not got.missing_imports
+    # Statically declared: a module declared nowhere is certainly missing.
+    literal = tmp_path / "literal"
+    literal.mkdir()
+    root = workspace(literal, {"setup.py": SETUP_LITERAL})
+    got = facts(literal, root, ["python", "-c", code], HOST_ROW)
+    assert got.exact is not None and got.exact.exit_code == 1
+    assert "ModuleNotFoundError: No module named 'frobnicate'" in got.exact.stderr
+    assert facts(literal, root, ["python", "-c", "import attrs\n"], HOST_ROW).exact is None
+
+
+def test_a_swebench_environment_installs_more_than_it_declares(tmp_path):
+    root = workspace(tmp_path, {"setup.py": SETUP_LITERAL})
+    row = {**DJANGO_30, "python": "host"}  # even with the host's Python
+    got = facts(tmp_path, root, ["python", "-c", "import numpy\n"], row)
+    assert got.exact is None and not [m for m in got.missing_imports if m.certain]
+
+
+def test_pytests_header_is_exact_only_when_its_versions_are_known(tmp_path):
+    root = workspace(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
+    argv = ["pytest", "tests/test_missing.py"]
+    row = {"repo": "x/y", "python": "host", "pytest_version": "8.3.4"}
+    # pluggy and the plugins are not known: the header, hence the answer, is not exact
+    assert facts(tmp_path, root, argv, row).exact is None
+    quiet = facts(tmp_path, root, [*argv, "-q"], row)  # -q prints no header
+    assert quiet.exact is not None and quiet.exact.exit_code == 4
+    assert "platform" not in quiet.exact.stdout
+    # No pytest version at all: nothing about pytest's output is exact.
+    assert facts(tmp_path, root, [*argv, "-q"], {"repo": "x/y", "python": "host"}).exact is None
+    # An environment that states everything gets its own header, not the host's.
+    env = Environment(
+        python_version="3.9.20", pytest_version="7.4.0", pluggy_version="1.3.0", pytest_plugins=()
+    )
+    full = facts(tmp_path, root, argv, env=env)
+    assert full.exact is not None
+    assert "platform linux -- Python 3.9.20, pytest-7.4.0, pluggy-1.3.0" in full.exact.stdout
+    unknown_plugins = Environment(
+        python_version="3.9.20", pytest_version="7.4.0", pluggy_version="1.3.0", pytest_plugins=None
+    )
+    assert facts(tmp_path, root, argv, env=unknown_plugins).exact is None
