@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import platform
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from sweworld.sandbox.executor import ExecutionRequest
 from sweworld.tasks import Task
 from sweworld.transition.facts import Environment, compute_facts
 from sweworld.transition.types import WorkspaceView
-from tests.conftest import shared_data_dir
+from tests.conftest import PROJECT, requires_sandbox, shared_data_dir
 
 HOST_FULL = platform.python_version()
 HOST_MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -153,3 +154,31 @@ def test_pytests_header_is_exact_only_when_its_versions_are_known(tmp_path):
         python_version="3.9.20", pytest_version="7.4.0", pluggy_version="1.3.0", pytest_plugins=None
     )
     assert facts(tmp_path, root, argv, env=unknown_plugins).exact is None
+
+
+@requires_sandbox
+def test_cli_simulate_on_a_python_36_row_asks_the_model(tmp_path):
+    """Acceptance: ``sweworld simulate`` on a SWE-bench row whose environment is Python 3.6
+    does not answer ``python --version`` "exactly" with the host's version."""
+    source = workspace(tmp_path, {"django/__init__.py": "VERSION = (3, 0)\n"})
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({**DJANGO_30, "base_commit": "", "problem_statement": "x"}) + "\n")
+    answers = tmp_path / "answers.jsonl"
+    said = {"stdout": "Python 3.6.15\n", "stderr": "", "exit_code": 0}
+    answers.write_text(json.dumps({"text": json.dumps(said)}) + "\n")
+    argv = [
+        *("simulate", "--file", str(tasks), "--id", DJANGO_30["instance_id"]),
+        *("--repo-path", str(source), "--executor", "simulated"),
+        *("--model", f"replay:{answers}", "--command", "python --version"),
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweworld", *argv],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["info"]["calls"][0]["info"]["source"] == "model"
+    assert result["stdout"] == "Python 3.6.15\n" != f"Python {HOST_FULL}\n"
