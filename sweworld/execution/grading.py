@@ -27,7 +27,6 @@ all is not graded (4.x graded it as every listed test failing).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any
@@ -57,6 +56,7 @@ from sweworld.execution.log_render import (
     render_sympy_log,
     statuses_from_tests_status,
 )
+from sweworld.tasks.fields import test_list
 
 __all__ = [
     "END_TEST_OUTPUT",
@@ -183,15 +183,6 @@ test_passed.__test__ = False  # type: ignore[attr-defined]
 test_failed.__test__ = False  # type: ignore[attr-defined]
 
 
-def _test_list(task: Any, key: str) -> list[str]:
-    value = task.get(key) if isinstance(task, Mapping) else getattr(task, key, None)
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip() else []
-    return [str(t) for t in value]
-
-
 def _task_repo(task: Any) -> str | None:
     value = task.get("repo") if isinstance(task, Mapping) else getattr(task, "repo", None)
     return str(value) if value else None
@@ -217,7 +208,7 @@ def grade(task: Any, statuses: Mapping[str, Any], *, fail_only: bool | None = No
         success: list[str] = []
         failure: list[str] = []
         kept = test_passed if key == FAIL_TO_PASS else test_maintained
-        for test in _test_list(task, key):
+        for test in test_list(task, key):
             if fail_only:
                 failed = test in statuses and _status_value(statuses[test]) == "FAILED"
                 (failure if failed else success).append(test)

@@ -10,7 +10,7 @@ import pytest
 
 from sweworld.tasks import Task, TaskValidationError
 from sweworld.tasks.patches import files_in_patch, split_patch
-from sweworld.tasks.schema import SWEBENCH_FIELDS, detect_source, parse_pytest_summary
+from sweworld.tasks.schema import SWEBENCH_FIELDS, detect_source, parse_pytest_summary, test_list
 
 SWEBENCH_ROW: dict[str, Any] = {
     "repo": "psf/requests",
@@ -382,3 +382,14 @@ def test_parse_pytest_summary() -> None:
         "t.py::test_d": "XFAIL",
     }
     assert parse_pytest_summary(None) == {}
+
+
+def test_one_test_list_reader_for_tasks_and_raw_rows() -> None:
+    row = {"instance_id": "o__r-1", "repo": "o/r", "FAIL_TO_PASS": '["t::a", "t::b"]'}
+    task = Task.from_row(row)
+    assert test_list(task, "FAIL_TO_PASS") == test_list(row, "FAIL_TO_PASS") == ["t::a", "t::b"]
+    assert test_list(row, "PASS_TO_PASS") == [] and test_list(task, "PASS_TO_PASS") == []
+    assert test_list({"PASS_TO_PASS": " "}, "PASS_TO_PASS") == []
+    assert test_list({"PASS_TO_PASS": ("x", 3)}, "PASS_TO_PASS") == ["x", "3"]
+    with pytest.raises(ValueError, match="not JSON"):
+        test_list({"FAIL_TO_PASS": "[oops"}, "FAIL_TO_PASS")

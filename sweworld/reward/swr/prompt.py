@@ -53,6 +53,7 @@ from sweworld.reward.swr.testfiles import (
     fit_test_files,
     oracle_test_files,
 )
+from sweworld.tasks.fields import test_list
 
 __all__ = [
     "EMBEDDED_SWR_CONFIG",
@@ -229,13 +230,6 @@ def _get(task: Any, name: str) -> Any:
     return task.get(name) if isinstance(task, Mapping) else getattr(task, name, None)
 
 
-def _test_list(task: Any, name: str) -> list[str]:
-    value = _get(task, name)
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip() else []
-    return [str(t) for t in value or ()]
-
-
 def _tests_section(
     f2p: list[str], p2p: list[str], budget: int, tok: LineTokens
 ) -> tuple[str, list[str], list[str], int]:
@@ -319,8 +313,8 @@ def build_swr_prompt(
     oracle = mode == "oracle"
     patch = str(candidate_patch or "")
     problem = str(_get(task, "problem_statement") or "").strip("\n")
-    f2p = _test_list(task, "FAIL_TO_PASS") if oracle else []
-    p2p = _test_list(task, "PASS_TO_PASS") if oracle else []
+    f2p = test_list(task, "FAIL_TO_PASS") if oracle else []
+    p2p = test_list(task, "PASS_TO_PASS") if oracle else []
     if oracle:
         from sweworld.execution.testspec import NON_TEST_EXTS
 

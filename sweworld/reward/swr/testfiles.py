@@ -24,7 +24,7 @@ from pathlib import Path
 
 from sweworld.models.budget import LineTokens, truncate_chars, truncate_text, waterfill
 from sweworld.tasks.patch_paths import split_lines
-from sweworld.tasks.patches import apply_hunks, parse_hunks
+from sweworld.tasks.patches import apply_hunks, parse_hunks, patch_hunks
 
 __all__ = [
     "TestFile",
@@ -262,24 +262,19 @@ def blind_test_files(
 def changed_identifiers(patch: str) -> list[str]:
     """Names of the functions and classes a patch touches: for each changed line, the
     innermost definition above it in its hunk (context lines included), else the one the
-    hunk header names; definitions on changed lines count too. In order, no duplicates."""
+    hunk header names; definitions on changed lines count too. In order, no duplicates;
+    none for a patch that does not parse."""
     names: dict[str, None] = {}
-    current: str | None = None
-    for line in (patch or "").split("\n"):
-        if line.startswith(("+++", "---", "diff ")):
-            current = None
-            continue
-        if line.startswith("@@"):
-            match = _DEF_RE.match(line.split("@@", 2)[-1].strip())
+    for hunks in patch_hunks(patch).values():
+        for hunk in hunks:
+            match = _DEF_RE.match(hunk.section)
             current = match.group(1) if match else None
-            continue
-        if not line.startswith(("+", "-", " ")):
-            continue
-        match = _DEF_RE.match(line[1:])
-        if match:
-            current = match.group(1)
-        if line[0] in "+-" and current:
-            names.setdefault(current, None)
+            for kind, text in hunk.lines:
+                match = _DEF_RE.match(text)
+                if match:
+                    current = match.group(1)
+                if kind != " " and current:
+                    names.setdefault(current, None)
     return list(names)
 
 

@@ -15,6 +15,7 @@ from sweworld.models.budget import (
     truncate_text,
     waterfill,
 )
+from sweworld.tasks.fields import test_list
 from sweworld.transition.context.config import (
     CONTEXT_FIELDS,
     CONTEXT_VERSION,
@@ -176,8 +177,8 @@ def build_context(
 
     tests_parts: list[Part] = []
     if oracle and task is not None:
-        f2p = list(getattr(task, "FAIL_TO_PASS", []) or [])
-        p2p = list(getattr(task, "PASS_TO_PASS", []) or [])
+        f2p = test_list(task, "FAIL_TO_PASS")
+        p2p = test_list(task, "PASS_TO_PASS")
         if f2p:
             tests_parts.append(
                 Part("FAIL_TO_PASS (fail before the fix, pass after):", "\n".join(f2p))
