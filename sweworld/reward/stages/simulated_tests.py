@@ -63,6 +63,7 @@ from sweworld.reward.swr import (
 )
 from sweworld.reward.swr.decoding import RESOLVED_CHOICES, constrained_reports
 from sweworld.reward.types import RewardContext, StageResult, Verdict
+from sweworld.tasks.fields import test_list as _test_list
 
 __all__ = [
     "DECODINGS",
@@ -620,11 +621,3 @@ def _is_empty(patch: str) -> bool:
 def _get(task: Any, name: str) -> Any:
     return task.get(name) if isinstance(task, Mapping) else getattr(task, name, None)
 
-
-def _test_list(task: Any, name: str) -> list[str]:
-    import json
-
-    value = _get(task, name)
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip() else []
-    return [str(t) for t in value or ()]
