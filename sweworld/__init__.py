@@ -12,9 +12,14 @@ pluggable executor (simulated by a language model, or real); rewards come from a
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# A library is quiet unless the application configures logging: every module logs to a
+# logger under "sweworld", and this handler keeps Python from printing warnings by itself.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "ExecutionRequest",

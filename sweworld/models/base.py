@@ -29,10 +29,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from sweworld.models.text import valid_messages, valid_text
 
 Messages = list[dict[str, str]]
 
@@ -77,7 +81,9 @@ class GenerationRequest:
             isinstance(m, dict) and "role" in m and "content" in m for m in self.messages
         ):
             raise ValueError("messages must be a list of {'role': ..., 'content': ...} dicts")
-        self.messages = list(self.messages)
+        # Lone surrogates (from an earlier answer's "\ud800" escape, say) would make every
+        # tokenizer and HTTP body fail: a prompt is always valid UTF-8.
+        self.messages = valid_messages(self.messages)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -115,6 +121,10 @@ class Generation:
     latency_s: float = 0.0
     model: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.text, str):
+            self.text = valid_text(self.text)  # what leaves a backend is valid UTF-8
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -208,6 +218,9 @@ class BaseLM:
     context_window: int = 0
     #: whether ``choice_logprobs`` can work at all (a server may still refuse at run time)
     supports_logprobs: bool = False
+    #: whether ``count_tokens`` uses the model's own tokenizer (False: an approximation);
+    #: prompt budgets use it instead of characters / 4 when True
+    exact_tokens: bool = False
 
     def choice_logprobs(
         self, messages: Messages, choices: Sequence[str], *, prefix: str = ""
@@ -266,8 +279,10 @@ def check_choices(choices: Sequence[str]) -> list[str]:
 
 def assistant_prefix(messages: Messages, prefix: str = "") -> tuple[Messages, str]:
     """Split a ``choice_logprobs`` question into the chat before the assistant's answer and
-    the answer's start: a final assistant message's content is followed by ``prefix``."""
-    chat = list(messages)
+    the answer's start: a final assistant message's content is followed by ``prefix``.
+    Both come out as valid UTF-8 (lone surrogates replaced)."""
+    chat = valid_messages(messages)
+    prefix = valid_text(prefix)
     if chat and chat[-1].get("role") == "assistant":
         return chat[:-1], str(chat[-1].get("content", "")) + prefix
     return chat, prefix
@@ -335,6 +350,36 @@ def sample_seed(seed: int, index: int) -> int:
 def approx_tokens(text: str) -> int:
     """A rough token count: one token per four characters (rounded up)."""
     return (len(text) + 3) // 4
+
+
+def make_token_counter(tokenizer: Any) -> Callable[[str], int]:
+    """A ``text -> number of tokens`` function from a tokenizer: a local tokenizer folder
+    (loaded with ``transformers.AutoTokenizer``, offline), a tokenizer object with
+    ``encode`` (Hugging Face), or a function returning the count. Raises
+    :class:`LMUnavailable` when a folder cannot be loaded, ``TypeError`` for anything else."""
+    if isinstance(tokenizer, (str, Path)):
+        try:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)
+        except (ImportError, OSError, ValueError) as exc:
+            raise LMUnavailable(f"cannot load the tokenizer {str(tokenizer)!r}: {exc}") from exc
+    encode = getattr(tokenizer, "encode", None)
+    if callable(encode):
+        lock = threading.Lock()  # fast tokenizers are not safe across threads
+
+        def count(text: str) -> int:
+            with lock:
+                try:
+                    return len(encode(text, add_special_tokens=False))
+                except TypeError:
+                    return len(encode(text))
+
+        return count
+    if callable(tokenizer):
+        return lambda text: int(tokenizer(text))
+    raise TypeError(f"not a tokenizer: {tokenizer!r} (a folder, an object with encode, or a "
+                    "function text -> count)")  # fmt: skip
 
 
 class Stopwatch:

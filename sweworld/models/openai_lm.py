@@ -48,6 +48,7 @@ from sweworld.models.base import (
     approx_tokens,
     assistant_prefix,
     check_choices,
+    make_token_counter,
     sample_seed,
 )
 
@@ -62,8 +63,12 @@ _CONTEXT_MARKERS = (
     "input is too long",
     "too many tokens",
 )
-_LIMIT_RE = re.compile(r"maximum context length is (\d+)")
-_INPUT_RE = re.compile(r"(\d+) (?:input tokens|(?:tokens? )?in the messages|prompt tokens)")
+_LIMIT_RE = re.compile(r"maximum context length is (\d{1,12})\b")
+# ``(?<!\d)`` anchors the number at its first digit (a bare ``\d+`` search retries from every
+# digit of a long run: quadratic); at most 12 digits are read (never int() of 4,300).
+_INPUT_RE = re.compile(
+    r"(?<!\d)(\d{1,12}) (?:input tokens|(?:tokens? )?in the messages|prompt tokens)"
+)
 
 
 class _Retryable(Exception):
@@ -104,6 +109,8 @@ class OpenAILM(BaseLM):
         name: the name reported in ``Generation.model`` when the server names none.
         top_logprobs: alternatives asked for by ``choice_logprobs`` (vLLM's default server
             limit and OpenAI's maximum are 20).
+        tokenizer: the served model's tokenizer (a local folder, a tokenizer object or a
+            ``text -> count`` function) for exact ``count_tokens``; None: approximate.
     """
 
     supports_logprobs = True
@@ -123,7 +130,10 @@ class OpenAILM(BaseLM):
         extra_body: dict[str, Any] | None = None,
         name: str | None = None,
         top_logprobs: int = 20,
+        tokenizer: Any = None,
     ):
+        self._count = make_token_counter(tokenizer) if tokenizer is not None else None
+        self.exact_tokens = self._count is not None
         self.base_url = normalize_base_url(base_url)
         self.url = self.base_url + "/chat/completions"
         self.model = model
@@ -150,8 +160,10 @@ class OpenAILM(BaseLM):
     # ------------------------------------------------------------------ public
 
     def count_tokens(self, text: str) -> int:
-        """APPROXIMATE: one token per four characters (the server's tokenizer is not
-        consulted); leave a margin when fitting prompts to ``context_window``."""
+        """With ``tokenizer=``, exact; otherwise APPROXIMATE: one token per four characters
+        (the server is not asked); leave a margin when fitting prompts to ``context_window``."""
+        if self._count is not None:
+            return self._count(text)
         return approx_tokens(text)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
@@ -559,6 +571,7 @@ def _retry_after(response: Any) -> float | None:
 def _room_left(message: str) -> int | None:
     """Completion tokens that still fit, read from a context-length error that gives both
     the window and the prompt size (vLLM's wording); None when it does not."""
+    message = message[:10_000]  # an error message, not a document
     limit = _LIMIT_RE.search(message)
     prompt = _INPUT_RE.search(message)
     if not limit or not prompt:

@@ -46,6 +46,7 @@ from sweworld.models.base import (
     assistant_prefix,
     check_choices,
     cut_at_stop,
+    make_token_counter,
 )
 from sweworld.tasks.loaders import iter_json_lines
 
@@ -75,6 +76,8 @@ class ReplayLM(BaseLM):
             ``(messages, choices, prefix) -> mapping``; None derives them from the replayed
             text.
         logprob_confidence: the probability a derived answer gives to the replayed choice.
+        tokenizer: the replayed model's tokenizer (a local folder, a tokenizer object or a
+            ``text -> count`` function) for exact ``count_tokens``; None: approximate.
     """
 
     supports_logprobs = True
@@ -90,7 +93,10 @@ class ReplayLM(BaseLM):
         context_window: int = 1_000_000,
         logprobs: Any = None,
         logprob_confidence: float = 0.9,
+        tokenizer: Any = None,
     ):
+        self._count = make_token_counter(tokenizer) if tokenizer is not None else None
+        self.exact_tokens = self._count is not None
         if not 0.0 < logprob_confidence <= 1.0:
             raise ValueError(f"logprob_confidence must be in (0, 1], got {logprob_confidence}")
         self.name = name
@@ -154,7 +160,10 @@ class ReplayLM(BaseLM):
     # ------------------------------------------------------------------ answering
 
     def count_tokens(self, text: str) -> int:
-        """Approximate: one token per four characters."""
+        """With ``tokenizer=``, its count; otherwise approximate: one token per four
+        characters."""
+        if self._count is not None:
+            return self._count(text)
         return approx_tokens(text)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
@@ -391,6 +400,7 @@ class RecordingLM(BaseLM):
         self.path = Path(path)
         self.name = inner.name
         self.context_window = inner.context_window
+        self.exact_tokens = bool(getattr(inner, "exact_tokens", False))
         self._lock = threading.Lock()
 
     def count_tokens(self, text: str) -> int:

@@ -130,7 +130,8 @@ class _Row:
 
 
 class TransformersLM(ChoiceScoringMixin, BaseLM):
-    """A causal LM with its tokenizer's chat template, run in this process.
+    """A causal LM with its tokenizer's chat template, run in this process (``count_tokens``
+    is exact: its own tokenizer).
 
     ``choice_logprobs`` is supported (whole choices, teacher forcing).
 
@@ -157,6 +158,8 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
             the answer just generated, then runs only the new tokens. Costs the memory of one
             context's cache.
     """
+
+    exact_tokens = True
 
     def __init__(
         self,

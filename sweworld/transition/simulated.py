@@ -14,21 +14,53 @@ For each intercepted command:
    up to ``max_attempts``, then falls back to a conservative answer and says so in ``info``;
 4. memory: per session, the last steps (for the next contexts) and the ledger; sessions
    snapshot, restore and fork it together with their files (hooks called by the session).
+
+Every step has a deadline (``step_timeout`` seconds for everything: facts, context, model
+calls, resamples, validation). The step runs in a worker thread; when the deadline passes
+the caller gets the conservative answer at once (``info["timed_out"] = True``), and the
+worker stops at its next stage boundary (an in-process model is given the remaining time)
+without touching the cache, the ledger or the history. Failures (the model unavailable, an
+answer that keeps failing validation, a timeout, an internal error) are said in ``info``
+(``source``, ``error``, ``attempts``) and logged on this module's logger (quiet unless the
+application configures logging). All text returned is valid UTF-8.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import inspect
 import json
+import logging
 import threading
 import time
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
+from sweworld.models.text import valid_text
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
+from sweworld.transition.step_state import (
+    PredictionCache,
+    SessionMemory,
+    StepDeadline,
+    StepTimeout,
+)
 from sweworld.transition.types import Prediction, WorkspaceView
+
+__all__ = [
+    "DEFAULT_SCHEDULE",
+    "DEFAULT_STEP_TIMEOUT",
+    "PredictionCache",
+    "SessionMemory",
+    "SimulatedExecutor",
+    "StepTimeout",
+]
+
+log = logging.getLogger(__name__)
+
+#: Default deadline of one simulated step, in seconds (three attempts of the embedded model
+#: on a CPU fit; a server-backed model answers far sooner).
+DEFAULT_STEP_TIMEOUT = 300.0
 
 # (temperature, seed offset) for attempt 1, 2, ...: greedy first, then seeded samples.
 DEFAULT_SCHEDULE: tuple[tuple[float, int], ...] = ((0.0, 0), (0.7, 1), (0.7, 2))
@@ -55,39 +87,11 @@ def _is_embedded(spec: Any) -> bool:
     return spec is None or (isinstance(spec, str) and spec.startswith("embedded"))
 
 
-@dataclass
-class SessionMemory:
-    """What the simulator remembers about one session."""
-
-    history: list[Any] = field(default_factory=list)  # HistoryItem, newest last
-    ledger: dict[tuple[str, str], str] = field(default_factory=dict)  # (state, test) -> status
-
-
-class PredictionCache:
-    """A bounded, thread-safe LRU of predictions by key."""
-
-    def __init__(self, max_items: int = 10_000):
-        self.max_items = max_items
-        self._items: OrderedDict[str, tuple[Prediction, dict]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
-
-    def get(self, key: str) -> tuple[Prediction, dict] | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                self.misses += 1
-                return None
-            self._items.move_to_end(key)
-            self.hits += 1
-            return item
-
-    def put(self, key: str, pred: Prediction, info: dict) -> None:
-        with self._lock:
-            self._items[key] = (pred, info)
-            self._items.move_to_end(key)
-            while len(self._items) > self.max_items:
-                self._items.popitem(last=False)
+def _takes_max_time(lm: Any) -> bool:
+    try:
+        return "max_time" in inspect.signature(lm.generate).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class SimulatedExecutor:
@@ -106,6 +110,9 @@ class SimulatedExecutor:
         seed: base seed; the same seed, state and command give the same answer.
         with_reasoning: ask the model for a ``reasoning`` field before the JSON answer.
         prefill: start the model's answer with ``{"stdout": "`` (in-process models only).
+        step_timeout: seconds one step may take in all (facts, model calls, resamples,
+            validation); then the conservative answer is returned with
+            ``info["timed_out"] = True``. None: no deadline.
     """
 
     name = "simulated"
@@ -122,9 +129,14 @@ class SimulatedExecutor:
         with_reasoning: bool = False,
         cache: PredictionCache | None = None,
         prefill: bool = True,
+        step_timeout: float | None = DEFAULT_STEP_TIMEOUT,
     ):
         if mode not in ("blind", "oracle"):
             raise ValueError(f"mode must be 'blind' or 'oracle', not {mode!r}")
+        if step_timeout is not None and not step_timeout > 0:
+            raise ValueError(f"step_timeout must be a positive number of seconds or None, "
+                             f"not {step_timeout!r}")  # fmt: skip
+        self.step_timeout = step_timeout
         self._lm_spec = lm
         self._lm: Any = None if lm is None or isinstance(lm, str) else lm
         self.mode = mode
@@ -158,6 +170,8 @@ class SimulatedExecutor:
         return getattr(lm, "name", str(self._lm_spec or "embedded"))
 
     def context_config(self) -> Any:
+        """The context budgets; counted with the model's tokenizer when the loaded model has
+        one (``lm.exact_tokens``), else with the config's counter (characters / 4)."""
         from sweworld.transition.context import ContextConfig
 
         if self._context_config is not None:
@@ -167,9 +181,11 @@ class SimulatedExecutor:
         else:
             cfg = ContextConfig(mode=self.mode)
         if getattr(cfg, "mode", self.mode) != self.mode:
-            from dataclasses import replace
-
             cfg = replace(cfg, mode=self.mode)
+        if getattr(cfg, "count_tokens", None) is None:
+            lm = self.lm
+            if getattr(lm, "exact_tokens", False):
+                cfg = replace(cfg, count_tokens=lm.count_tokens)
         return cfg
 
     # ------------------------------------------------------------------ memory hooks
@@ -198,15 +214,73 @@ class SimulatedExecutor:
     def execute(self, request: ExecutionRequest) -> ExecutionResult:
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        try:
-            return self._execute(request, started, timings)
-        except Exception as exc:  # never raise into the session
-            return ExecutionResult(
-                stderr=f"sweworld: the simulator failed on `{request.command}`: "
-                f"{type(exc).__name__}: {exc}\n",
-                exit_code=1,
-                info=self._info("error", started, timings, error=repr(exc)),
+        step = StepDeadline(self.step_timeout)
+        if self.step_timeout is None:
+            self._run_step(request, started, timings, step)
+        else:
+            worker = threading.Thread(
+                target=self._run_step,
+                args=(request, started, timings, step),
+                name="sweworld-simulated-step",
+                daemon=True,
             )
+            worker.start()
+            remaining = step.remaining()
+            if not step.done.wait(max(remaining or 0.0, 0.0)) and step.give_up():
+                return self._timed_out(request, step, started, timings)
+            step.done.wait()
+        if step.result is not None:
+            return step.result
+        if isinstance(step.error, StepTimeout):
+            return self._timed_out(request, step, started, timings)
+        exc = step.error
+        log.error(
+            "simulator failed on %r: %s: %s", request.command, type(exc).__name__, exc,
+            exc_info=exc,
+        )  # fmt: skip
+        return ExecutionResult(
+            stderr=valid_text(
+                f"sweworld: the simulator failed on `{request.command}`: "
+                f"{type(exc).__name__}: {exc}\n"
+            ),
+            exit_code=1,
+            info=self._info("error", started, timings, error=repr(exc), attempts=step.attempts),
+        )
+
+    def _run_step(
+        self,
+        request: ExecutionRequest,
+        started: float,
+        timings: dict[str, float],
+        step: StepDeadline,
+    ) -> None:
+        try:
+            step.result = self._execute(request, started, timings, step)
+        except BaseException as exc:  # never raise into the session
+            step.error = exc
+        finally:
+            step.done.set()
+
+    def _timed_out(
+        self,
+        request: ExecutionRequest,
+        step: StepDeadline,
+        started: float,
+        timings: dict[str, float],
+    ) -> ExecutionResult:
+        from sweworld.transition.validate import conservative_prediction
+
+        log.warning(
+            "simulated step %r timed out after %.1f s (during %s); conservative answer",
+            request.command, self.step_timeout, step.stage,
+        )  # fmt: skip
+        pred = conservative_prediction(request, step.facts)
+        info = self._info(
+            "fallback", started, dict(timings), fallback=True, timed_out=True,
+            timeout_s=self.step_timeout, stage=step.stage, attempts=list(step.attempts),
+            cache_hit=False, error=f"the step took longer than {self.step_timeout} s",
+        )  # fmt: skip
+        return self._finish(request, self._mem(request.session_id), pred, info)
 
     def _info(
         self, source: str, started: float, timings: dict[str, float], **extra: Any
@@ -224,22 +298,31 @@ class SimulatedExecutor:
         }
 
     def _execute(
-        self, request: ExecutionRequest, started: float, timings: dict[str, float]
-    ) -> ExecutionResult:
+        self,
+        request: ExecutionRequest,
+        started: float,
+        timings: dict[str, float],
+        step: StepDeadline | None = None,
+    ) -> ExecutionResult | None:
         from sweworld.transition.facts import compute_facts, no_target_hint
 
+        step = step or StepDeadline(None)
+        step.check("facts")
         view = WorkspaceView.from_request(request)
         t0 = time.perf_counter()
         facts = compute_facts(request, view)
+        step.facts = facts
         hint = getattr(facts, "hint", None) or no_target_hint(request, view)
         timings["facts"] = time.perf_counter() - t0
+        step.check("facts")
         memory = self._mem(request.session_id)
         if hint is not None:
             pred = Prediction(stderr=hint if hint.endswith("\n") else hint + "\n", exit_code=2)
-            return self._finish(request, memory, pred, self._info("hint", started, timings))
+            return self._commit(step, request, memory, pred, self._info("hint", started, timings))
         exact = getattr(facts, "exact", None)
         if exact is not None:
-            return self._finish(request, memory, exact, self._info("exact", started, timings))
+            info = self._info("exact", started, timings)
+            return self._commit(step, request, memory, exact, info)
         t0 = time.perf_counter()
         state = view.state_hash(
             tuple(p for p in getattr(facts, "executed_files", ()) if p.startswith("/tmp/"))
@@ -250,10 +333,25 @@ class SimulatedExecutor:
         if cached is not None:
             pred, info = cached
             info = {**info, "cache_hit": True, "latency_s": time.perf_counter() - started}
-            return self._finish(request, memory, pred, info)
-        pred, info = self._predict(request, view, facts, memory, state, started, timings)
-        self.cache.put(key, pred, {k: v for k, v in info.items() if k != "latency_s"})
-        self._record_ledger(memory, state, pred)
+            return self._commit(step, request, memory, pred, info)
+        pred, info = self._predict(request, view, facts, memory, state, started, timings, step)
+        if not step.commit():
+            return None
+        if not info.get("fallback"):  # a failure is not remembered: the next call retries
+            self.cache.put(key, pred, {k: v for k, v in info.items() if k != "latency_s"})
+            self._record_ledger(memory, state, pred)
+        return self._finish(request, memory, pred, info)
+
+    def _commit(
+        self,
+        step: StepDeadline,
+        request: ExecutionRequest,
+        memory: SessionMemory,
+        pred: Prediction,
+        info: dict[str, Any],
+    ) -> ExecutionResult | None:
+        if not step.commit():
+            return None
         return self._finish(request, memory, pred, info)
 
     def _key(self, request: ExecutionRequest, state: str) -> str:
@@ -287,6 +385,7 @@ class SimulatedExecutor:
         state: str,
         started: float,
         timings: dict[str, float],
+        step: StepDeadline,
     ) -> tuple[Prediction, dict[str, Any]]:
         from sweworld.models.base import GenerationRequest, LMError
         from sweworld.transition.context import build_context
@@ -297,6 +396,7 @@ class SimulatedExecutor:
             parse_prediction,
         )
 
+        step.check("context")
         t0 = time.perf_counter()
         config = self.context_config()
         context = build_context(
@@ -312,30 +412,34 @@ class SimulatedExecutor:
         if prefix:
             messages = [*messages, {"role": "assistant", "content": prefix}]
         timings["context"] = time.perf_counter() - t0
-        attempts: list[dict[str, Any]] = []
+        attempts = step.attempts
         timings["generation"] = timings["validation"] = 0.0
+        error = None
         for temperature, offset in self.schedule:
+            step.check("generation")
             t0 = time.perf_counter()
             try:
-                gen = self.lm.generate(
-                    [
-                        GenerationRequest(
-                            messages=messages,
-                            max_tokens=self.max_tokens,
-                            temperature=temperature,
-                            seed=self.seed + offset,
-                        )
-                    ]
-                )[0][0]
+                gen = self._generate(
+                    GenerationRequest(
+                        messages=messages,
+                        max_tokens=self.max_tokens,
+                        temperature=temperature,
+                        seed=self.seed + offset,
+                    ),
+                    step.remaining(),
+                )
             except LMError as exc:
                 timings["generation"] += time.perf_counter() - t0
-                attempts.append({"error": f"{type(exc).__name__}: {exc}"})
+                error = f"{type(exc).__name__}: {exc}"
+                attempts.append({"error": error})
+                log.warning("model %s failed on %r: %s", self.model_name, request.command, error)
                 break  # the model is unavailable or the prompt too long: no point resampling
             timings["generation"] += time.perf_counter() - t0
+            step.check("validation")
             t0 = time.perf_counter()
             pred, repairs = parse_prediction(prefix + gen.text)
             issues = [] if pred is None else list(check_prediction(pred, facts, request, view))
-            if pred is not None:
+            if pred is not None and not issues:
                 issues += self._ledger_conflicts(memory, state, pred)
             timings["validation"] += time.perf_counter() - t0
             attempts.append(
@@ -360,9 +464,24 @@ class SimulatedExecutor:
                     truncated=dict(getattr(context, "truncated", {})),
                 )
         pred = conservative_prediction(request, facts)
+        if error is None:
+            error = f"no valid prediction in {len(attempts)} attempt(s)"
+            log.warning(
+                "model %s: %s for %r (issues: %s); conservative answer", self.model_name, error,
+                request.command, [a.get("issues") for a in attempts],
+            )  # fmt: skip
         return pred, self._info(
-            "fallback", started, timings, attempts=attempts, cache_hit=False, fallback=True
-        )
+            "fallback", started, timings, attempts=attempts, cache_hit=False, fallback=True,
+            error=error,
+        )  # fmt: skip
+
+    def _generate(self, request: Any, remaining: float | None) -> Any:
+        """One generation; an in-process model that takes a time budget gets what is left of
+        the step's deadline (so that it stops, rather than run on after the step ended)."""
+        lm = self.lm
+        if remaining is not None and _takes_max_time(lm):
+            return lm.generate([request], max_time=max(remaining, 0.01))[0][0]
+        return lm.generate([request])[0][0]
 
     def _prefill_prefix(self) -> str:
         """The start of the answer written for the model (``{"stdout": "``), so that even a
@@ -411,14 +530,17 @@ class SimulatedExecutor:
         with self._lock:
             memory.history.append(
                 HistoryItem(
-                    command=request.command,
+                    command=valid_text(request.command),
                     exit_code=pred.exit_code,
-                    output=(pred.stdout + pred.stderr)[-4000:],
+                    output=valid_text((pred.stdout + pred.stderr)[-4000:]),
                 )
             )
             del memory.history[:-20]
         return ExecutionResult(
-            stdout=pred.stdout, stderr=pred.stderr, exit_code=pred.exit_code, info=info
+            stdout=valid_text(pred.stdout),
+            stderr=valid_text(pred.stderr),
+            exit_code=pred.exit_code,
+            info=info,
         )
 
     def close(self) -> None:
