@@ -12,10 +12,20 @@
 
 Nothing raises into a trainer: a stage that breaks returns verdict ``error`` (no evidence),
 and :meth:`RewardModel.score` always returns a :class:`RewardResult` with a defined score.
+A stage's failure is also reported in ``info["stage_errors"]`` and logged (logger
+``sweworld.reward.model``, silent unless the application configures logging).
+
+**No evidence is never success.** Only two things can confirm that a candidate resolves the
+task: the tests stage (a report from the SWR model) and, in oracle mode, equivalence with
+the gold patch. When neither gave evidence (the tests stage is not configured, or it failed,
+and the candidate is not gold-equivalent) the verdict is ``undetermined``: ``resolved`` is
+False, the score is 0 and the reward is the preset's reward for an unresolved candidate;
+``info["undetermined"]`` says why. The exact stages can only refute.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +36,13 @@ from sweworld.execution.grading import make_report
 from sweworld.reward.presets import RewardPreset, compute_reward, preset
 from sweworld.reward.types import CandidateView, RewardContext, StageResult
 
+logger = logging.getLogger(__name__)
+logger.addHandler(logging.NullHandler())
+
 STAGE_NAMES = ("syntax", "typecheck", "semantic", "tests")
+
+#: ``RewardResult.status`` values.
+RESOLVED, UNRESOLVED, UNDETERMINED = "resolved", "unresolved", "undetermined"
 
 #: The features the combination (and a fitted calibrator) reads, in this order.
 FEATURES = (
@@ -90,8 +106,9 @@ class RewardResult:
 
     Attributes:
         instance_id: the task.
-        score: calibrated probability that the candidate resolves the task.
-        resolved: ``score >= threshold``.
+        score: calibrated probability that the candidate resolves the task (0 when
+            undetermined: no stage could confirm it).
+        resolved: ``score >= threshold`` and the verdict is determined.
         reward: the RL reward under the configured preset.
         stages: each stage's result, in pipeline order (stages not run are absent).
         report: a ``report.json``-shaped dict (``{instance_id: {...}}``) from the simulated
@@ -100,7 +117,10 @@ class RewardResult:
             not run.
         features: the combination's inputs.
         info: mode, scope (files or hunks), which stage stopped the pipeline, whether the
-            score is calibrated, latency, and why the base checkout was not used.
+            score is calibrated, latency, why the base checkout was not used, the stages
+            that failed (``stage_errors``) and why the verdict is undetermined.
+        status: ``resolved``, ``unresolved`` or ``undetermined`` (no stage that can confirm
+            resolution gave evidence; ``resolved`` is then False).
     """
 
     instance_id: str
@@ -111,10 +131,12 @@ class RewardResult:
     report: dict[str, Any] = field(default_factory=dict)
     features: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    status: str = UNDETERMINED
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "instance_id": self.instance_id,
+            "status": self.status,
             "score": self.score,
             "resolved": self.resolved,
             "reward": self.reward,
@@ -151,6 +173,20 @@ def prior_score(features: Mapping[str, float]) -> float:
     if features["gold_equivalent"]:
         score = max(score, 0.95)
     return min(1.0, max(0.0, score))
+
+
+def missing_evidence(stages: Mapping[str, StageResult]) -> str | None:
+    """Why no stage can confirm that the candidate resolves the task, or None when one
+    can: the tests stage gave a verdict, or the candidate is equivalent to the gold patch."""
+    tests = stages.get("tests")
+    semantic = stages.get("semantic")
+    if semantic is not None and semantic.evidence.get("gold_equivalent") is True:
+        return None
+    if tests is None:
+        return "no stage that can confirm resolution ran (the tests stage is off)"
+    if tests.verdict not in ("pass", "fail") or tests.score is None:
+        return f"the tests stage gave no evidence ({tests.verdict}: {tests.message})"
+    return None
 
 
 def short_circuit_stage(stages: Mapping[str, StageResult]) -> str | None:
@@ -330,6 +366,7 @@ class RewardModel:
             info["signature"] = _signature(candidate, stages)
         except Exception as exc:  # never into the trainer
             info["error"] = f"{type(exc).__name__}: {exc}"
+            logger.warning("SWR pipeline failed on %s: %s", task_id(task), exc, exc_info=True)
         return self._finish(task, patch, stages, info, started, steps=steps, outcome=outcome)
 
     def _finish(
@@ -346,7 +383,15 @@ class RewardModel:
         features = stage_features(stages)
         stopped_by = short_circuit_stage(stages)
         info["short_circuit"] = stopped_by
-        if stopped_by is not None or "error" in info:
+        errors = {n: r.message for n, r in stages.items() if r.verdict == "error"}
+        if errors:
+            info["stage_errors"] = errors
+        missing = None if stopped_by is not None else missing_evidence(stages)
+        if "error" in info:
+            missing = f"the pipeline failed: {info['error']}"
+        if missing is not None:
+            info["undetermined"] = missing
+        if stopped_by is not None or missing is not None:
             score = 0.0
             info["calibrated"] = False
         elif self.calibrator is not None:
@@ -365,10 +410,12 @@ class RewardModel:
         reward = compute_reward(
             score, stages, reward_preset=self.preset, steps=steps, outcome=outcome
         )
+        resolved = missing is None and score >= self.preset.threshold
         return RewardResult(
             instance_id=str(getattr(task, "instance_id", "")),
+            status=UNDETERMINED if missing is not None else RESOLVED if resolved else UNRESOLVED,
             score=score,
-            resolved=score >= self.preset.threshold,
+            resolved=resolved,
             reward=reward,
             stages=stages,
             report=report,
@@ -482,14 +529,22 @@ def _signature(candidate: CandidateView, stages: Mapping[str, StageResult]) -> s
 
 def _run_stage(stage: Any, ctx: RewardContext) -> StageResult:
     started = time.perf_counter()
+    name = getattr(stage, "name", type(stage).__name__)
     try:
         result = stage.run(ctx)
     except Exception as exc:  # a stage must not raise; if it does, it gives no evidence
-        result = StageResult(
-            stage=getattr(stage, "name", type(stage).__name__),
-            verdict="error",
-            message=f"{type(exc).__name__}: {exc}",
-        )
+        logger.warning("SWR stage %s raised on %s", name, task_id(ctx.task), exc_info=True)
+        result = StageResult(stage=name, verdict="error", message=f"{type(exc).__name__}: {exc}")
+    else:
+        if result.verdict == "error":
+            logger.warning("SWR stage %s failed on %s: %s", name, task_id(ctx.task), result.message)
     if not result.latency_s:
         result.latency_s = time.perf_counter() - started
     return result
+
+
+def task_id(task: Any) -> str:
+    """The task's instance id for messages (any task-like object)."""
+    if isinstance(task, Mapping):
+        return str(task.get("instance_id", ""))
+    return str(getattr(task, "instance_id", ""))

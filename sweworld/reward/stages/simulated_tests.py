@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweworld.execution.grading import make_report, parse_log, render_log
+from sweworld.reward.stages.model_view import model_view_patch
 from sweworld.reward.swr import (
     EMBEDDED_SWR_CONFIG,
     SWR_FORMAT_VERSION,
@@ -305,6 +306,11 @@ class SimulatedTestsStage:
                 self.name, "error", message=f"no SWR model: {evidence['error']}", evidence=evidence
             )
         evidence["model"] = getattr(lm, "name", type(lm).__name__)
+        # the model reads the code only: comments, docstrings and notes addressed to it are
+        # blanked (model_view.py); the exact stages read the real patch
+        shown_patch = model_view_patch(patch)
+        counter = getattr(lm, "count_tokens", None)
+        evidence["token_counter"] = "model" if callable(counter) else "approx"
         config = self.prompt_config(lm)
         timings: dict[str, float] = {}
         shrunk = False
@@ -312,11 +318,11 @@ class SimulatedTestsStage:
             t0 = time.perf_counter()
             prompt = build_swr_prompt(
                 task,
-                patch,
+                shown_patch,
                 mode=mode,
                 config=config,
                 base_dir=ctx.base_dir,
-                count_tokens=getattr(lm, "count_tokens", None),
+                count_tokens=counter if callable(counter) else None,
             )
             timings["prompt_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
@@ -337,13 +343,27 @@ class SimulatedTestsStage:
         evidence["prompt_tokens"] = max((g.prompt_tokens for g in generations), default=0) or (
             prompt.prompt_tokens
         )
+        hidden, seen = hidden_files(prompt, shown_patch)
+        evidence["patch_shown"] = round(seen, 4)
+        if hidden:  # a verdict on changes the model did not see is no evidence
+            evidence["files_not_shown"] = hidden[:20]
+            return StageResult(
+                self.name,
+                "error",
+                message=(
+                    f"the model saw no change of {len(hidden)} changed file(s) "
+                    f"({', '.join(hidden[:3])}): the patch does not fit the prompt"
+                ),
+                evidence=evidence,
+            )
         evidence["prefill"] = prefix
         evidence["decoding"] = self.decoding_for(lm, prompt, config)
         samples = [
             self._grade(task, mode, patch, prompt, index, prefix, gen)
             for index, gen in enumerate(generations)
         ]
-        readable = [s for s in samples if s.parsed.ok]
+        # a report naming no test is no evidence (blind mode has no lists to fill it from)
+        readable = [s for s in samples if s.parsed.ok and (mode == "oracle" or s.statuses)]
         p_samples = sum(1.0 for s in samples if s.resolved) / len(samples) if samples else 0.0
         evidence["samples"] = [s.evidence() for s in samples]
         evidence["samples_parsed"] = len(readable)
@@ -351,7 +371,7 @@ class SimulatedTestsStage:
         if not readable:
             evidence.update(p_samples=None, p_logprob=None, timings_s=timings)
             evidence["report"] = self._report(task, mode, {}, patch, False)
-            errors = sorted({str(s.parsed.error) for s in samples})
+            errors = sorted({str(s.parsed.error or "the report names no test") for s in samples})
             return StageResult(
                 self.name,
                 "error",
@@ -621,3 +641,27 @@ def _is_empty(patch: str) -> bool:
 def _get(task: Any, name: str) -> Any:
     return task.get(name) if isinstance(task, Mapping) else getattr(task, name, None)
 
+
+def hidden_files(prompt: SWRPrompt, patch: str) -> tuple[list[str], float]:
+    """The files of ``patch`` that change code (non-blank ``+`` / ``-`` lines) none of whose
+    changed lines the prompt's ``<candidate_patch>`` block shows, and the share of changed
+    lines it shows (1.0 when nothing changes). Linear time."""
+    user = next((m["content"] for m in prompt.messages if m.get("role") == "user"), "")
+    start, end = user.find("<candidate_patch>"), user.rfind("</candidate_patch>")
+    block = user[start + len("<candidate_patch>") : end] if 0 <= start < end else ""
+    shown = set(block.split("\n"))
+    changed: dict[str, list[int]] = {}  # path -> [changed lines, shown]
+    path = ""
+    for line in patch.split("\n"):
+        if line.startswith("+++ "):
+            path = line[4:].strip().removeprefix("b/")
+            continue
+        if line[:1] not in ("+", "-") or line.startswith("--- ") or not line[1:].strip():
+            continue
+        counts = changed.setdefault(path, [0, 0])
+        counts[0] += 1
+        counts[1] += line in shown
+    total = sum(c[0] for c in changed.values())
+    kept = sum(c[1] for c in changed.values())
+    hidden = sorted(p for p, (_, n) in changed.items() if n == 0)
+    return hidden, (kept / total if total else 1.0)

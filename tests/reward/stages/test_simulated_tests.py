@@ -185,7 +185,7 @@ class WindowLM(BaseLM):
 
 def test_context_too_long_shrinks_the_budgets_once(toy_tasks):
     task = toy_tasks[3]
-    config = SWRPromptConfig(total_tokens=900)  # the toy prompt fills it: halving cuts it
+    config = SWRPromptConfig(total_tokens=1600)  # the toy prompt fills it: halving cuts it
     unlimited = WindowLM(report(task), 10**9)
     SimulatedTestsStage(unlimited, samples=1, config=config).run(context(task))
     lm = WindowLM(report(task), unlimited.sizes[0] - 400)
@@ -196,6 +196,13 @@ def test_context_too_long_shrinks_the_budgets_once(toy_tasks):
     hopeless = SimulatedTestsStage(WindowLM(report(task), 100), samples=1).run(context(task))
     assert hopeless.verdict == "error" and "ContextTooLong" in hopeless.message
     assert hopeless.evidence["budgets_shrunk"] is True
+    # budgets so small that no changed line of the candidate fits: no verdict (a patch padded
+    # to push its change out of the model's sight gains nothing)
+    tiny = SimulatedTestsStage(lm, samples=1, config=SWRPromptConfig(total_tokens=450))
+    hidden = tiny.run(context(task))
+    assert hidden.verdict == "error" and hidden.score is None
+    assert hidden.evidence["files_not_shown"] == ["stockroom/csvio.py"]
+    assert hidden.evidence["patch_shown"] == 0.0
 
 
 def test_empty_candidate_scores_zero_without_the_model(toy_tasks):
@@ -236,7 +243,6 @@ def test_blind_verdict_needs_the_models_resolved(toy_tasks):
         (swr_target({ids[0]: "PASSED", ids[1]: "PASSED"}, False), 0.0),  # the model says no
         (swr_target({ids[0]: "PASSED", ids[1]: "FAILED"}, True), 0.0),  # a reported failure
         ('{"tests": {"' + ids[0] + '": "ok", "' + ids[1] + '": "ok"', 1.0),  # inferred
-        ('{"tests": {}, "resolved": true}', 1.0),
     ]
     for text, expected in cases:
         result = SimulatedTestsStage(ReplayLM([text]), samples=1, use_logprobs=False).run(
@@ -245,6 +251,18 @@ def test_blind_verdict_needs_the_models_resolved(toy_tasks):
         assert result.score == expected, text
         assert result.evidence["mode"] == "blind"
         assert entry(result)["tests_status"]["FAIL_TO_PASS"] == {"success": [], "failure": []}
+
+
+def test_an_empty_blind_report_is_no_evidence_not_a_pass(toy_tasks):
+    """``{"tests": {}, "resolved": true}`` names no test: not a pass (it was scored 1.0)."""
+    task = toy_tasks[0]
+    for logprobs in (None, {"true": 0.0, "false": math.log(1e-9)}):
+        lm = ReplayLM(['{"tests": {}, "resolved": true}'] * 2, logprobs=logprobs)
+        result = SimulatedTestsStage(lm, samples=2).run(context(task, mode="blind"))
+        assert result.verdict == "error" and result.score is None
+        assert "names no test" in result.message
+        assert entry(result)["resolved"] is False
+        assert entry(result)["sweworld_status"] == "no_test_results"
 
 
 # ---------------------------------------------------------------- log-probabilities
