@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import functools
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sweworld.sandbox.shims import EXECUTION_COMMANDS, REFUSED_COMMANDS
 
@@ -218,8 +219,19 @@ def _unwrap(words: list[str | None]) -> list[str | None]:
     return words
 
 
-def classify(cmd: SimpleCommand) -> str:
-    """``real``, ``execution`` or ``refused`` for one simple command."""
+def declared_scripts(repo_dir: str | Path) -> frozenset[str]:
+    """The console scripts the repository at ``repo_dir`` declares (its entry points in
+    setup.py / setup.cfg / pyproject.toml): routed to the executor like
+    :data:`~sweworld.sandbox.shims.EXECUTION_COMMANDS` (in the sandbox, the shims' command
+    not-found handler hands them over)."""
+    from sweworld.tasks.repo_metadata import read_metadata
+
+    return frozenset(read_metadata(repo_dir).console_scripts)
+
+
+def classify(cmd: SimpleCommand, scripts: Collection[str] = ()) -> str:
+    """``real``, ``execution`` or ``refused`` for one simple command; ``scripts``: the
+    repository's console scripts (:func:`declared_scripts`), which are execution too."""
     words = _unwrap(cmd.words)
     name = words[0] if words else None
     if name is None:
@@ -229,7 +241,7 @@ def classify(cmd: SimpleCommand) -> str:
         return "refused"
     if base == "git" and _git_subcommand(words) in _GIT_NETWORK:
         return "refused"
-    if base in EXECUTION_COMMANDS:
+    if base in EXECUTION_COMMANDS or base in scripts:
         return "execution"
     return "real"
 
@@ -338,9 +350,10 @@ def _command_pos(script: str, cmd: SimpleCommand) -> int:
     return max(pos, 0)
 
 
-def routes(script: str) -> list[dict[str, str]]:
-    """Each simple command with its route, for ``info`` (literal words only)."""
+def routes(script: str, scripts: Collection[str] = ()) -> list[dict[str, str]]:
+    """Each simple command with its route, for ``info`` (literal words only); ``scripts``
+    as for :func:`classify`."""
     out = []
     for cmd in analyze(script).commands:
-        out.append({"command": cmd.text.strip()[:200], "route": classify(cmd)})
+        out.append({"command": cmd.text.strip()[:200], "route": classify(cmd, scripts)})
     return out

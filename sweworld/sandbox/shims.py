@@ -149,7 +149,8 @@ _SHIM = r"""#!/bin/bash
 # sweworld: this command is handed to the session's executor (it is not run here).
 # Builtins where possible: every external program costs a fork and an exec. The host
 # removes the request folder after the command.
-name=${0##*/}
+name=${SWEWORLD_SHIM_NAME:-${0##*/}}
+unset SWEWORLD_SHIM_NAME
 ctl=/.sweworld/ctl
 d=$(mktemp -d "$ctl/req/XXXXXXXXXX" 2>/dev/null) || {
   echo "sweworld: $name: cannot reach the session's executor" >&2; exit 126; }
@@ -206,6 +207,35 @@ trap 'pwd > "$__sweworld_cwd_out" 2>/dev/null' EXIT
 ulimit -c 0 2>/dev/null
 ulimit -t "$SWEWORLD_CPU" -v "$SWEWORLD_MEM" -f "$SWEWORLD_FSIZE" 2>/dev/null
 unset SWEWORLD_CWD SWEWORLD_CWD_OUT SWEWORLD_CPU SWEWORLD_MEM SWEWORLD_FSIZE
+# A console script the repository declares (`name = module:function` under console_scripts
+# in setup.py / setup.cfg, [project.scripts] or [tool.poetry.scripts] in pyproject.toml) is
+# not installed here: it goes to the executor like EXECUTION_COMMANDS. The handler is only
+# defined in a repository that declares scripts (read with builtins: no process is started).
+for __sweworld_f in /testbed/setup.cfg /testbed/setup.py /testbed/pyproject.toml; do
+  __sweworld_t=
+  [ -f "$__sweworld_f" ] && IFS= read -r -d '' __sweworld_t < "$__sweworld_f"
+  case $__sweworld_t in
+    *console_scripts*|*project.scripts]*|*poetry.scripts]*)
+      command_not_found_handle() {
+        case $1 in
+          */*|*[!A-Za-z0-9._-]*|'') ;;
+          *)
+            local f re="(^|[\"'[:space:]])${1//./\\.}[[:space:]]*=[[:space:]]*"
+            re+="[\"']?[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_]"
+            for f in /testbed/setup.cfg /testbed/setup.py /testbed/pyproject.toml; do
+              if [ -f "$f" ] && grep -Eqs -- "$re" "$f"; then
+                SWEWORLD_SHIM_NAME=$1 /.sweworld/bin/__sweworld_exec "${@:2}"
+                return
+              fi
+            done ;;
+        esac
+        printf '%s: line %s: %s: command not found\n' "${0##*/}" "${BASH_LINENO[0]}" "$1" >&2
+        return 127
+      }
+      break ;;
+  esac
+done
+unset __sweworld_f __sweworld_t
 """
 
 # The long-lived shell of a warm sandbox: one `bash -c` per request, each in its own process

@@ -89,3 +89,19 @@ def test_classify_and_routes():
     ]
     cmd = analyze("/usr/bin/python3 -c 'print(1)'").commands[0]
     assert classify(cmd) == "execution"
+
+
+def test_declared_console_scripts_are_execution(tmp_path):
+    from sweworld.sandbox.router import declared_scripts
+
+    (tmp_path / "setup.cfg").write_text(
+        "[options.entry_points]\nconsole_scripts =\n    stockctl = stockroom.cli:main\n"
+    )
+    (tmp_path / "pyproject.toml").write_text('[project.scripts]\nstock-report = "s.r:main"\n')
+    scripts = declared_scripts(tmp_path)
+    assert scripts == {"stockctl", "stock-report"}
+    command = analyze("stockctl --help | head -3").commands[0]
+    assert classify(command) == "real"  # unknown to the standard list
+    assert classify(command, scripts) == "execution"
+    assert [r["route"] for r in routes("stockctl a; ls", scripts)] == ["execution", "real"]
+    assert declared_scripts(tmp_path / "nowhere") == frozenset()
