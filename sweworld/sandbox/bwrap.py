@@ -175,16 +175,14 @@ class SandboxRunner:
             (self.ctl_dir / sub).mkdir(parents=True, exist_ok=True)
         for fifo in ("requests", "exec"):
             os.mkfifo(self.ctl_dir / fifo, 0o600)
-        # The process limit of a sandbox whose user is not the host's root: RLIMIT_NPROC,
-        # set inside the sandbox's own user namespace so it counts only this session.
-        inner = f"ulimit -u {int(self.limits.max_processes)} 2>/dev/null; exec bash {SERVER_SCRIPT}"
         args_fd = os.memfd_create("sweworld-bwrap-args", 0)
         try:
             os.write(args_fd, b"".join(a.encode() + b"\0" for a in self._bwrap_args()))
             os.lseek(args_fd, 0, os.SEEK_SET)
             # Options travel through a memfd so the sandbox's /proc/1/cmdline shows no host
             # paths.
-            argv = [bwrap_path(), "--args", str(args_fd), "bash", "-c", inner]
+            inner = limited_command(self.limits.max_processes, f"exec bash {SERVER_SCRIPT}")
+            argv = [bwrap_path(), "--args", str(args_fd), *inner]
             pass_fds = [args_fd]
             if self.mount_ns_fd is not None:
                 argv = [nsenter_path(), f"--mount=/proc/self/fd/{self.mount_ns_fd}", *argv]
@@ -208,6 +206,7 @@ class SandboxRunner:
                     pass_fds=pass_fds,
                     start_new_session=True,
                     env=launcher_env(),
+                    cwd="/",  # the cgroup wrapper's shell exports PWD: no host path in it
                 )
         finally:
             os.close(args_fd)
@@ -460,6 +459,16 @@ class SandboxRunner:
         return on_call(req_fd, req_id)
 
 
+def limited_command(max_processes: int, script: str) -> list[str]:
+    """The command bubblewrap starts: ``script`` under RLIMIT_NPROC = ``max_processes``.
+
+    Set inside the sandbox, i.e. inside its own user namespace, the limit counts only this
+    sandbox's processes (the kernel counts per user per user namespace) and binds every
+    sandbox whose user is not the host's root (root is exempt: its sessions rely on the
+    pids cgroup)."""
+    return ["bash", "-c", f"ulimit -u {int(max_processes)} 2>/dev/null; {script}"]
+
+
 def encode_text(text: str) -> bytes:
     """UTF-8 bytes of ``text``; undecodable bytes smuggled as surrogate escapes (file names
     read with ``os.fsdecode``) are restored, any other lone surrogate becomes ``?``. Never
@@ -502,5 +511,6 @@ __all__ = [
     "bwrap_path",
     "encode_text",
     "launcher_env",
+    "limited_command",
     "nsenter_path",
 ]

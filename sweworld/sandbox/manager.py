@@ -82,6 +82,9 @@ class SessionManager:
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._checkouts: dict[tuple, BaseCheckout] = {}
+        # Descriptors held in reserve: released to clean up after running out of them.
+        self._reserve = _Reserve()
+        self._leftovers: list[str] = []  # state folders that could not be removed yet
         gc_stale_sessions(self.sessions_dir, self.control_root)
         _live_managers.add(self)
 
@@ -179,11 +182,15 @@ class SessionManager:
                 copy_tmp_dir(source.tmp_dir, session.tmp_dir)
         except BaseException as exc:
             # Leave nothing behind: the namespace's descriptors, the state folder, a cgroup.
-            if workspace is not None:
-                with contextlib.suppress(Exception):
-                    workspace.destroy()
-            shutil.rmtree(state_dir, ignore_errors=True)
-            PidsCgroup.remove_named(state_dir.name)
+            with self._reserve.released():
+                if workspace is not None:
+                    with contextlib.suppress(Exception):
+                        workspace.destroy()
+                shutil.rmtree(state_dir, ignore_errors=True)
+                PidsCgroup.remove_named(state_dir.name)
+            if state_dir.exists():
+                with self._lock:
+                    self._leftovers.append(str(state_dir))
             cause = exc if out_of_descriptors(exc) else (exc.__cause__ or exc.__context__)
             if cause is not None and out_of_descriptors(cause):
                 what = f"could not open a session ({len(self._sessions)} open)"
@@ -206,6 +213,13 @@ class SessionManager:
     def _forget(self, session: Session) -> None:
         with self._lock:
             self._sessions.pop(session.id, None)
+            leftovers, self._leftovers = self._leftovers, []
+        for path in leftovers:  # descriptors were freed: finish an earlier cleanup
+            shutil.rmtree(path, ignore_errors=True)
+            PidsCgroup.remove_named(Path(path).name)
+            if os.path.exists(path):
+                with self._lock:
+                    self._leftovers.append(path)
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -230,6 +244,37 @@ class SessionManager:
 
     def __iter__(self) -> Iterator[Session]:
         return iter(self.sessions)
+
+
+class _Reserve:
+    """A few descriptors held in reserve, released while cleaning up after the process ran
+    out of them (removing a folder tree needs descriptors)."""
+
+    SIZE = 8
+
+    def __init__(self) -> None:
+        self._fds: list[int] = []
+        self._lock = threading.Lock()
+        self._fill()
+
+    def _fill(self) -> None:
+        while len(self._fds) < self.SIZE:
+            try:
+                self._fds.append(os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC))
+            except OSError:
+                return
+
+    @contextlib.contextmanager
+    def released(self) -> Iterator[None]:
+        with self._lock:
+            for fd in self._fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._fds = []
+            try:
+                yield
+            finally:
+                self._fill()
 
 
 def _raise_fd_limit() -> None:
