@@ -64,7 +64,7 @@ from sweworld.reward.swr import (
 )
 from sweworld.reward.swr.decoding import RESOLVED_CHOICES, constrained_reports
 from sweworld.reward.types import RewardContext, StageResult, Verdict
-from sweworld.tasks.fields import test_list as _test_list
+from sweworld.tasks.fields import test_list
 
 __all__ = [
     "DECODINGS",
@@ -479,7 +479,7 @@ class SimulatedTestsStage:
             text += hit  # the report's own end
         # any listed test of the task counts, also one the prompt had no room to show
         expected = (
-            list(dict.fromkeys(_test_list(task, "FAIL_TO_PASS") + _test_list(task, "PASS_TO_PASS")))
+            list(dict.fromkeys(test_list(task, "FAIL_TO_PASS") + test_list(task, "PASS_TO_PASS")))
             if mode == "oracle"
             else None
         )
@@ -504,7 +504,7 @@ class SimulatedTestsStage:
             statuses: dict[str, str] = {}
             defaulted = {"FAIL_TO_PASS": 0, "PASS_TO_PASS": 0}
             for key, default in (("FAIL_TO_PASS", "FAILED"), ("PASS_TO_PASS", "PASSED")):
-                for test in _test_list(task, key):
+                for test in test_list(task, key):
                     if test in parsed.tests:
                         statuses[test] = parsed.tests[test]
                     else:
