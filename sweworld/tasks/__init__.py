@@ -6,10 +6,11 @@ from sweworld.tasks.loaders import (
     TaskLoadError,
     TaskNotFoundError,
     get_task,
+    iter_json_lines,
     iter_tasks,
     load_tasks,
 )
-from sweworld.tasks.schema import Task, TaskSource, TaskValidationError
+from sweworld.tasks.schema import Task, TaskSource, TaskValidationError, test_list
 
 __all__ = [
     "HubUnavailableError",
@@ -20,6 +21,8 @@ __all__ = [
     "TaskSource",
     "TaskValidationError",
     "get_task",
+    "iter_json_lines",
     "iter_tasks",
     "load_tasks",
+    "test_list",
 ]
