@@ -44,12 +44,12 @@ def _add_task_args(p: argparse.ArgumentParser, *, need_id: bool = True) -> None:
         p.add_argument("--id", required=True, help="instance_id of the task")
 
 
-def _add_session_args(p: argparse.ArgumentParser) -> None:
+def _add_session_args(p: argparse.ArgumentParser, *, executor: str = "none") -> None:
     p.add_argument(
         "--executor",
-        default="none",
-        help="what answers execution commands: none, scripted:RULES.json, or a "
-        "dotted path to an Executor class (default: none)",
+        default=executor,
+        help="what answers execution commands: none, simulated, local, hybrid, docker, "
+        f"scripted:RULES.json, or a dotted path to an Executor class (default: {executor})",
     )
     p.add_argument(
         "--rebuild-env",
@@ -108,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train and evaluate software-engineering agents without Docker.",
     )
     parser.add_argument("--version", action="version", version=f"sweworld {__version__}")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log what happens to stderr (-v: warnings, e.g. simulator failures; -vv: details)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     tasks = sub.add_parser("tasks", help="list and show task rows")
@@ -139,8 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate", help="predict what a command prints on a task (SWT, offline by default)"
     )
     _add_task_args(simulate)
-    _add_session_args(simulate)
-    simulate.set_defaults(executor="simulated")
+    _add_session_args(simulate, executor="simulated")
     simulate.add_argument(
         "--command", required=True, dest="shell_command", help="the shell command to predict"
     )
@@ -182,6 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.verbose:
+        import logging
+
+        logging.basicConfig(
+            level=logging.WARNING if args.verbose == 1 else logging.DEBUG,
+            format="sweworld: %(levelname)s %(name)s: %(message)s",
+        )
     try:
         if args.command == "tasks":
             return _cmd_tasks(args)
@@ -211,21 +224,49 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # a clear one-line error, not a traceback, for expected failures
         if _expected(exc):
-            print(f"sweworld: error: {exc}", file=sys.stderr)
+            print(f"sweworld: error: {_one_line(exc)}", file=sys.stderr)
             return 2
         raise
     return 2
 
 
 def _expected(exc: Exception) -> bool:
+    from sweworld.models.base import LMError
     from sweworld.sandbox.bwrap import SandboxUnavailable
     from sweworld.sandbox.repos import RepoError
     from sweworld.sandbox.workspace import WorkspaceError
 
     return isinstance(
         exc,
-        (FileNotFoundError, KeyError, ValueError, RepoError, SandboxUnavailable, WorkspaceError),
+        (OSError, KeyError, ValueError, LMError, RepoError, SandboxUnavailable, WorkspaceError),
     )
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, KeyError) and exc.args:
+        text = str(exc.args[0])
+    elif isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}"
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+def read_input(path_text: str, what: str, *, errors: str = "strict") -> str:
+    """The text of the file ``path_text`` names (``-``: stdin), or a clear error: a missing
+    path, a folder, an unreadable or undecodable file are each said in one line."""
+    if path_text == "-":
+        return sys.stdin.read()
+    path = Path(path_text)
+    if not path.exists():
+        raise FileNotFoundError(f"{what} {path} does not exist")
+    if path.is_dir():  # (a pipe such as /dev/stdin or <(...) is read as a file)
+        raise ValueError(f"{what} {path} is a folder, not a file")
+    try:
+        return path.read_text(encoding="utf-8", errors=errors)
+    except UnicodeDecodeError as exc:
+        where = f"{exc.reason} at byte {exc.start}"
+        raise ValueError(f"{what} {path} is not UTF-8 text ({where})") from None
 
 
 # ---------------------------------------------------------------------------- tasks
@@ -300,6 +341,9 @@ def _executor(args: argparse.Namespace) -> Any:
     from sweworld.sandbox.registry import make_executor
 
     if args.executor in ("simulated", "hybrid"):
+        from sweworld.models import check_lm_spec
+
+        check_lm_spec(args.model)  # a configuration error, said now rather than as an answer
         return make_executor(args.executor, lm=args.model, mode=args.mode)
     if args.executor == "local" and getattr(args, "rebuild_env", False):
         return make_executor(args.executor, rebuild_env=True)
@@ -326,14 +370,9 @@ def read_actions(lines: Iterable[str], source: str = "actions") -> Iterator[Any]
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    if args.actions == "-":
-        actions = list(read_actions(sys.stdin, "<stdin>"))
-    else:
-        path = Path(args.actions)
-        if not path.exists():
-            raise FileNotFoundError(f"actions file {path} does not exist")
-        with open(path) as fh:
-            actions = list(read_actions(fh, str(path)))
+    source = "<stdin>" if args.actions == "-" else args.actions
+    text = read_input(args.actions, "actions file")
+    actions = list(read_actions(text.split("\n"), source))
     manager, session = _open_session(args)
     try:
         for action in actions:
@@ -348,13 +387,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    patch = read_input(args.patch, "patch file") if args.patch else None
     manager, session = _open_session(args)
     try:
-        if args.patch:
-            path = Path(args.patch)
-            if not path.exists():
-                raise FileNotFoundError(f"patch file {path} does not exist")
-            session.write_file("/tmp/sweworld_state.patch", path.read_text())
+        if patch is not None:
+            session.write_file("/tmp/sweworld_state.patch", patch)
             applied = session.run("git apply /tmp/sweworld_state.patch")
             if applied.exit_code != 0:
                 raise ValueError(f"the patch does not apply: {applied.stderr.strip()}")
@@ -375,7 +412,24 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, default=str))
     finally:
         manager.close_all()
+    failure = _model_failure(calls)
+    if failure:  # the model could not answer (unavailable, failed to load): not a prediction
+        print(f"sweworld: error: the model could not answer: {failure}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _model_failure(calls: list[dict[str, Any]]) -> str | None:
+    """The error of the first execution call whose model failed (an internal error, or a
+    model that could not be reached or loaded); None when every call got an answer."""
+    for call in calls:
+        info = call.get("info", {}) or {}
+        if info.get("source") == "error":
+            return _one_line(Exception(info.get("error", "simulator error")))
+        for attempt in info.get("attempts", ()) or ():
+            if "error" in attempt:
+                return _one_line(Exception(attempt["error"]))
+    return None
 
 
 def _cmd_grade(args: argparse.Namespace) -> int:
@@ -389,7 +443,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
 
     task = _get(args)
     if args.log is not None:
-        log = sys.stdin.read() if args.log == "-" else Path(args.log).read_text(errors="replace")
+        log = read_input(args.log, "log file", errors="replace")
         if START_TEST_OUTPUT in log or END_TEST_OUTPUT in log:  # a harness eval log
             statuses, ran = parse_eval_log(log, task.repo)
             report = make_report(task, statuses, patch="", status=None if ran else "error")
@@ -399,14 +453,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         return 0
     from sweworld.reward.real import real_reward
 
-    patch = ""
-    if args.patch == "-":
-        patch = sys.stdin.read()
-    elif args.patch is not None:
-        path = Path(args.patch)
-        if not path.exists():
-            raise FileNotFoundError(f"patch file {path} does not exist")
-        patch = path.read_text()
+    patch = read_input(args.patch, "patch file") if args.patch is not None else ""
     result = real_reward(
         task, patch, executor=args.executor, timeout=args.timeout, rebuild_env=args.rebuild_env
     )
@@ -428,7 +475,7 @@ A function call is read until </function>; a bash line ending in \\ continues, a
 (<<EOF) is read until its end marker. Commands: :patch (current diff), :help, :quit."""
 
 
-def _read_action(stream: TextIO, out: TextIO) -> str | None:
+def read_action(stream: TextIO, out: TextIO) -> str | None:
     out.write("sweworld> ")
     out.flush()
     first = stream.readline()
@@ -473,7 +520,7 @@ def _cmd_shell(
     )
     try:
         while True:
-            action = _read_action(stream, out)
+            action = read_action(stream, out)
             if action is None or action.strip() in (":quit", ":q", "exit"):
                 break
             if not action.strip():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sweworld.cli import _read_action, main, read_actions
+from sweworld.cli import main, read_action, read_actions
 from tests.conftest import PROJECT, requires_sandbox, shared_data_dir
 
 DEMO = PROJECT / "data" / "toy" / "demo_actions.jsonl"
@@ -151,9 +151,9 @@ def test_shell_reads_multiline_actions(monkeypatch, capsys):
 def test_read_action_heredoc_and_continuation():
     stream = io.StringIO("echo a \\\n b\ncat <<EOF\nx\nEOF\n")
     out = io.StringIO()
-    assert _read_action(stream, out) == "echo a \\\n b"
-    assert _read_action(stream, out) == "cat <<EOF\nx\nEOF"
-    assert _read_action(stream, out) is None
+    assert read_action(stream, out) == "echo a \\\n b"
+    assert read_action(stream, out) == "cat <<EOF\nx\nEOF"
+    assert read_action(stream, out) is None
 
 
 def test_version():
@@ -201,3 +201,109 @@ def test_grade_a_patch_for_real(tmp_path):
     base = json.loads(sweworld("grade", "--id", task.instance_id).stdout)[task.instance_id]
     assert base["resolved"] is False
     assert base["tests_status"]["FAIL_TO_PASS"]["failure"] == task.FAIL_TO_PASS
+
+
+# --------------------------------------------------------------------------- configuration errors
+
+ID = ("--id", "sweworld__stockroom-1")
+
+
+def _bad_configurations(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"text": 1\n')
+    numbers = tmp_path / "numbers.jsonl"
+    numbers.write_text("3\n")
+    actions = tmp_path / "actions.jsonl"
+    actions.write_text('"ls"\n')
+    sim = ["simulate", *ID, "--command", "python -m pytest tests -rA"]
+    return {
+        "run --actions folder": (["run", *ID, "--actions", str(folder)], "is a folder"),
+        "grade --patch folder": (["grade", *ID, "--patch", str(folder)], "is a folder"),
+        "grade --log folder": (["grade", *ID, "--log", str(folder)], "is a folder"),
+        "simulate --patch folder": ([*sim, "--patch", str(folder)], "is a folder"),
+        "run --executor os.system": (
+            ["run", *ID, "--actions", str(actions), "--executor", "os.system"],
+            "os.system",
+        ),
+        "simulate --model bogus": ([*sim, "--model", "bogus:thing"], "unknown LM spec"),
+        "missing replay file": ([*sim, "--model", f"replay:{tmp_path}/no.jsonl"], "not exist"),
+        "replay file not JSON": ([*sim, "--model", f"replay:{broken}"], "invalid JSON"),
+        "replay file of numbers": ([*sim, "--model", f"replay:{numbers}"], "not valid"),
+        "replay file a folder": ([*sim, "--model", f"replay:{folder}"], "not a file"),
+        "openai spec without model": ([*sim, "--model", "openai:http://h:1"], "needs a model"),
+        "run --executor simulated --model bogus": (
+            ["run", *ID, "--actions", str(actions), "--executor", "simulated", "--model", "x"],
+            "unknown LM spec",
+        ),
+        "patch not UTF-8": (["grade", *ID, "--patch", str(_latin1(tmp_path))], "not UTF-8"),
+    }
+
+
+def _latin1(tmp_path: Path) -> Path:
+    path = tmp_path / "latin1.patch"
+    path.write_bytes(b"caf\xe9\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "run --actions folder",
+        "grade --patch folder",
+        "grade --log folder",
+        "simulate --patch folder",
+        "run --executor os.system",
+        "simulate --model bogus",
+        "missing replay file",
+        "replay file not JSON",
+        "replay file of numbers",
+        "replay file a folder",
+        "openai spec without model",
+        "run --executor simulated --model bogus",
+        "patch not UTF-8",
+    ],
+)
+def test_configuration_errors_exit_2_with_one_line(tmp_path, capsys, case):
+    argv, message = _bad_configurations(tmp_path)[case]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sweworld: error: "), captured.err
+    assert message in lines[0]
+    assert captured.out == ""  # no simulated "result" carrying the error
+
+
+def test_configuration_errors_through_the_console(tmp_path):
+    proc = sweworld("simulate", *ID, "--command", "pytest", "--model", "bogus:thing")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("sweworld: error: unknown LM spec")
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    proc = sweworld("grade", *ID, "--patch", str(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_simulate_help_names_the_real_default(capsys):
+    def help_of(command: str) -> str:
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        return " ".join(capsys.readouterr().out.split())
+
+    simulate = help_of("simulate")
+    assert "(default: simulated)" in simulate and "(default: none)" not in simulate
+    assert "(default: none)" in help_of("run")
+
+
+@requires_sandbox
+def test_simulate_says_when_the_model_cannot_answer():
+    # Nothing listens on port 9: the model is unreachable at run time (not a spec error).
+    proc = sweworld(
+        "simulate", *ID, "--command", "python -m pytest tests -rA",
+        "--model", "openai:http://127.0.0.1:9#m",
+    )  # fmt: skip
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sweworld: error: the model could not answer")
+    result = json.loads(proc.stdout)  # what was answered is still printed
+    assert result["info"]["calls"][0]["info"]["fallback"] is True

@@ -52,6 +52,7 @@ __all__ = [
     "RecordingLM",
     "ReplayLM",
     "TransformersLM",
+    "check_lm_spec",
     "embedded_model_path",
     "load_embedded",
     "make_lm",
@@ -119,6 +120,39 @@ def make_lm(spec: str | LM | None = None, **kwargs: Any) -> LM:
 
         path, adapter = _split_adapter(rest)
         return TransformersLM(path, adapter=adapter, **kwargs)
+    raise ValueError(f"unknown LM spec {text!r}; expected {SPEC_FORMS}")
+
+
+def check_lm_spec(spec: str | None) -> None:
+    """Raise what :func:`make_lm` would raise for a spec that cannot work, without loading a
+    model: ``ValueError`` for an unknown or malformed spec or an unreadable replay file
+    (which is read: it is small), ``FileNotFoundError`` for a missing path. A server that
+    is down or a model that fails to load are found only when used."""
+    text = (spec or "embedded").strip()
+    kind, sep, rest = text.partition(":")
+    if text in ("embedded", "embedded:default", "embedded:base") or text.startswith("embedded+"):
+        return
+    if sep and kind == "replay" and rest:
+        path = Path(rest)
+        if not path.exists():
+            raise FileNotFoundError(f"replay file {rest} does not exist")
+        if not path.is_file():
+            raise ValueError(f"replay file {rest} is not a file")
+        try:
+            ReplayLM.from_jsonl(path)
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"replay file {rest} is not valid: {exc}") from exc
+        return
+    if sep and kind in ("openai", "vllm") and rest:
+        url, hash_, model = rest.rpartition("#")
+        if not hash_ or not url or not model:
+            raise ValueError(f"LM spec {text!r} needs a model: {kind}:URL#MODEL")
+        return
+    if sep and kind == "hf" and rest:
+        path, _ = _split_adapter(rest)
+        if not Path(path).exists():
+            raise FileNotFoundError(f"model {path} does not exist (LM spec {text!r})")
+        return
     raise ValueError(f"unknown LM spec {text!r}; expected {SPEC_FORMS}")
 
 

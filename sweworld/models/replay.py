@@ -364,7 +364,9 @@ def _continuation(served: list[str], answer: str) -> str | None:
     return None
 
 
-def _messages_of(line: Mapping[str, Any]) -> Messages | None:
+def _messages_of(line: Any) -> Messages | None:
+    if not isinstance(line, Mapping):
+        return None
     request = line.get("request")
     if isinstance(request, Mapping) and isinstance(request.get("messages"), list):
         return request["messages"]
