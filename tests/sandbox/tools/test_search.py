@@ -279,7 +279,7 @@ def test_exponential_back_references_are_stopped_at_the_deadline(sandbox):
     assert "The search was stopped in /testbed/a.py." in r.output
     assert r.info["timed_out"]
     # the waiting thread held no lock: the other thread kept ticking meanwhile
-    assert len(ticks) > 20
+    assert len(ticks) > 5  # a thread holding the GIL for the 0.5 s would leave 1 or 2
     # the session is usable afterwards
     assert search(sandbox, search_term="x$", path="a.py").output.endswith("x\n")
 
