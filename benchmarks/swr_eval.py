@@ -38,6 +38,24 @@ from typing import Any
 
 STAGES = ("syntax", "typecheck", "semantic", "tests")
 
+#: Every case a figure leaves out, with why: counted and printed (``report_dropped``).
+DROPPED: list[tuple[str, str, str]] = []
+
+
+def drop(where: str, case: str, why: str) -> None:
+    """Record a case left out of a figure (printed at the end and in the JSON)."""
+    DROPPED.append((where, case, why))
+
+
+def report_dropped() -> dict[str, Any]:
+    counts: dict[str, int] = defaultdict(int)
+    for where, _, why in DROPPED:
+        counts[f"{where}: {why}"] += 1
+    print(f"\ncases left out of a figure: {len(DROPPED)}")
+    for key, n in sorted(counts.items()):
+        print(f"  {n:5d}  {key}")
+    return {"total": len(DROPPED), "by_reason": dict(counts), "cases": DROPPED[:500]}
+
 
 # ------------------------------------------------------------------------------ toy data
 
@@ -122,30 +140,39 @@ def toy_candidates(task: Any, base: Path) -> dict[str, str]:
 
     def delete_tests(tree: Path) -> None:
         test = _first_test_file(tree)
-        if test is not None:
-            test.unlink()
+        if test is None:
+            raise ValueError("no tests/test_*.py to delete")
+        test.unlink()
 
     def weaken_tests(tree: Path) -> None:
         test = _first_test_file(tree)
-        if test is not None:
-            text = test.read_text().replace("    assert ", "    pass  # assert ", 3)
-            test.write_text(text)
+        if test is None:
+            raise ValueError("no tests/test_*.py to weaken")
+        text = test.read_text().replace("    assert ", "    pass  # assert ", 3)
+        test.write_text(text)
 
     parts = split_patch(task.patch)
-    half = parts[0].text if len(parts) > 1 else ""
-    out = {
-        "gold": task.patch,
-        "gold_commented": _edited(base, task.patch, comment_gold),
-        "empty": "",
-        "comment_only": _edited(base, "", comment_only),
-        "syntax_broken": _edited(base, task.patch, broken),
-        "wrong_fix": _edited(base, task.patch, lambda t: _mutate_fix(t, files)),
-        "readme_only": _edited(base, "", readme),
-        "delete_tests": _edited(base, "", delete_tests),
-        "gold_weakened_tests": _edited(base, task.patch, weaken_tests),
+    makers = {
+        "gold": lambda: task.patch,
+        "gold_commented": lambda: _edited(base, task.patch, comment_gold),
+        "empty": lambda: "",
+        "comment_only": lambda: _edited(base, "", comment_only),
+        "syntax_broken": lambda: _edited(base, task.patch, broken),
+        "wrong_fix": lambda: _edited(base, task.patch, lambda t: _mutate_fix(t, files)),
+        "readme_only": lambda: _edited(base, "", readme),
+        "delete_tests": lambda: _edited(base, "", delete_tests),
+        "gold_weakened_tests": lambda: _edited(base, task.patch, weaken_tests),
     }
-    if half:
-        out["half_gold"] = half
+    out = {}
+    for name, make in makers.items():
+        try:
+            out[name] = make()
+        except (ValueError, subprocess.CalledProcessError) as exc:
+            drop("toy candidates", f"{task.instance_id}/{name}", f"not buildable: {exc}")
+    if len(parts) > 1:
+        out["half_gold"] = parts[0].text
+    else:
+        drop("toy candidates", f"{task.instance_id}/half_gold", "the gold patch has one file")
     return out
 
 
@@ -165,6 +192,9 @@ def toy_labelled(limit: int | None) -> tuple[list[Any], list[tuple[Any, str, str
             base = Path(manager.checkout(task, history="none").path)
             for name, patch in toy_candidates(task, base).items():
                 real = real_reward(task, patch, manager=manager, executor=LocalExecutor())
+                if real.status not in ("ok", "patch_failed"):  # no real label: not a 0
+                    drop("toy labels", f"{task.instance_id}/{name}", f"real run {real.status}")
+                    continue
                 rows.append((task, name, patch, bool(real.resolved)))
                 print(
                     f"  real {task.instance_id} {name}: {real.status} resolved={real.resolved}",
@@ -199,6 +229,8 @@ def metrics_table(rows: list[tuple[Any, bool]], *, calibrate: bool) -> dict[str,
         pairs = [(lab, s) for r, lab in rows if (s := stage_alone_score(r, stage)) is not None]
         if pairs:
             out[stage] = binary_metrics([p[0] for p in pairs], [p[1] for p in pairs])
+            # candidates the stage gave no prediction for (skip, error, not reached)
+            out[stage]["no_prediction"] = len(rows) - len(pairs)
     labels = [lab for _, lab in rows]
     out["combined"] = binary_metrics(labels, [r.score for r, _ in rows])
     if calibrate:
@@ -222,7 +254,17 @@ def _fmt(v: Any) -> str:
 
 
 def print_table(title: str, table: dict[str, Any]) -> None:
-    keys = ("n", "accuracy", "precision", "recall", "f1", "balanced_accuracy", "roc_auc", "ece")
+    keys = (
+        "n",
+        "no_prediction",
+        "accuracy",
+        "precision",
+        "recall",
+        "f1",
+        "balanced_accuracy",
+        "roc_auc",
+        "ece",
+    )
     print(f"\n{title}")
     print("  " + "row".ljust(26) + "".join(k[:9].rjust(10) for k in keys))
     for name, m in table.items():
@@ -262,8 +304,9 @@ def best_of_n(groups: dict[str, list[tuple[Any, bool]]], vote_weight: float) -> 
 
     rows = []
     with_votes = []
-    for items in groups.values():
+    for task_id, items in groups.items():
         if len(items) < 2:
+            drop("best-of-N", task_id, "fewer than 2 labelled candidates")
             continue
         items = sorted(
             items,
@@ -388,12 +431,15 @@ def main(argv: list[str] | None = None) -> int:
 
         tasks, candidates = load_verified_labelled(args.shared)
         by_id = {t.instance_id: t for t in tasks}
-        every = [
-            (by_id[i], c.source, c.patch, bool(c.label))
-            for i, cands in candidates.items()
-            for c in cands
-            if c.label is not None and i in by_id
-        ]
+        every = []
+        for i, cands in candidates.items():
+            for c in cands:
+                if c.label is None:
+                    drop("verified", f"{i}/{c.source}", "no label")
+                elif i not in by_id:
+                    drop("verified", f"{i}/{c.source}", "no task row")
+                else:
+                    every.append((by_id[i], c.source, c.patch, bool(c.label)))
         # Classification figures use the mini-swe-agent submissions only: every leaderboard
         # patch is a positive, so mixing them in would let a verifier score by telling the
         # two sources' diff styles apart. Best-of-N uses every candidate of a task.
@@ -429,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
             for (task, *_), pair in zip(others + rows, every_scored + scored, strict=True):
                 groups[task.instance_id].append(pair)
             mixed = {i: g for i, g in groups.items() if len({lab for _, lab in g}) == 2}
+            for i in sorted(set(groups) - set(mixed)):
+                drop(f"verified/{mode} best-of-N", i, "candidates of one label only")
             bon_exact = best_of_n(mixed, 0.2)
             print(
                 f"  best-of-N, exact stages + votes, {len(mixed)} tasks with both labels: "
@@ -475,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{json.dumps(entry['model']['best_of_n'])}"
                     )
             report[f"verified/{mode}"] = entry
+    report["dropped"] = report_dropped()
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))
     return 0

@@ -19,21 +19,47 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
+
+
+def broken_patch(patch: str) -> str:
+    """The gold patch with ``raise RuntimeError('wip')`` added before its first added line
+    (same indentation), the hunk's new-side count raised by one: a half-done fix that
+    applies. Raises ValueError when the patch has no added line."""
+    lines = patch.split("\n")
+    header = None
+    for i, line in enumerate(lines):
+        if line.startswith("@@"):
+            header = i
+        elif header is not None and line.startswith("+") and not line.startswith("+++"):
+            body = line[1:]
+            indent = body[: len(body) - len(body.lstrip())]
+            match = _HUNK_RE.match(lines[header])
+            if match is None:
+                raise ValueError(f"unreadable hunk header {lines[header]!r}")
+            old_start, old_len, new_start, new_len, tail = match.groups()
+            new_len = str(int(new_len if new_len is not None else 1) + 1)
+            old = f"{old_start},{old_len}" if old_len is not None else old_start
+            lines[header] = f"@@ -{old} +{new_start},{new_len} @@{tail}"
+            lines.insert(i, f"+{indent}raise RuntimeError('wip')")
+            return "\n".join(lines)
+    raise ValueError("the patch adds no line")
+
 
 def states(task) -> dict[str, str]:
     """name -> patch applied on the base before the commands run."""
-    broken = task.patch.replace("\n+", "\n+    raise RuntimeError('wip')\n+", 1)
     return {
         "base": "",
         "tests": task.test_patch,
         "tests+gold": task.test_patch + task.patch,
-        "tests+broken": task.test_patch + (broken if broken != task.patch else ""),
+        "tests+broken": task.test_patch + broken_patch(task.patch),
     }
 
 
@@ -86,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     manager = SessionManager()
     real = LocalExecutor(timeout=120)
     results: dict = {}
+    # Every case that does not produce a row is counted and printed: (mode, task, state,
+    # command or "-", why).
+    skipped: list[tuple[str, str, str, str, str]] = []
     for mode in args.modes.split(","):
         from sweworld.transition.simulated import DEFAULT_SCHEDULE
 
@@ -99,12 +128,18 @@ def main(argv: list[str] | None = None) -> int:
                     manager.open(task, executor=sim, history="none") as ss,
                 ):
                     if not (apply(rs, patch) and apply(ss, patch)):
+                        why = "the state's patch does not apply"
+                        skipped.append((mode, task.instance_id, state_name, "-", why))
                         continue
                     for cmd in commands(task):
                         r = rs.run(cmd)
                         s = ss.run(cmd)
                         calls = s.info.get("execution_calls", [])
                         if not calls:
+                            why = "no execution reached the simulator"
+                            skipped.append(
+                                (mode, task.instance_id, state_name, cmd.splitlines()[-1], why)
+                            )
                             continue
                         info = calls[-1].get("info", {})
                         from sweworld.sandbox.executor import ExecutionResult
@@ -131,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.perf_counter() - t0
         results[mode] = summarize(rows, elapsed)
         results[mode]["rows"] = rows
+        results[mode]["skipped"] = [list(c) for c in skipped if c[0] == mode]
         report(mode, results[mode])
         sim.close()
     real.close()
@@ -165,6 +201,7 @@ def summarize(rows: list[dict], elapsed: float) -> dict:
             timing[k].append(v)
     return {
         "steps": len(rows),
+        "states": dict(Counter(r["state"] for r in rows)),
         "elapsed_s": elapsed,
         "sources": dict(by_source),
         "exit_code_agreement": rate("exit_code"),
@@ -185,6 +222,10 @@ def summarize(rows: list[dict], elapsed: float) -> dict:
 
 def report(mode: str, s: dict) -> None:
     print(f"== {mode}: {s['steps']} steps ({s['elapsed_s']:.0f} s), answers from {s['sources']}")
+    print(f"  steps by state                 {s['states']}")
+    print(f"  skipped cases                  {len(s.get('skipped', []))}")
+    for case in s.get("skipped", []):
+        print(f"    skipped: {' | '.join(case[1:])}")
     print(
         f"  exit code agreement            {s['exit_code_agreement']:.3f} "
         f"(model-answered steps only: {s['exit_code_agreement_model_only']:.3f})"
