@@ -9,6 +9,7 @@ from sweworld.tasks.loaders import (
     iter_json_lines,
     iter_tasks,
     load_tasks,
+    read_json_lines,
 )
 from sweworld.tasks.schema import Task, TaskSource, TaskValidationError, test_list
 
@@ -24,5 +25,6 @@ __all__ = [
     "iter_json_lines",
     "iter_tasks",
     "load_tasks",
+    "read_json_lines",
     "test_list",
 ]

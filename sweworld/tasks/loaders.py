@@ -22,7 +22,7 @@ import os
 import re
 import socket
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlparse
@@ -35,8 +35,10 @@ __all__ = [
     "TaskLoadError",
     "TaskNotFoundError",
     "get_task",
+    "iter_json_lines",
     "iter_tasks",
     "load_tasks",
+    "read_json_lines",
 ]
 
 DATA_EXTRA_HINT = "pip install 'sweworld[data]'"
@@ -216,25 +218,32 @@ def _open_text(path: Path) -> TextIO:
     return path.open("r", encoding="utf-8")
 
 
+def read_json_lines(
+    lines: Iterable[str], source: str, *, error: type[Exception] = TaskLoadError
+) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` for each non-blank line of JSON Lines text (a file handle, stdin,
+    a list of lines), where ``where`` is ``"<source> line <n>"``. Invalid JSON raises
+    ``error`` with that location."""
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{source} line {lineno}"
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        yield where, value
+
+
 def iter_json_lines(
     path: Path, *, error: type[Exception] = TaskLoadError
 ) -> Iterator[tuple[str, Any]]:
     """``(where, value)`` for each non-blank line of a JSON Lines file (``.gz`` too), where
-    ``where`` names the file and line. Unreadable files and invalid JSON raise ``error``
-    with that location."""
+    ``where`` names the file and line (:func:`read_json_lines`). Unreadable files and
+    invalid JSON raise ``error`` with that location."""
     try:
         with _open_text(path) as handle:
-            for lineno, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                where = f"{path} line {lineno}"
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise error(
-                        f"{where}: invalid JSON ({exc.msg} at column {exc.colno})"
-                    ) from None
-                yield where, value
+            yield from read_json_lines(handle, str(path), error=error)
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise error(f"{path}: cannot read ({exc})") from None
 

@@ -19,8 +19,10 @@ from sweworld.tasks import (
     TaskLoadError,
     TaskNotFoundError,
     get_task,
+    iter_json_lines,
     iter_tasks,
     load_tasks,
+    read_json_lines,
 )
 from sweworld.tasks import loaders as loaders_module
 
@@ -367,3 +369,20 @@ def test_task_objects_are_models(tmp_path: Path) -> None:
     (task,) = load_tasks(_write_jsonl(tmp_path / "x.jsonl", _rows(1)))
     assert isinstance(task, Task)
     assert task.model_dump()["FAIL_TO_PASS"] == ["tests/test_calc.py::test_0"]
+
+
+def test_one_json_lines_reader_for_files_and_streams(tmp_path: Path) -> None:
+    text = '{"a": 1}\n\n"x\u2028y"\n[1, 2]\n'  # U+2028 is not a line break here
+    assert list(read_json_lines(text.split("\n"), "<stdin>")) == [
+        ("<stdin> line 1", {"a": 1}),
+        ("<stdin> line 3", "x\u2028y"),
+        ("<stdin> line 4", [1, 2]),
+    ]
+    path = tmp_path / "rows.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        handle.write(text)
+    assert [value for _, value in iter_json_lines(path)] == [{"a": 1}, "x\u2028y", [1, 2]]
+    with pytest.raises(ValueError, match=r"<stdin> line 2: invalid JSON"):
+        list(read_json_lines(["1", "{oops"], "<stdin>", error=ValueError))
+    with pytest.raises(TaskLoadError, match="cannot read"):
+        list(iter_json_lines(tmp_path / "absent.jsonl"))
