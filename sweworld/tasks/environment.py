@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.tasks.repo_metadata import RepoMetadata, read_metadata
-from sweworld.tasks.swebench_specs import harness_spec, runner_of_command
+from sweworld.tasks.swebench_specs import harness_spec, repo_python, runner_of_command
 from sweworld.tasks.toy import TOY_REPO_NAME
 
 __all__ = [
@@ -195,7 +195,7 @@ def task_environment(task: Any, repo_dir: Path | str | None = None) -> TaskEnvir
 
     if spec is not None:
         env = TaskEnvironment(
-            python=spec.python if spec.matched else None,
+            python=spec.python if spec.matched else repo_python(repo),
             test_runner=spec.test_runner,
             runner_version=spec.pytest if spec.matched else None,
             install=(spec.install,) if spec.install and spec.matched else (),

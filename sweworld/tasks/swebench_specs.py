@@ -23,6 +23,7 @@ __all__ = [
     "HarnessSpec",
     "harness_spec",
     "is_swebench_repo",
+    "repo_python",
     "runner_of_command",
 ]
 
@@ -283,3 +284,11 @@ def harness_spec(repo: str | None, version: object) -> HarnessSpec | None:
     return HarnessSpec(
         latest.version, latest.python, latest.test_command, latest.install, latest.pytest, False
     )
+
+
+def repo_python(repo: str | None) -> str | None:
+    """The Python of every version of ``repo`` in the harness, when they all use one
+    (``sympy/sympy``: 3.9), else None (``django/django``: 3.5 to 3.11, by version)."""
+    table = SWEBENCH_SPECS.get(str(repo or "").strip().lower()) or {}
+    pythons = {spec.python for spec in table.values()}
+    return pythons.pop() if len(pythons) == 1 else None

@@ -43,6 +43,9 @@ def test_an_unknown_version_keeps_the_runner_but_not_the_python():
     assert env.python is None and not env.python_known
     assert env.test_runner == "django" and env.source == "swebench-spec"
     assert harness_spec("django/django", "9.9").matched is False
+    # A repository whose every version uses one Python keeps it for an unknown version.
+    sympy = task_environment({"repo": "sympy/sympy", "version": None})
+    assert (sympy.python, sympy.python_known, sympy.runner_version) == ("3.9", True, None)
     assert harness_spec("nobody/nothing", "1.0") is None
 
 
