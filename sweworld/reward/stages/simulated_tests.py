@@ -45,26 +45,29 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from sweworld.execution.grading import make_report, parse_log, render_log
 from sweworld.reward.stages.model_view import model_view_patch
+from sweworld.reward.stages.swr_samples import (
+    REPORT_STOPS,
+    Sample,
+    grade_sample,
+    hidden_files,
+    is_empty_patch,
+    sample_report,
+)
 from sweworld.reward.swr import (
     EMBEDDED_SWR_CONFIG,
     SWR_FORMAT_VERSION,
     SWR_PREFILL,
     SWR_REASONING_PREFILL,
-    ParsedReport,
     SWRPrompt,
     SWRPromptConfig,
     build_swr_prompt,
-    parse_swr_output,
     swr_resolved_prefix,
 )
 from sweworld.reward.swr.decoding import RESOLVED_CHOICES, constrained_reports
 from sweworld.reward.types import RewardContext, StageResult, Verdict
-from sweworld.tasks.fields import test_list
 
 __all__ = [
     "DECODINGS",
@@ -77,13 +80,7 @@ __all__ = [
 
 DEFAULT_LM_SPEC = "embedded"
 DECODINGS = ("auto", "generate", "constrained")
-#: Stop strings that end a report (in-process models, no ``reasoning``): the ``resolved``
-#: value closing the object, or the object closed right after the tests. Put back into the
-#: text when hit (the backend says which one hit).
-_REPORT_STOPS = ("true}", "false}", "}}")
-_PASSING = frozenset({"PASSED", "XFAIL"})
 _LOG_CHARS = 8000
-_TEXT_CHARS = 4000
 
 _SHARED: dict[str, Any] = {}
 _SHARED_LOCK = threading.Lock()
@@ -115,48 +112,6 @@ def clear_shared_lms() -> None:
         _SHARED.clear()
     for lm in models:
         lm.close()
-
-
-@dataclass
-class _Sample:
-    """One report: what the model said and how it grades."""
-
-    index: int
-    text: str
-    parsed: ParsedReport
-    finish_reason: str = "stop"
-    completion_tokens: int = 0
-    seed: int | None = None
-    statuses: dict[str, str] = field(default_factory=dict)
-    defaulted: dict[str, int] = field(default_factory=dict)
-    model_resolved: bool | None = None
-    resolved: bool = False
-    report: dict[str, Any] = field(default_factory=dict)
-    log: str = ""
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def evidence(self) -> dict[str, Any]:
-        parsed = self.parsed
-        extra: dict[str, Any] = {}
-        if isinstance(self.info.get("p_pass"), Mapping):  # constrained decoding
-            items = list(self.info["p_pass"].items())[:50]
-            extra["p_pass"] = {test: round(float(p), 4) for test, p in items}
-        return {
-            **extra,
-            "index": self.index,
-            "parse_error": parsed.error,
-            "repairs": list(parsed.repairs),
-            "statuses": dict(parsed.tests),
-            "defaulted": dict(self.defaulted),
-            "unknown_tests": parsed.unknown_tests[:20],
-            "invalid": dict(list(parsed.invalid.items())[:20]),
-            "resolved_model": parsed.resolved,
-            "resolved": self.resolved,
-            "finish_reason": self.finish_reason,
-            "completion_tokens": self.completion_tokens,
-            "seed": self.seed,
-            "text": self.text[:_TEXT_CHARS],
-        }
 
 
 class SimulatedTestsStage:
@@ -288,9 +243,9 @@ class SimulatedTestsStage:
         evidence: dict[str, Any] = {"mode": mode, "prompt_version": SWR_FORMAT_VERSION}
         if getattr(candidate, "apply_error", None):
             evidence["apply_error"] = candidate.apply_error
-        if _is_empty(patch):
+        if is_empty_patch(patch):
             evidence["empty_patch"] = True
-            evidence["report"] = self._report(task, mode, {}, patch, False)
+            evidence["report"] = sample_report(task, mode, {}, patch, False)
             return StageResult(
                 self.name,
                 "fail",
@@ -359,7 +314,7 @@ class SimulatedTestsStage:
         evidence["prefill"] = prefix
         evidence["decoding"] = self.decoding_for(lm, prompt, config)
         samples = [
-            self._grade(task, mode, patch, prompt, index, prefix, gen)
+            grade_sample(task, mode, patch, prompt, index, prefix, gen)
             for index, gen in enumerate(generations)
         ]
         # a report naming no test is no evidence (blind mode has no lists to fill it from)
@@ -370,7 +325,7 @@ class SimulatedTestsStage:
         evidence["samples_resolved"] = sum(1 for s in samples if s.resolved)
         if not readable:
             evidence.update(p_samples=None, p_logprob=None, timings_s=timings)
-            evidence["report"] = self._report(task, mode, {}, patch, False)
+            evidence["report"] = sample_report(task, mode, {}, patch, False)
             errors = sorted({str(s.parsed.error or "the report names no test") for s in samples})
             return StageResult(
                 self.name,
@@ -441,7 +396,7 @@ class SimulatedTestsStage:
             max_tokens=self._max_tokens(lm, prompt, config),
             temperature=0.0 if greedy else self.temperature,
             seed=None if greedy else self.seed,
-            stop=_REPORT_STOPS if in_process and not reasoning else (),
+            stop=REPORT_STOPS if in_process and not reasoning else (),
             n=self.samples,
         )
         if in_process and self.max_time_s is not None:
@@ -463,94 +418,11 @@ class SimulatedTestsStage:
             need += 256
         return max(32, min(cap, need))
 
-    def _grade(
-        self,
-        task: Any,
-        mode: str,
-        patch: str,
-        prompt: SWRPrompt,
-        index: int,
-        prefix: str,
-        gen: Any,
-    ) -> _Sample:
-        text = gen.text
-        hit = gen.info.get("stop_string") if isinstance(gen.info, Mapping) else None
-        if isinstance(hit, str) and hit in _REPORT_STOPS:
-            text += hit  # the report's own end
-        # any listed test of the task counts, also one the prompt had no room to show
-        expected = (
-            list(dict.fromkeys(test_list(task, "FAIL_TO_PASS") + test_list(task, "PASS_TO_PASS")))
-            if mode == "oracle"
-            else None
-        )
-        parsed = parse_swr_output(prefix + text, expected_tests=expected)
-        if prefix and (not parsed.ok or (expected and not parsed.tests)):
-            alone = parse_swr_output(text, expected_tests=expected)  # the model restarted
-            if alone.ok and len(alone.tests) > len(parsed.tests):
-                parsed = alone
-        sample = _Sample(
-            index=index,
-            text=text,
-            parsed=parsed,
-            finish_reason=gen.finish_reason,
-            completion_tokens=gen.completion_tokens,
-            seed=gen.info.get("seed") if isinstance(gen.info, Mapping) else None,
-            info=dict(gen.info) if isinstance(gen.info, Mapping) else {},
-        )
-        if not parsed.ok:
-            sample.report = self._report(task, mode, {}, patch, False)
-            return sample
-        if mode == "oracle":
-            statuses: dict[str, str] = {}
-            defaulted = {"FAIL_TO_PASS": 0, "PASS_TO_PASS": 0}
-            for key, default in (("FAIL_TO_PASS", "FAILED"), ("PASS_TO_PASS", "PASSED")):
-                for test in test_list(task, key):
-                    if test in parsed.tests:
-                        statuses[test] = parsed.tests[test]
-                    else:
-                        statuses[test] = default
-                        defaulted[key] += 1
-            sample.defaulted = defaulted
-            model_resolved = parsed.resolved
-        else:
-            statuses = dict(parsed.tests)
-            model_resolved = parsed.resolved
-            if model_resolved is None:
-                model_resolved = bool(statuses) and all(v in _PASSING for v in statuses.values())
-        sample.statuses = statuses
-        sample.model_resolved = model_resolved
-        repo = _get(task, "repo")
-        sample.log = render_log(statuses, repo)
-        graded = parse_log(sample.log, repo)
-        sample.report = self._report(task, mode, graded, patch, bool(model_resolved))
-        entry = next(iter(sample.report.values()))
-        sample.resolved = bool(entry.get("resolved"))
-        return sample
-
-    def _report(
-        self, task: Any, mode: str, graded: Mapping[str, str], patch: str, model_resolved: bool
-    ) -> dict[str, Any]:
-        """A ``report.json``-shaped verdict. Oracle: graded against the task's lists. Blind:
-        the reported tests graded as tests that must pass, and ``resolved`` also needs the
-        model's own verdict."""
-        if mode == "oracle":
-            return make_report(task, graded, patch=patch)
-        blind_task = {
-            "instance_id": str(_get(task, "instance_id") or ""),
-            "repo": _get(task, "repo") or "",
-            "FAIL_TO_PASS": [],
-            "PASS_TO_PASS": list(graded),
-        }
-        report = make_report(blind_task, graded, patch=patch)
-        entry = next(iter(report.values()))
-        entry["resolved"] = bool(entry.get("resolved")) and model_resolved
-        return report
-
     def _logprob(
         self,
         lm: Any,
         prompt: SWRPrompt,
-        chosen: _Sample,
+        chosen: Sample,
         config: SWRPromptConfig,
         evidence: dict[str, Any],
     ) -> float | None:
@@ -624,44 +496,3 @@ class SimulatedTestsStage:
                 self._owned = False
         if owned and lm is not None:
             lm.close()
-
-
-def _is_empty(patch: str) -> bool:
-    """No file is changed: blank text, or text in which no file diff can be read."""
-    from sweworld.tasks.patches import files_in_patch
-
-    if not patch.strip():
-        return True
-    try:
-        return not files_in_patch(patch)
-    except Exception:  # an unreadable diff is the model's to judge, not "empty"
-        return False
-
-
-def _get(task: Any, name: str) -> Any:
-    return task.get(name) if isinstance(task, Mapping) else getattr(task, name, None)
-
-
-def hidden_files(prompt: SWRPrompt, patch: str) -> tuple[list[str], float]:
-    """The files of ``patch`` that change code (non-blank ``+`` / ``-`` lines) none of whose
-    changed lines the prompt's ``<candidate_patch>`` block shows, and the share of changed
-    lines it shows (1.0 when nothing changes). Linear time."""
-    user = next((m["content"] for m in prompt.messages if m.get("role") == "user"), "")
-    start, end = user.find("<candidate_patch>"), user.rfind("</candidate_patch>")
-    block = user[start + len("<candidate_patch>") : end] if 0 <= start < end else ""
-    shown = set(block.split("\n"))
-    changed: dict[str, list[int]] = {}  # path -> [changed lines, shown]
-    path = ""
-    for line in patch.split("\n"):
-        if line.startswith("+++ "):
-            path = line[4:].strip().removeprefix("b/")
-            continue
-        if line[:1] not in ("+", "-") or line.startswith("--- ") or not line[1:].strip():
-            continue
-        counts = changed.setdefault(path, [0, 0])
-        counts[0] += 1
-        counts[1] += line in shown
-    total = sum(c[0] for c in changed.values())
-    kept = sum(c[1] for c in changed.values())
-    hidden = sorted(p for p, (_, n) in changed.items() if n == 0)
-    return hidden, (kept / total if total else 1.0)
