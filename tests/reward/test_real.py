@@ -114,3 +114,14 @@ def test_environment_that_cannot_be_built(manager, toy_task, tmp_path):
     assert result.status == "env_failed"
     assert result.resolved is False  # never a silent pass, never a test failure
     assert result.report[toy_task.instance_id]["sweworld_status"] == "env_failed"
+
+
+def test_a_run_that_reached_no_real_executor_is_exec_failed(manager, toy_task):
+    """The gold patch with nothing to run the tests: never graded as test failures."""
+    from sweworld.sandbox.executor import NoExecutor
+
+    result = real_reward(toy_task, toy_task.patch, manager=manager, executor=NoExecutor())
+    assert result.status == "exec_failed" and result.resolved is False
+    entry = result.report[toy_task.instance_id]
+    assert entry["sweworld_status"] == "exec_failed" and "tests_status" not in entry
+    assert result.info["reason"]
