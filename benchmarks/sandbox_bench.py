@@ -13,6 +13,12 @@ The repository is Django's source distribution from PyPI (``pip download``), use
 directory. Run as root (overlay needs it):
 
     python benchmarks/sandbox_bench.py [--sessions 512] [--json results.json]
+
+``--compare`` (alone: ``--compare-only``) also measures the code before a change side by side
+with the code now: the baseline commit's ``sweworld`` (``--baseline``, default 822ff47, the
+state before issue 9's sandbox changes) is exported with ``git archive`` and both run the same
+worker (session create, file-op steps, memory per warm session) in alternating subprocesses,
+each importing its own tree.
 """
 
 from __future__ import annotations
@@ -33,6 +39,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
 DJANGO = "django==5.1.4"
+BASELINE = "822ff47"
+COMPARE_STEPS = [
+    "ls django",
+    "cat django/__init__.py",
+    "grep -n 'def get_version' -r django/utils",
+    "sed -n '1,20p' django/core/validators.py",
+    "wc -l django/db/models/query.py",
+    "find django/contrib/auth -name '*.py' | head -5",
+]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -112,6 +127,156 @@ def time_create(make, n: int) -> tuple[list[float], list]:
     return times, made
 
 
+def tree_rss_mb(root_pid: int) -> float:
+    """RSS of a process and all its descendants (the sandboxes it started), in MB."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0.0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) / 1024
+        except OSError:
+            pass
+    return total
+
+
+def compare_worker(source: Path, creates: int, steps: int, live: int) -> dict:
+    """One side of the before/after comparison, run in a subprocess whose ``sys.path``
+    starts with the tree under test. Uses only API both sides share."""
+    import sweworld
+    from sweworld.sandbox.executor import NoExecutor
+    from sweworld.sandbox.manager import SessionManager
+
+    runtime = Path(tempfile.mkdtemp(prefix="swcmp-"))
+    manager = SessionManager(
+        backend="overlay",
+        executor=NoExecutor(),
+        runtime_root=runtime / "rt",
+        checkout_root=runtime / "checkouts",
+    )
+    manager.checkout(repo="django/django", repo_path=source, history="none")
+
+    def open_one():
+        return manager.open(repo="django/django", repo_path=source, history="none")
+
+    out: dict = {"sweworld": str(Path(sweworld.__file__).resolve().parent)}
+    times, made = time_create(open_one, creates)
+    out["create_p50"], out["create_p99"] = pct(times, 50), pct(times, 99)
+    for s in made:
+        s.destroy()
+    sess = open_one()
+    sess.step("true")  # the cold start is not a file-op step
+    step_times = []
+    for cmd in COMPARE_STEPS:
+        sess.step(cmd)
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            sess.step(cmd)
+            step_times.append(time.perf_counter() - t0)
+    out["step_p50"], out["step_p95"] = pct(step_times, 50), pct(step_times, 95)
+    t0 = time.perf_counter()
+    cold = open_one()
+    cold.step("true")
+    out["first_step"] = time.perf_counter() - t0
+    cold.destroy()
+    sess.destroy()
+    time.sleep(0.3)
+    tree0, mem0 = tree_rss_mb(os.getpid()), mem_used_mb()
+    sessions = [open_one() for _ in range(live)]
+    for s in sessions:
+        s.step("true")
+    time.sleep(0.5)
+    out["tree_rss_per_session_mb"] = (tree_rss_mb(os.getpid()) - tree0) / live
+    out["machine_per_session_mb"] = (mem_used_mb() - mem0) / live
+    for s in sessions:
+        s.destroy()
+    manager.close_all()
+    shutil.rmtree(runtime, ignore_errors=True)
+    return out
+
+
+def export_tree(ref: str, dest: Path) -> Path:
+    """``sweworld/`` of commit ``ref``, exported (no worktree, nothing in the repo changes)."""
+    repo = HERE.parent
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", ref, "sweworld"], capture_output=True, check=True
+    ).stdout
+    dest.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def compare(args: argparse.Namespace, source: Path) -> dict:
+    """Before (``args.baseline``) and after (this tree), alternating, medians of rounds."""
+    work = Path(tempfile.mkdtemp(prefix="swbase-"))
+    trees = {"before": export_tree(args.baseline, work / "before"), "after": HERE.parent}
+    rounds: dict[str, list[dict]] = {"before": [], "after": []}
+    sizes = [str(args.compare_creates), str(args.compare_steps), str(args.compare_live)]
+    for _ in range(args.rounds):
+        for side, tree in trees.items():
+            quiet()
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            code = (
+                "import json, sys; sys.path.insert(0, sys.argv[1]); "
+                "sys.path.insert(0, sys.argv[2]); from sandbox_bench import compare_worker; "
+                "from pathlib import Path; print(json.dumps(compare_worker(Path(sys.argv[3]), "
+                "int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))))"
+            )
+            out = subprocess.run(
+                [sys.executable, "-c", code, str(tree), str(HERE), str(source), *sizes],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd="/",
+            )
+            if out.returncode != 0:
+                raise SystemExit(f"{side} worker failed:\n{out.stderr[-3000:]}")
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            if Path(row["sweworld"]) != (Path(tree) / "sweworld").resolve():
+                raise SystemExit(f"{side} imported {row['sweworld']}, not its own tree")
+            rounds[side].append(row)
+    shutil.rmtree(work, ignore_errors=True)
+    keys = [k for k in rounds["after"][0] if k != "sweworld"]
+    result = {
+        side: {k: statistics.median(r[k] for r in rows) for k in keys}
+        for side, rows in rounds.items()
+    }
+    result["rounds"] = rounds
+    labels = {
+        "create_p50": ("session create p50", "ms"),
+        "create_p99": ("session create p99", "ms"),
+        "step_p50": ("file-op step p50", "ms"),
+        "step_p95": ("file-op step p95", "ms"),
+        "first_step": ("open + first step (cold sandbox)", "ms"),
+        "tree_rss_per_session_mb": ("memory per warm session, process tree RSS", "MB"),
+        "machine_per_session_mb": ("memory per warm session, machine used", "MB"),
+    }
+    print(
+        f"\nbefore ({args.baseline}) vs after (this tree), median of {args.rounds} alternating "
+        f"rounds; {args.compare_creates} creates, {args.compare_steps} x "
+        f"{len(COMPARE_STEPS)} steps, {args.compare_live} warm sessions"
+    )
+    print(f"  {'':44} {'before':>10} {'after':>10}")
+    for key, (label, unit) in labels.items():
+        scale = 1000 if unit == "ms" else 1
+        b, a = result["before"][key] * scale, result["after"][key] * scale
+        print(f"  {label:<44} {b:8.2f} {unit} {a:8.2f} {unit}")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=512, help="most live sessions")
@@ -124,7 +289,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--steps", type=int, default=40, help="repetitions per step command")
     parser.add_argument("--json", default=None, help="write the numbers here too")
+    parser.add_argument("--compare", action="store_true", help="also run before vs after")
+    parser.add_argument(
+        "--compare-only", action="store_true", help="only the before/after comparison"
+    )
+    parser.add_argument("--baseline", default=BASELINE, help="commit measured as 'before'")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per side")
+    parser.add_argument("--compare-creates", type=int, default=100)
+    parser.add_argument("--compare-steps", type=int, default=20)
+    parser.add_argument("--compare-live", type=int, default=64)
     args = parser.parse_args(argv)
+    if args.compare_only:
+        source = fetch_django()
+        print(
+            f"machine: {os.cpu_count()} cores, kernel {platform.release()}, "
+            f"python {platform.python_version()}; repository {source.name}"
+        )
+        result = compare(args, source)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"compare": result}, indent=2))
+        return 0
 
     from sweworld.sandbox.manager import SessionManager
 
@@ -361,6 +545,8 @@ def main(argv: list[str] | None = None) -> int:
     overlay.close_all()
     copying.close_all()
     shutil.rmtree(runtime, ignore_errors=True)
+    if args.compare:
+        results["compare"] = compare(args, source)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
