@@ -90,12 +90,14 @@ def test_no_host_variable_reaches_a_run_or_a_build(bare, manager, toy_task, monk
             assert "SWEWORLD_TEST_SECRET" not in out.stdout, command
 
 
-def test_a_missing_program_is_exec_failed_not_a_result(bare, manager, toy_task):
+def test_a_missing_program_is_exec_failed_not_a_result(bare, manager, toy_task, caplog):
     with manager.open(toy_task, executor=bare) as s:
-        out = s.run("pytest -q tests")  # the bare environment has no pytest
+        with caplog.at_level("WARNING", logger="sweworld.execution.local"):
+            out = s.run("pytest -q tests")  # the bare environment has no pytest
         info = out.info["execution_calls"][0]["info"]
         assert out.exit_code == 127
         assert info["status"] == "exec_failed" and info["executed"] is False
+        assert any("could not be started" in r.getMessage() for r in caplog.records)
         assert s.run("python -c 'print(40 + 2)'").stdout == "42\n"  # still usable
 
 

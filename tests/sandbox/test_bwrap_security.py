@@ -144,3 +144,24 @@ def test_lone_surrogates_never_raise(manager, toy_task):
         assert s.read_file("/testbed/s.txt") == "a\ufffdb\n"
         assert s.run("echo \udfff").stdout == "\ufffd\n"
         assert s.step("echo still fine").exit_code == 0
+
+
+def test_lone_surrogates_in_a_cli_actions_file_do_not_abort_the_run(tmp_path, capsys):
+    import json
+
+    from sweworld.cli import main
+
+    actions = tmp_path / "actions.jsonl"
+    actions.write_text(
+        '"echo \\ud800 first"\n'
+        '{"function": "execute_bash", "parameters": {"cmd": "echo \\udfff second"}}\n'
+        '"echo third"\n'
+    )
+    code = main(["run", "--id", "sweworld__stockroom-1", "--actions", str(actions)])
+    out = capsys.readouterr().out
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    observations = [r["observation"] for r in rows if "observation" in r]
+    assert len(observations) == 3 and "third" in observations[2]
+    assert "\ufffd first" in observations[0] and "\ufffd second" in observations[1]
+    out.encode("utf-8")
