@@ -169,7 +169,8 @@ def test_compare_metrics():
 
 def test_cli_simulate_with_a_replayed_model(tmp_path):
     answers = tmp_path / "answers.jsonl"
-    answers.write_text(json.dumps({"text": answer("3 passed\n")}) + "\n")
+    summary = "============================== 55 passed in 0.92s ==============================\n"
+    answers.write_text(json.dumps({"text": answer(summary)}) + "\n")
     proc = subprocess.run(
         [
             sys.executable,
@@ -190,6 +191,6 @@ def test_cli_simulate_with_a_replayed_model(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert result["stdout"] == "3 passed\n" and result["exit_code"] == 0
+    assert result["stdout"] == summary and result["exit_code"] == 0
     assert result["info"]["simulated"] is True
     assert result["info"]["calls"][0]["info"]["source"] == "model"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from sweworld.transition.facts import (
@@ -23,35 +22,17 @@ from sweworld.transition.validate.pytest_output import (
     parse_pytest_summary,
     strip_params,
 )
+from sweworld.transition.validate.records import EXCEPTION_LINE, Issue, last_line
+from sweworld.transition.validate.runners import check_runner, program_source
 
 #: Bound on ``len(stdout) + len(stderr)`` of a prediction (a real command can print more,
 #: but an observation that long is truncated by every agent scaffold anyway).
 MAX_OUTPUT_CHARS = 100_000
 
 
-@dataclass(frozen=True)
-class Issue:
-    """One inconsistency of a prediction: a stable ``code`` and a message for the model."""
-
-    code: str
-    message: str
-
-
 # =========================================================================== checks
 
-EXCEPTION_LINE = re.compile(
-    r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning)"
-    r"(?::.*)?$|^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception)\b.*$"
-)
 _ERROR_LINE = re.compile(r"^(?:Error|ERROR|error|fatal|FATAL)(?::| )|^\S+: error: ")
-
-
-def last_line(text: str) -> str | None:
-    """The last line of ``text`` that is not blank (right-stripped), or None."""
-    for line in reversed(text.splitlines()):
-        if line.strip():
-            return line.rstrip()
-    return None
 
 
 def _final_traceback(text: str) -> tuple[str | None, str] | None:
@@ -82,25 +63,6 @@ _PRINTS_ERRORS = re.compile(
     r"[Tt]hread|concurrent|pytest|unittest|doctest|runtests|call_command|execute_from|"
     r"management|excepthook|\bexec\(|\beval\(|runpy|import_module|__import__"
 )
-
-
-def _program_source(facts: Facts, request: Any, view: WorkspaceView | None) -> str | None:
-    info = facts.command
-    if info.kind == "python_c":
-        return info.code
-    if info.kind == "python_stdin":
-        data = getattr(request, "stdin", b"") or b""
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    if (
-        info.kind in ("python_script", "python_module")
-        and view is not None
-        and (facts.executed_files)
-    ):
-        return view.read_text(facts.executed_files[0])
-    return None
 
 
 def _main_display(facts: Facts) -> str | None:
@@ -140,7 +102,7 @@ def _check_exit_0(
         return []
     if kind not in ("python_script", "python_c", "python_stdin", "python_module"):
         return []
-    source = _program_source(facts, request, view)
+    source = program_source(facts, request, view)
     if source is None or _PRINTS_ERRORS.search(source):
         return []
     found = _final_traceback(stderr)
@@ -215,6 +177,7 @@ def check_prediction(
         return issues
 
     issues += _check_against_exact(pred, facts)
+    issues += check_runner(pred, facts, request, view, combined)
     if kind == "pytest":
         issues += _check_pytest(pred, facts, combined)
     if (
@@ -336,8 +299,6 @@ def _check_pytest(pred: Prediction, facts: Facts, combined: str) -> list[Issue]:
                     "no test ran but exit_code is 0 (pytest exits with 5, or 4 for a usage error)",
                 )
             )
-    if 5 < code < 124 and (summary is not None or "test session starts" in combined):
-        issues.append(Issue("pytest_exit_code", f"pytest exits with 0..5, not {code}"))
     certain_errors = [e for e in facts.syntax_errors if e.certain]
     if facts.collection_errors and certain_errors and options is not None:
         # A test module that cannot be imported is an error in the summary, and pytest

@@ -12,7 +12,7 @@ from sweworld.transition.facts import (
     Facts,
 )
 from sweworld.transition.types import Prediction
-from sweworld.transition.validate.checks import Issue
+from sweworld.transition.validate.records import Issue
 
 #: Exit code of :func:`conservative_prediction`: the command was not executed (the same
 #: code the project uses for "refused or no executor").

@@ -14,8 +14,9 @@ from typing import Any
 
 from sweworld.models.json_text import HUGE_INT, MAX_INT_DIGITS, find_object
 from sweworld.transition.types import Prediction
-from sweworld.transition.validate.checks import EXCEPTION_LINE, MAX_OUTPUT_CHARS, last_line
+from sweworld.transition.validate.checks import MAX_OUTPUT_CHARS
 from sweworld.transition.validate.pytest_output import parse_pytest_summary
+from sweworld.transition.validate.records import EXCEPTION_LINE, last_line
 
 #: Longest model answer :func:`parse_prediction` reads: an answer whose output alone is
 #: over :data:`MAX_OUTPUT_CHARS` is refused by the checks anyway, so twice that (escapes,

@@ -55,6 +55,8 @@ class PytestSummary:
         return self.counts.get("failed", 0) + self.counts.get("error", 0)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
 #: pytest's summary and collection lines are short; longer lines are not read as such (this
 #: also bounds the patterns' work per line).
 MAX_SUMMARY_LINE = 1_000
@@ -67,6 +69,8 @@ def parse_pytest_summary(text: str) -> PytestSummary | None:
     for line in reversed(lines):
         if len(line) > MAX_SUMMARY_LINE:
             continue
+        if "\x1b" in line:  # a colored terminal
+            line = _ANSI.sub("", line)
         stripped = line.strip()
         match = _SUMMARY_LINE.match(stripped)
         if match and ("=" in stripped or stripped == line.rstrip()):
@@ -86,6 +90,8 @@ def parse_pytest_summary(text: str) -> PytestSummary | None:
     for line in lines:  # the first one: later ones may come from pytest runs inside tests
         if len(line) > MAX_SUMMARY_LINE:
             continue
+        if "\x1b" in line:
+            line = _ANSI.sub("", line)
         match = _COLLECTED_LINE.match(line.strip())
         if match:
             collected = int(match.group(1))
