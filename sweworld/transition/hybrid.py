@@ -10,6 +10,7 @@ command: ``{"command", "cwd", "session_id", "task", "route", "real": {...},
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult, Executor
+
+log = logging.getLogger(__name__)
 
 
 class Policy(Protocol):
@@ -142,8 +145,13 @@ class HybridExecutor:
         started = time.perf_counter()
         result = chosen.execute(request)
         pair = {("real" if use_real else "simulated"): result}
-        if self.shadow:
-            pair["simulated" if use_real else "real"] = other.execute(request)
+        shadow_error = None
+        if self.shadow:  # the shadow run is for the log: its failure must not fail the step
+            try:
+                pair["simulated" if use_real else "real"] = other.execute(request)
+            except Exception as exc:
+                shadow_error = f"{type(exc).__name__}: {exc}"
+                log.warning("hybrid: the shadow run of %r failed: %s", request.command, exc)
         record: dict[str, Any] = {
             "command": request.command,
             "cwd": request.cwd,
@@ -154,21 +162,28 @@ class HybridExecutor:
         }
         if "real" in pair and "simulated" in pair:
             record["agree"] = compare(pair["real"], pair["simulated"])
+        if shadow_error is not None:
+            record["shadow_error"] = shadow_error
         self._write(record)
         info = {
             **result.info,
             "hybrid_route": record["route"],
             "hybrid_latency_s": time.perf_counter() - started,
         }
+        if shadow_error is not None:
+            info["hybrid_shadow_error"] = shadow_error
         return ExecutionResult(result.stdout, result.stderr, result.exit_code, info)
 
     def _write(self, record: dict[str, Any]) -> None:
         with self._lock:
             self.records.append(record)
             if self.log is not None:
-                self.log.parent.mkdir(parents=True, exist_ok=True)
-                with open(self.log, "a") as fh:
-                    fh.write(json.dumps(record) + "\n")
+                try:
+                    self.log.parent.mkdir(parents=True, exist_ok=True)
+                    with open(self.log, "a", encoding="utf-8") as fh:
+                        fh.write(json.dumps(record) + "\n")
+                except OSError as exc:  # the comparison log is not worth failing a step for
+                    log.warning("hybrid: cannot write %s: %s", self.log, exc)
         if self.on_record is not None:
             self.on_record(record)
 

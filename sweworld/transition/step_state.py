@@ -76,6 +76,10 @@ class PredictionCache:
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
     def get(self, key: str) -> tuple[Prediction, dict] | None:
         with self._lock:
             item = self._items.get(key)

@@ -62,7 +62,7 @@ def test_a_slow_model_hits_the_step_deadline(workspace):
     assert result.info["stage"] == "generation" and result.info["timeout_s"] == 0.5
     assert "could not be simulated" in result.stderr
     time.sleep(3.0)  # the abandoned worker ends; it must not write its late answer anywhere
-    assert sim.cache.hits == 0 and len(sim.cache._items) == 0
+    assert sim.cache.hits == 0 and len(sim.cache) == 0
     history = sim.snapshot_session("s1").history
     assert [h.exit_code for h in history] == [FALLBACK_EXIT_CODE]
     # The executor stays usable: the next step (a fast model) is answered by the model.
@@ -225,3 +225,21 @@ def test_backends_count_with_their_tokenizer(embedded_path):
     assert replay.count_tokens(text) == remote.count_tokens(text) == expected
     assert expected != (len(text) + 3) // 4  # the approximation would differ here
     assert not ReplayLM(["x"]).exact_tokens and not OpenAILM("http://h:1", "m").exact_tokens
+
+
+def test_a_failing_shadow_run_is_reported_not_raised(workspace, caplog):
+    from sweworld.transition.hybrid import HybridExecutor, Matching
+
+    class Broken:
+        name = "broken"
+
+        def execute(self, request):
+            raise OSError("the real executor's sandbox is gone")
+
+    caplog.set_level(logging.WARNING, logger="sweworld.transition.hybrid")
+    sim = SimulatedExecutor(ReplayLM([answer("ok\n")]))
+    hybrid = HybridExecutor(sim, Broken(), policy=Matching("never-matches"), shadow=True)
+    result = hybrid.execute(request(workspace))
+    assert result.stdout == "ok\n" and "sandbox is gone" in result.info["hybrid_shadow_error"]
+    assert "sandbox is gone" in hybrid.records[-1]["shadow_error"]
+    assert any("shadow run" in r.getMessage() for r in caplog.records)
