@@ -148,12 +148,15 @@ def test_a_huge_exit_code_in_a_swr_report_does_not_raise():
 # --------------------------------------------------------------------------- validation
 
 
-def test_checks_stop_after_output_too_long():
+def test_checks_stop_after_output_too_long(toy_view):
     stderr = '  File "/testbed/x.py", line 1\n' + "\n" * 1_000_000
-    pred = Prediction(stderr=stderr, exit_code=0)
-    issues, seconds = timed(check_prediction, pred, None)
-    assert seconds < BOUND_S
-    assert [i.code for i in issues] == ["output_too_long"]
+    for argv in (["python", "-c", "import stockroom"], ["python", "-m", "pytest", "tests"]):
+        request, facts = facts_for(toy_view, argv)
+        for code in (0, 1):
+            pred = Prediction(stderr=stderr, exit_code=code)
+            issues, seconds = timed(check_prediction, pred, facts, request, toy_view)
+            assert seconds < BOUND_S
+            assert [i.code for i in issues] == ["output_too_long"]
 
 
 @pytest.mark.parametrize(
@@ -213,3 +216,39 @@ def test_valid_text():
     assert valid_text("a\ud800") == "a\ufffd"
     assert valid_text("\ud83d\ude00") == "\U0001f600"
     assert valid_text("\udc00\ud800") == "\ufffd\ufffd"
+
+
+# --------------------------------------------------------------------------- other threads
+
+
+def test_no_adversarial_answer_stalls_another_thread(toy_view):
+    """A 10 ms ticker in another thread keeps ticking while every adversarial answer is
+    parsed and checked (a regular expression that backtracks holds the GIL for its whole
+    run: the issue measured a 3 s pause)."""
+    import threading
+
+    gaps: list[float] = []
+    stop = threading.Event()
+
+    def ticker() -> None:
+        last = time.perf_counter()
+        while not stop.is_set():
+            time.sleep(0.01)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    request, facts = facts_for(toy_view, ["python", "-m", "pytest", "tests", "-rA"])
+    thread = threading.Thread(target=ticker, daemon=True)
+    thread.start()
+    try:
+        for text in ADVERSARIAL_ANSWERS.values():
+            pred, _ = parse_prediction(text)
+            parse_swr_output(text)
+            for candidate in (pred, Prediction(stdout=text[:MAX_OUTPUT_CHARS], exit_code=1)):
+                if candidate is not None:
+                    check_prediction(candidate, facts, request, toy_view)
+    finally:
+        stop.set()
+        thread.join()
+    assert gaps and max(gaps) < 0.5, f"longest pause {max(gaps):.3f} s"
