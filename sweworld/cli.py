@@ -69,6 +69,13 @@ def _add_session_args(p: argparse.ArgumentParser, *, executor: str = "none") -> 
         "openai:URL#MODEL, hf:PATH[+ADAPTER] or replay:FILE",
     )
     p.add_argument(
+        "--step-timeout",
+        type=float,
+        default=None,
+        help="--executor simulated/hybrid: seconds one simulated step may take in all (model "
+        "calls and resamples included) before the conservative answer (default 300)",
+    )
+    p.add_argument(
         "--mode",
         default="blind",
         choices=["blind", "oracle"],
@@ -344,7 +351,12 @@ def _executor(args: argparse.Namespace) -> Any:
         from sweworld.models import check_lm_spec
 
         check_lm_spec(args.model)  # a configuration error, said now rather than as an answer
-        return make_executor(args.executor, lm=args.model, mode=args.mode)
+        options: dict[str, Any] = {"lm": args.model, "mode": args.mode}
+        if args.step_timeout is not None:
+            if not args.step_timeout > 0:
+                raise ValueError(f"--step-timeout must be positive, not {args.step_timeout}")
+            options["step_timeout"] = args.step_timeout
+        return make_executor(args.executor, **options)
     if args.executor == "local" and getattr(args, "rebuild_env", False):
         return make_executor(args.executor, rebuild_env=True)
     return make_executor(args.executor)

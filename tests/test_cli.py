@@ -307,3 +307,17 @@ def test_simulate_says_when_the_model_cannot_answer():
     assert len(lines) == 1 and lines[0].startswith("sweworld: error: the model could not answer")
     result = json.loads(proc.stdout)  # what was answered is still printed
     assert result["info"]["calls"][0]["info"]["fallback"] is True
+
+
+@requires_sandbox
+def test_simulate_step_timeout_bounds_a_slow_model(chat_server, capsys):
+    chat_server.delay = 5.0  # the server answers after 5 s; the step may take 1 s
+    argv = ["simulate", *ID, "--command", "python -m pytest tests -rA",
+            "--model", f"openai:{chat_server.url}#m", "--step-timeout", "1"]  # fmt: skip
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    info = result["info"]["calls"][0]["info"]
+    assert info["timed_out"] is True and info["timeout_s"] == 1.0
+    assert result["exit_code"] == 126 and "could not be simulated" in result["stderr"]
+    assert main([*argv[:-1], "0"]) == 2
+    assert "--step-timeout must be positive" in capsys.readouterr().err

@@ -217,11 +217,16 @@ def hybrid(
     log: str | Path | None = None,
     lm: Any = None,
     mode: str = "blind",
+    step_timeout: float | None = None,
 ) -> HybridExecutor:
-    """The registry's ``hybrid``: SWT for most commands, every k-th one run locally."""
+    """The registry's ``hybrid``: SWT for most commands, every k-th one run locally
+    (``step_timeout``: the simulated steps' deadline; None: the simulator's default)."""
     from sweworld.execution.local import LocalExecutor
     from sweworld.transition.simulated import SimulatedExecutor
 
+    options: dict[str, Any] = {"mode": mode}
+    if step_timeout is not None:
+        options["step_timeout"] = step_timeout
     return HybridExecutor(
-        SimulatedExecutor(lm, mode=mode), LocalExecutor(), policy=EveryK(k), shadow=shadow, log=log
+        SimulatedExecutor(lm, **options), LocalExecutor(), policy=EveryK(k), shadow=shadow, log=log
     )
