@@ -385,9 +385,22 @@ def test_version_matches_python(tmp_path):
             root, tmp_path, ["python", flag]
         )
     facts = facts_for(root, tmp_path, ["python", "-V"], python_version="3.9.20")
-    assert facts.exact.stdout == "Python 3.9.20\n"
+    assert facts.exact.stdout == "Python 3.9.20\n"  # a plain build, as the caller says
     assert facts.python_version == "3.9.20"
     assert facts_for(root, tmp_path, ["python", "-VV"], python_version="3.9.20").exact is None
+    # The distributor is part of the answer: conda's builds print "Python 3.6.13 ::
+    # Anaconda, Inc." (seen in the shared SWE-bench trajectories); unknown: not exact.
+    conda = Environment(python_version="3.6.13", python_build="3.6.13 |Anaconda, Inc.| (default)")
+    facts = facts_for(root, tmp_path, ["python", "--version"], env=conda)
+    assert facts.exact.stdout == "Python 3.6.13 :: Anaconda, Inc.\n"
+    unknown = Environment(python_version="3.6.13", python_vendor=None)
+    assert facts_for(root, tmp_path, ["python", "--version"], env=unknown).exact is None
+    # python2 / python3.8 name another interpreter than the environment's: not answered
+    # (the real environment answered "python2: command not found").
+    other = "python2" if sys.version_info[0] == 3 else "python3"
+    assert facts_for(root, tmp_path, [other, "--version"]).exact is None
+    same = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    assert facts_for(root, tmp_path, [same, "--version"]).exact is not None
 
 
 def test_directory_script(tmp_path):

@@ -71,8 +71,9 @@ def test_the_version_is_exact_only_when_the_description_states_it(tmp_path):
     assert unknown.exact is None and unknown.python_version is None
     minor_only = facts(tmp_path, root, ["python", "--version"], {"repo": "x/y", "python": "3.9"})
     assert minor_only.exact is None and minor_only.python_version == "3.9"
+    # Even a full X.Y.Z is not the answer: conda builds add " :: Anaconda, Inc.".
     stated = facts(tmp_path, root, ["python", "-V"], {"repo": "x/y", "python": "3.9.20"})
-    assert stated.exact is not None and stated.exact.stdout == "Python 3.9.20\n"
+    assert stated.exact is None and stated.python_version == "3.9.20"
     host = facts(tmp_path, root, ["python", "-V"], {"repo": "x/y", "python": "host"})
     assert host.exact is not None and host.exact.stdout == f"Python {HOST_FULL}\n"
     # The host's own syntax errors are exact in the host's environment.
@@ -123,6 +124,21 @@ def test_computed_dependencies_make_a_missing_import_uncertain(tmp_path):
     assert got.exact is not None and got.exact.exit_code == 1
     assert "ModuleNotFoundError: No module named 'frobnicate'" in got.exact.stderr
     assert facts(literal, root, ["python", "-c", "import attrs\n"], HOST_ROW).exact is None
+
+
+def test_dependencies_bound_to_a_name_are_declared(tmp_path):
+    # psf/requests' setup.py: requires = [...]; setup(install_requires=requires). The facts
+    # answered "ModuleNotFoundError: No module named 'urllib3'" where the real run worked.
+    setup = (
+        "from setuptools import setup\nrequires = ['urllib3>=1.21.1,<3', 'idna>=2.5']\n"
+        "setup(name='requests', install_requires=requires)\n"
+    )
+    root = workspace(tmp_path, {"setup.py": setup})
+    for module in ("urllib3", "idna"):
+        got = facts(tmp_path, root, ["python", "-c", f"import {module}\n"], HOST_ROW)
+        assert got.exact is None and not got.missing_imports, module
+    got = facts(tmp_path, root, ["python", "-c", "import frobnicate\n"], HOST_ROW)
+    assert got.exact is not None and "No module named 'frobnicate'" in got.exact.stderr
 
 
 def test_a_swebench_environment_installs_more_than_it_declares(tmp_path):

@@ -27,12 +27,18 @@ that is trivially safe (``print`` of literals, ``sys.exit(<literal>)``, definiti
 ``python -c "print('hi')"`` or a script whose third import is missing get an exact answer.
 
 Exactness depends on the environment the command would run in, described by
-:class:`Environment`: Python's messages change between versions (``can't open file
-'x.py'`` became ``can't open file '/testbed/x.py'`` in 3.9, carets appeared in 3.11), so
-tracebacks are only claimed exact when the environment's ``major.minor`` equals the running
-interpreter's (whose parser and traceback layout are used); pytest's header names its own
-version, plugins and the interpreter, so pytest answers are exact up to those header lines
-and durations (listed in :attr:`Facts.exact_caveats`).
+:class:`Environment`, which :func:`compute_facts` takes from the request's task
+(:meth:`Environment.for_task`, from :func:`sweworld.tasks.environment.task_environment`):
+only what that description states is known. Python's messages change between versions
+(``can't open file 'x.py'`` became ``can't open file '/testbed/x.py'`` in 3.9, carets
+appeared in 3.11), so interpreter output is only claimed exact when the environment's
+``major.minor`` is known and equals the running interpreter's (whose parser and traceback
+layout are used); ``python --version`` only when the full version is stated; a module found
+nowhere is only certainly missing when the installed set is known (declared dependencies
+read statically, not a SWE-bench harness environment); pytest's answers only when its
+version is known, and with its session header only when Python, pytest, pluggy and the
+plugins are. Otherwise the facts that do hold (the Python version, a syntax error's line
+with ``certain=False``) go to the model as context.
 """
 
 from sweworld.transition.facts.collection import collect_pytest

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import posixpath
+import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -122,7 +123,19 @@ def compute_facts(
     return facts
 
 
+def _names_another_python(program: str, env: Environment) -> bool:
+    """``python2`` or ``python3.8`` in an environment whose Python is another one (the
+    environment may not have that interpreter at all: ``command not found``)."""
+    match = re.fullmatch(r"python(\d+)(?:\.(\d+))?", posixpath.basename(program))
+    if match is None:
+        return False
+    wanted = tuple(int(n) for n in match.groups() if n is not None)
+    return env.python[: len(wanted)] != wanted
+
+
 def _version_facts(facts: Facts, info: CommandInfo, env: Environment) -> Facts:
+    if info.is_python and _names_another_python(info.program, env):
+        return replace(facts, notes=("the command names another Python than the environment's",))
     if info.is_python:
         if info.version_flag == "-VV":
             full = env.full_version()

@@ -48,6 +48,18 @@ def _vtuple(version: str | None) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _host_vendor() -> str:
+    match = re.search(r"\|([^|]+)\|", sys.version)
+    return match.group(1).strip() if match else ""
+
+
+def _build_suffix(build: str) -> str:
+    """What ``python --version`` prints after the version for a distributor's build
+    (``|Anaconda, Inc.|`` in ``sys.version`` -> `` :: Anaconda, Inc.``)."""
+    match = re.search(r"\|([^|]+)\|", build)
+    return f" :: {match.group(1).strip()}" if match else ""
+
+
 @dataclass(frozen=True)
 class Environment:
     """The environment a command would run in, as far as exact answers depend on it.
@@ -62,6 +74,9 @@ class Environment:
             None when unknown.
         python_build: the full ``sys.version`` string (``python -VV``); default: the running
             interpreter's when ``python_version`` is its version, else unknown.
+        python_vendor: the distributor ``python --version`` names after the version
+            (``Anaconda, Inc.``), ``""`` for a plain build (default: the running one's), None
+            when unknown (then ``--version`` is not exact).
         python_bin_dir: directory of the environment's ``python`` (e.g.
             ``/opt/miniconda3/envs/testbed/bin``): ``sys.executable`` appears in some
             messages (``python -m nomod``); unknown by default, and those answers are then
@@ -80,6 +95,7 @@ class Environment:
 
     python_version: str | None = field(default_factory=platform.python_version)
     python_build: str | None = None
+    python_vendor: str | None = field(default_factory=_host_vendor)
     python_bin_dir: str | None = None
     installed: frozenset[str] = DEFAULT_INSTALLED
     installed_complete: bool = True
@@ -114,6 +130,10 @@ class Environment:
                 (described.python_full or described.python) if described.python_known else None
             ),
             python_build=None,
+            # the distributor is only known for the running interpreter ("host", the toy)
+            python_vendor=(
+                _host_vendor() if described.python_full == platform.python_version() else None
+            ),
             python_bin_dir=None,
             installed=DEFAULT_INSTALLED,
             installed_complete=(
@@ -169,8 +189,11 @@ class Environment:
         return None
 
     def version_line(self) -> str | None:
-        """``python --version``'s output, or None when the exact version is unknown (a
-        ``major.minor`` alone does not say what it prints)."""
-        if len(_vtuple(self.python_version)) < 3:
+        """``python --version``'s output, or None when it is not known: the full version
+        and the distributor (conda's builds print ``Python 3.6.13 :: Anaconda, Inc.``)."""
+        if self.python_build:
+            return f"Python {self.python_build.split()[0]}{_build_suffix(self.python_build)}\n"
+        if len(_vtuple(self.python_version)) < 3 or self.python_vendor is None:
             return None
-        return f"Python {self.python_version}\n"
+        vendor = f" :: {self.python_vendor}" if self.python_vendor else ""
+        return f"Python {self.python_version}{vendor}\n"

@@ -55,7 +55,7 @@ def _stdlib_names() -> frozenset[str]:
     return base | frozenset(sys.builtin_module_names) | _REMOVED_STDLIB
 
 
-_STDLIB = _stdlib_names()
+STDLIB_NAMES = _stdlib_names()
 
 
 class Workspace:
@@ -231,7 +231,7 @@ class Importer:
                 namespace = namespace or found
                 continue
             return found
-        if name in _STDLIB:
+        if name in STDLIB_NAMES:
             return Found("stdlib")
         if name in self.installed:
             return Found("installed")

@@ -11,6 +11,7 @@ import posixpath
 import re
 import warnings
 
+from sweworld.tasks.repo_metadata import read_metadata
 from sweworld.transition.facts.imports import Importer, Workspace
 from sweworld.transition.facts.messages import format_syntax_error
 from sweworld.transition.facts.records import SyntaxErrorInfo
@@ -289,6 +290,9 @@ def declared_dependencies(view: WorkspaceView) -> frozenset[str]:
                     for items in value.values():
                         if isinstance(items, (list, tuple)):
                             requirements += [v for v in items if isinstance(v, str)]
+    root = ws.view.host(WORKDIR)
+    if root is not None:  # install_requires through a name bound to a literal, and the like
+        requirements += list(read_metadata(root).requirements)
     for directory in (WORKDIR, f"{WORKDIR}/requirements"):
         for name in ws.listdir(directory):
             wanted = name.startswith("requirements") or directory.endswith("requirements")
