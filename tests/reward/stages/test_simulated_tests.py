@@ -381,3 +381,39 @@ def test_embedded_model_gives_a_probability_in_bounded_time(toy_tasks, embedded_
     assert blind.verdict in ("pass", "fail", "error")
     assert blind.score is None or 0.0 <= blind.score <= 1.0
     assert time.perf_counter() - started < 240
+
+
+# ---------------------------------------------------------------- token counting
+
+
+def test_prompt_budgets_use_the_models_own_token_counter(toy_tasks):
+    """With the loaded model's ``count_tokens`` the budgets are the model's tokens: a counter
+    that sees four times more tokens than chars/4 leaves a shorter prompt."""
+    task = toy_tasks[3]
+    config = SWRPromptConfig(total_tokens=4000)
+    approx = ReplayLM([report(task)])  # no tokenizer: chars / 4
+    exact = ReplayLM([report(task)], tokenizer=len)  # one token per character
+    sizes = {}
+    for name, lm in (("approx", approx), ("exact", exact)):
+        result = SimulatedTestsStage(lm, samples=1, config=config).run(context(task))
+        assert result.evidence["token_counter"] == "model"
+        sizes[name] = sum(len(m["content"]) for m in lm.calls[0].messages)
+    assert sizes["exact"] < sizes["approx"]
+
+    class NoCounter:
+        """An LM without ``count_tokens``: the stage falls back to the approximate counter."""
+
+        name = "no-counter"
+        supports_logprobs = False
+
+        def __init__(self):
+            self.inner = ReplayLM([report(task)])
+
+        def generate(self, requests, **kwargs):
+            return self.inner.generate(requests)
+
+        def close(self):
+            pass
+
+    result = SimulatedTestsStage(NoCounter(), samples=1, config=config).run(context(task))
+    assert result.evidence["token_counter"] == "approx" and result.verdict == "pass"
