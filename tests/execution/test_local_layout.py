@@ -65,7 +65,20 @@ def test_acceptance_home_under_tmp_runs_for_real(tmp_home):
     observations = "\n".join(s.get("observation", "") for s in steps)
     assert "not found" not in observations and "<returncode>127" not in observations
     assert "9 passed" in observations  # the test run after the fix, for real
-    assert (tmp_home / ".cache" / "sweworld" / "envs").is_dir()
+    (status,) = (tmp_home / ".cache" / "sweworld" / "envs").glob("*/status.json")
+    built = status.stat().st_mtime_ns
+
+    actions = tmp_home / "one.jsonl"
+    actions.write_text("\"python -c 'print(6 * 7)'\"\n")
+    one = [*CLI, "run", "--id", "sweworld__stockroom-1", "--actions", str(actions)]
+    again = subprocess.run([*one, "--executor", "local"], **run_kw(env))
+    assert "42" in again.stdout and status.stat().st_mtime_ns == built  # cached
+    rebuilt = subprocess.run([*one, "--executor", "local", "--rebuild-env"], **run_kw(env))
+    assert "42" in rebuilt.stdout and status.stat().st_mtime_ns > built  # --rebuild-env
+
+
+def run_kw(env: dict) -> dict:
+    return {"capture_output": True, "text": True, "cwd": PROJECT, "env": env, "timeout": 600}
 
 
 def test_no_host_variable_reaches_a_run_or_a_build(bare, manager, toy_task, monkeypatch):
