@@ -463,9 +463,12 @@ _HIJACK_LINE_RE = re.compile(
 
 def _own_runner(path: str) -> bool:
     """The file belongs to a test runner's own source (pytest's, pluggy's): editing the
-    runner is then the task."""
-    parts = PurePosixPath(path).parts
-    return any(p in ("_pytest", "pytest", "pluggy") for p in parts[:-1])
+    runner is then the task. A ``__main__.py`` runs as a program, never on import: its exit
+    is its job."""
+    pure = PurePosixPath(path)
+    return pure.name == "__main__.py" or any(
+        p in ("_pytest", "pytest", "pluggy") for p in pure.parts[:-1]
+    )
 
 
 def _hijack_ast(path: str, tree: ast.Module) -> list[str]:

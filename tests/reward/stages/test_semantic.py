@@ -533,6 +533,9 @@ def test_ordinary_exits_and_runner_sources_are_not_tampering(repo):
     # sys.exit inside a function (a CLI's main) is code, not a takeover
     write(repo, {"pkg/mod.py": MOD + "\n\ndef main():\n    import sys\n    sys.exit(0)\n"})
     assert judge(diff(repo), repo).evidence["tampering"] == []
+    # a package's __main__.py exits by design (it runs as a program, not on import)
+    main_py = make_unified_diff("pkg/__main__.py", None, "import sys\n\nsys.exit(0)\n")
+    assert tampering_reasons(view_candidate(main_py, base_dir=None)) == []
     # pytest's own source: editing the runner is the task
     assert (
         tampering_reasons(
