@@ -95,12 +95,16 @@ def test_answers_without_pytest_output_are_rejected(toy):
         assert "not_runner_output" in found, (stdout, code)
 
 
-def test_the_summary_must_agree_with_exit_code_1(toy):
+def test_the_summary_must_agree_with_the_exit_code(toy):
     _, view = toy
     pred = Prediction(stdout="=== 55 passed, 1 skipped in 0.1s ===\n", exit_code=1)
     assert {"pytest_exit_1_without_failures", "pytest_passed_with_nonzero_exit"} & issues_for(
         view, PYTEST, pred
     )
+    pred = Prediction(stdout="=== 2 skipped in 0.1s ===\n", exit_code=1)
+    assert "pytest_exit_1_without_failures" in issues_for(view, PYTEST, pred)
+    pred = Prediction(stdout="=== 3 failed, 52 passed in 0.1s ===\n", exit_code=5)
+    assert "pytest_exit_5_with_tests" in issues_for(view, PYTEST, pred)
 
 
 def test_real_pytest_outputs_are_accepted(toy, tmp_path):

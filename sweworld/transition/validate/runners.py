@@ -175,6 +175,14 @@ def _check_pytest_runner(code: int, facts: Facts, request: Any, combined: str) -
                 f"this is not pytest's output for exit code {code}: it lacks {missing}",
             )
         ]
+    if code == 5 and summary is not None and (summary.ran or summary.bad):
+        return [
+            Issue(
+                "pytest_exit_5_with_tests",
+                f"the summary reports tests ({summary.line.strip('= ')}) but exit_code 5 means "
+                "that no test ran",
+            )
+        ]
     if (
         code == 1
         and summary is not None
