@@ -321,3 +321,18 @@ def test_simulate_step_timeout_bounds_a_slow_model(chat_server, capsys):
     assert result["exit_code"] == 126 and "could not be simulated" in result["stderr"]
     assert main([*argv[:-1], "0"]) == 2
     assert "--step-timeout must be positive" in capsys.readouterr().err
+
+
+@requires_sandbox
+def test_verbose_shows_simulator_failures_quiet_does_not(tmp_path):
+    answers = tmp_path / "garbage.jsonl"
+    answers.write_text("".join(json.dumps({"text": t}) + "\n" for t in ("{{{", "nope", "[]")))
+    argv = ["simulate", *ID, "--command", "python -c 'import stockroom'",
+            "--model", f"replay:{answers}"]  # fmt: skip
+    quiet = sweworld(*argv)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    assert json.loads(quiet.stdout)["info"]["calls"][0]["info"]["fallback"] is True
+    loud = sweworld("-v", *argv)
+    assert loud.returncode == 0
+    assert "WARNING sweworld.transition.simulated" in loud.stderr
+    assert "no valid prediction in 3 attempt(s)" in loud.stderr
