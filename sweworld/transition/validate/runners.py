@@ -48,9 +48,9 @@ _OWN_EXIT = re.compile(
 )
 _DJANGO_RUNNER = re.compile(r"django\.test|DiscoverRunner|get_runner|django\.setup")
 _SYMPY_RUNNER = re.compile(r"\bsympy\b")
-_RAN = re.compile(r"^Ran \d+ tests? in [\d.]+s\s*$", re.M)
-_UNITTEST_OK = re.compile(r"^OK(?: \([^)\n]*\))?\s*$", re.M)
-_UNITTEST_FAILED = re.compile(r"^FAILED \([^)\n]*\)\s*$", re.M)
+_RAN = re.compile(r"^Ran \d+ tests? in [\d.]+s[ \t\r]*$", re.M)
+_UNITTEST_OK = re.compile(r"^OK(?: \([^)\n]*\))?[ \t\r]*$", re.M)
+_UNITTEST_FAILED = re.compile(r"^FAILED \([^)\n]*\)[ \t\r]*$", re.M)
 _SYMPY_FINISHED = re.compile(r"tests finished: ")
 # pytest's usage errors: "ERROR: file or directory not found: x", "ERROR: usage: ...",
 # "pytest: error: unrecognized arguments: --x", "ImportError while loading conftest ...".
