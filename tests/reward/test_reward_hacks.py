@@ -276,3 +276,23 @@ def test_padding_that_pushes_the_change_out_of_sight_gains_nothing(toy_tasks):
     hidden = scorer.score(task, padding + change)
     assert hidden.status == "undetermined" and hidden.reward == 0.0
     assert "stockroom/textutil.py" in hidden.stages["tests"].evidence["files_not_shown"]
+
+
+def test_a_stage_that_breaks_inside_logs_its_traceback(toy_task, caplog, monkeypatch):
+    """A stage's own failure (caught inside the stage) reaches the caller's log with the
+    traceback at DEBUG, and the model's warning names the stage."""
+    from sweworld.reward.stages import semantic
+
+    def explode(view):
+        raise RuntimeError("normaliser broke")
+
+    monkeypatch.setattr(semantic, "tampering_reasons", explode)
+    with caplog.at_level(logging.DEBUG, logger="sweworld.reward"):
+        result = model("oracle", EXACT).score(toy_task, code_patch(toy_task, "\nX = 1\n"))
+    assert result.stages["semantic"].verdict == "error"
+    assert "normaliser broke" in result.info["stage_errors"]["semantic"]
+    debug = [r for r in caplog.records if r.name == "sweworld.reward.stages.semantic"]
+    assert debug and debug[0].exc_info is not None
+    assert any(
+        r.levelno == logging.WARNING and "semantic" in r.getMessage() for r in caplog.records
+    )

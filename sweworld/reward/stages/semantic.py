@@ -28,6 +28,7 @@ import ast
 import hashlib
 import io
 import json
+import logging
 import re
 import textwrap
 import threading
@@ -41,6 +42,9 @@ from sweworld.reward.candidate import Hunk, is_test_file, patch_hunks
 from sweworld.reward.stages.tampering import tampering_reasons
 from sweworld.reward.types import CandidateView, RewardContext, StageResult
 from sweworld.tasks.patches import split_patch
+
+logger = logging.getLogger(__name__)
+logger.addHandler(logging.NullHandler())
 
 __all__ = [
     "SemanticStage",
@@ -393,6 +397,7 @@ class SemanticStage:
         try:
             result = self._run(ctx)
         except Exception as exc:
+            logger.debug("semantic stage failed", exc_info=True)
             result = StageResult(self.name, "error", message=f"{type(exc).__name__}: {exc}")
         result.latency_s = time.perf_counter() - start
         return result

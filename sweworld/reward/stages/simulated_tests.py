@@ -42,6 +42,7 @@ SWE-World's SWR).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping
@@ -68,6 +69,9 @@ from sweworld.reward.swr import (
 )
 from sweworld.reward.swr.decoding import RESOLVED_CHOICES, constrained_reports
 from sweworld.reward.types import RewardContext, StageResult, Verdict
+
+logger = logging.getLogger(__name__)
+logger.addHandler(logging.NullHandler())
 
 __all__ = [
     "DECODINGS",
@@ -222,6 +226,7 @@ class SimulatedTestsStage:
         try:
             result = self._run(ctx)
         except Exception as exc:  # the stage's own failure: no evidence, not a verdict
+            logger.debug("simulated_tests stage failed", exc_info=True)
             result = StageResult(
                 self.name,
                 "error",

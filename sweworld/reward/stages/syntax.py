@@ -16,6 +16,7 @@ deliberately conservative.
 from __future__ import annotations
 
 import ast
+import logging
 import sys
 import textwrap
 import time
@@ -26,6 +27,9 @@ from typing import Any
 
 from sweworld.reward.candidate import patch_hunks
 from sweworld.reward.types import CandidateView, ChangedFile, RewardContext, StageResult
+
+logger = logging.getLogger(__name__)
+logger.addHandler(logging.NullHandler())
 
 __all__ = ["SyntaxIssue", "SyntaxStage", "check_source", "tree_sitter_errors"]
 
@@ -164,6 +168,7 @@ class SyntaxStage:
         try:
             result = self._run(ctx.candidate)
         except Exception as exc:  # the stage's own failure, not the candidate's
+            logger.debug("syntax stage failed", exc_info=True)
             result = StageResult(self.name, "error", message=f"{type(exc).__name__}: {exc}")
         result.latency_s = time.perf_counter() - start
         return result

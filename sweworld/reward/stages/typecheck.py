@@ -24,6 +24,7 @@ import ast
 import contextlib
 import importlib.util
 import keyword
+import logging
 import os
 import re
 import signal
@@ -39,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.reward.types import CandidateView, ChangedFile, RewardContext, StageResult
+
+logger = logging.getLogger(__name__)
+logger.addHandler(logging.NullHandler())
 
 __all__ = ["MypyError", "TypecheckStage", "introduced_errors", "parse_mypy_output"]
 
@@ -248,6 +252,7 @@ class TypecheckStage:
         try:
             result = self._run(ctx.candidate)
         except Exception as exc:
+            logger.debug("typecheck stage failed", exc_info=True)
             result = StageResult(self.name, "error", message=f"{type(exc).__name__}: {exc}")
         result.latency_s = time.perf_counter() - start
         return result
