@@ -1,7 +1,10 @@
 """Stage 4 of SWR, simulated tests: the SWR model writes the test report, the shared grader
 grades it.
 
-For one candidate: the SWR prompt (:mod:`sweworld.reward.swr.prompt`, oracle or blind) ->
+For one candidate: the candidate as the model may read it (:mod:`.model_view`: no comments,
+docstrings, notes or preambles, so words addressed to the judge never reach it) -> the SWR
+prompt (:mod:`sweworld.reward.swr.prompt`, oracle or blind, budgeted with the model's own
+``count_tokens`` when it has one) ->
 ``samples`` reports from the language model -> each report read back
 (:func:`~sweworld.reward.swr.parse_swr_output`), completed, rendered as the log the
 repository's test command prints (:func:`~sweworld.execution.grading.render_log`) and graded
@@ -21,7 +24,8 @@ on a CPU, several times faster than generating the same report.
   candidate is only credited with the fixes the model vouches for.
 - **Blind** mode has no lists: the reported tests are graded as tests that must pass, and
   the verdict also needs the model's own ``resolved`` (inferred from the tests when the
-  report lacks it: true when at least one test is reported and all pass).
+  report lacks it: true when at least one test is reported and all pass). A report that
+  names no test is no evidence (``{"tests": {}, "resolved": true}`` is not a pass).
 
 The probability of resolution:
 
@@ -36,7 +40,8 @@ The probability of resolution:
 
 Never raises: an LM that is down or too slow, or a prompt that does not fit (budgets are
 halved once, then it gives up) gives verdict ``error`` with the reason; every report
-unreadable gives ``error`` too. An empty candidate gets score 0 without a model call (as
+unreadable gives ``error`` too, and so does a prompt that shows no changed line of some
+changed file (a padded patch must not hide its change from the model). An empty candidate gets score 0 without a model call (as
 SWE-World's SWR).
 """
 
