@@ -41,8 +41,8 @@ The probability of resolution:
 Never raises: an LM that is down or too slow, or a prompt that does not fit (budgets are
 halved once, then it gives up) gives verdict ``error`` with the reason; every report
 unreadable gives ``error`` too, and so does a prompt that shows no changed line of some
-changed file (a padded patch must not hide its change from the model). An empty candidate gets score 0 without a model call (as
-SWE-World's SWR).
+changed file (a padded patch must not hide its change from the model). An empty candidate
+gets score 0 without a model call (as SWE-World's SWR).
 """
 
 from __future__ import annotations
