@@ -4,17 +4,11 @@ summary of a run with nothing to run, ``--collect-only -q`` and ``not found`` er
 
 from __future__ import annotations
 
-import posixpath
-import re
 from collections.abc import Sequence
 
-from sweworld.transition.facts.collection import Collection
 from sweworld.transition.facts.environment import Environment
 from sweworld.transition.facts.pytest_args import PytestOptions
 from sweworld.transition.facts.pytest_config import PytestConfig, relative_to_root
-from sweworld.transition.facts.records import Facts
-from sweworld.transition.facts.scanner import Item
-from sweworld.transition.types import Prediction
 
 # --------------------------------------------------------------------------- pytest rendering
 
@@ -124,46 +118,3 @@ def pytest_caveats(env: Environment, options: PytestOptions) -> tuple[str, ...]:
     """What an exact pytest answer may still differ in: its durations (the header is only
     printed in an exact answer when the environment's versions and plugins are known)."""
     return ("durations (0.01s)",)
-
-
-def render_collect_only_quiet(facts: Facts, selected: list[Item], total: int) -> Prediction:
-    """``pytest --collect-only -q``: the node ids, then the count line (exit 5: none)."""
-    deselected = total - len(selected)
-    if not total:
-        return Prediction(stdout=f"\nno tests collected in {_DURATION}\n", exit_code=5)
-    if not selected:
-        tail = f"no tests collected ({deselected} deselected)"
-        return Prediction(stdout=f"\n{tail} in {_DURATION}\n", exit_code=5)
-    if deselected:
-        tail = f"{len(selected)}/{total} tests collected ({deselected} deselected)"
-    else:
-        tail = f"{total} test{'s' if total != 1 else ''} collected"
-    lines = "".join(i.nodeid + "\n" for i in selected)  # node ids, not cwd-relative
-    return Prediction(stdout=f"{lines}\n{tail} in {_DURATION}\n", exit_code=0)
-
-
-def not_found_message(
-    target: str, collection: Collection, config: PytestConfig, env: Environment
-) -> str | None:
-    """pytest's ``ERROR: not found: ...`` for a node id that matches nothing (None when
-    pytest says something else, e.g. ``found no collectors`` below a function)."""
-    path, _, rest = target.partition("::")
-    parts = rest.split("::")
-    shown = [*parts[:-1], re.sub(r"\[.*\]$", "", parts[-1])]
-    rel = relative_to_root(path, config.rootdir)
-    container = f"<Module {posixpath.basename(path)}>"
-    prefix = rel
-    functions = {i.base for i in collection.items}
-    for part in parts[:-1]:
-        key = f"{prefix}::{part}"
-        if key in collection.classes:
-            container = collection.classes[key]
-            prefix = key
-        elif key in functions:
-            return None
-        else:
-            break
-    shown_target = "::".join([path, *shown])
-    if env.pytest < (8,):
-        return None
-    return f"ERROR: not found: {shown_target}\n(no match in any of [{container}])\n"
