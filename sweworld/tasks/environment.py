@@ -66,6 +66,8 @@ class TaskEnvironment:
         test_command: the test command without directives (the harness's ``test_cmd``),
             or None for the default ``python -m pytest -rA -p no:cacheprovider``.
         python_requires: the Python versions the repository declares it supports.
+        requirements_static: False when the repository's declared dependencies cannot be
+            read statically (``install_requires=read_requirements()``, ``**kwargs``).
         python_full: the full ``X.Y.Z`` when the description states it (a row's
             ``"python": "3.8.10"``, or ``"host"``: the interpreter running sweworld, which
             is what the LocalExecutor runs when a task names no other), else None.
@@ -79,6 +81,7 @@ class TaskEnvironment:
     test_command: str | None = None
     python_requires: str | None = None
     python_full: str | None = None
+    requirements_static: bool = True
 
     @property
     def python_known(self) -> bool:
@@ -227,8 +230,10 @@ def task_environment(task: Any, repo_dir: Path | str | None = None) -> TaskEnvir
             install=(),
             source="default",
         )
-    if meta is not None and meta.python_requires:
-        env = replace(env, python_requires=meta.python_requires)
+    if meta is not None:
+        env = replace(
+            env, python_requires=meta.python_requires, requirements_static=meta.requirements_static
+        )
 
     row = _row_fields(task)
     if row:

@@ -118,12 +118,9 @@ class Environment:
         harness environment, whose recipe installs more, nor a custom install recipe).
         """
         from sweworld.tasks.environment import task_environment
-        from sweworld.tasks.repo_metadata import read_metadata
 
         described = task_environment(task if task is not None else {}, repo_dir)
-        static = True
-        if repo_dir is not None and Path(repo_dir).is_dir():
-            static = read_metadata(repo_dir).requirements_static
+        static = described.requirements_static
         pytest_version = described.runner_version if described.test_runner == "pytest" else None
         return cls(
             python_version=(
