@@ -50,7 +50,8 @@ def request(workspace, argv=COMMAND, session="s1") -> ExecutionRequest:
 # --------------------------------------------------------------------------- deadline
 
 
-def test_a_slow_model_hits_the_step_deadline(workspace):
+def test_a_slow_model_hits_the_step_deadline(workspace, caplog):
+    caplog.set_level(logging.WARNING, logger=LOGGER)
     slow = ReplayLM([answer("late\n")], delay=3.0)
     sim = SimulatedExecutor(slow, step_timeout=0.5)
     started = time.perf_counter()
@@ -60,7 +61,8 @@ def test_a_slow_model_hits_the_step_deadline(workspace):
     assert result.exit_code == FALLBACK_EXIT_CODE
     assert result.info["timed_out"] is True and result.info["fallback"] is True
     assert result.info["stage"] == "generation" and result.info["timeout_s"] == 0.5
-    assert "could not be simulated" in result.stderr
+    assert "could not be simulated" in result.stderr and "0.5 s" in result.info["error"]
+    assert any("timed out" in r.getMessage() for r in caplog.records if r.name == LOGGER)
     time.sleep(3.0)  # the abandoned worker ends; it must not write its late answer anywhere
     assert sim.cache.hits == 0 and len(sim.cache) == 0
     history = sim.snapshot_session("s1").history
