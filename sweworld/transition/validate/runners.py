@@ -43,7 +43,7 @@ PYTHON_EXIT_CODES = frozenset((0, 1, 2, 120)) | SIGNAL_EXIT_CODES
 _PYTHON_KINDS = ("python_script", "python_c", "python_stdin", "python_module")
 # Source that may choose its own exit code (or run something that does).
 _OWN_EXIT = re.compile(
-    r"exit|SystemExit|abort|main\(|subprocess|system\(|popen|spawn|exec|fork|call_command|"
+    r"exit|quit\(|SystemExit|abort|main\(|subprocess|system\(|popen|spawn|exec|fork|call_command|"
     r"execute_from|runpy|import_module|__import__|signal|kill"
 )
 _DJANGO_RUNNER = re.compile(r"django\.test|DiscoverRunner|get_runner|django\.setup")
