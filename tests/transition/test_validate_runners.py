@@ -218,3 +218,19 @@ def test_real_python_and_pytest_outputs_in_json_answers_parse_and_pass(toy, tmp_
     text = json.dumps({"stdout": real.stdout, "stderr": real.stderr, "exit_code": real.exit_code})
     pred, _ = parse_prediction(text)
     assert pred is not None and not issues_for(view, PYTEST, pred)
+
+
+def test_a_configuration_that_silences_pytest_is_read(toy):
+    root, view = toy
+    empty = Prediction(stdout="", exit_code=0)
+    assert "not_runner_output" in issues_for(view, PYTEST, empty)
+    pyproject = root / "pyproject.toml"
+    text = pyproject.read_text()
+    assert "[tool.pytest.ini_options]" in text and "addopts" not in text
+    pyproject.write_text(text.replace("[tool.pytest.ini_options]\n",
+                                      '[tool.pytest.ini_options]\naddopts = "-qq"\n'))  # fmt: skip
+    assert "not_runner_output" not in issues_for(view, PYTEST, empty)
+    # ... as does the environment (PYTEST_ADDOPTS) and a plugin option.
+    pyproject.write_text(text)
+    assert not issues_for(view, PYTEST, empty, env={"PYTEST_ADDOPTS": "-q -q"})
+    assert not issues_for(view, [*PYTEST, "-p", "no:terminal"], empty)

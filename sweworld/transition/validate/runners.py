@@ -115,31 +115,50 @@ def check_runner(
     if combined is None:
         combined = pred.stdout + "\n" + pred.stderr
     if runner == "pytest":
-        return _check_pytest_runner(code, facts, request, combined)
+        return _check_pytest_runner(code, facts, request, view, combined)
     if runner in ("django", "sympy"):
         return _check_unittest_like(runner, code, combined)
     return _check_python_exit(code, facts, request, view)
 
 
-def _pytest_silenced(facts: Facts, request: Any) -> bool:
+def _ini_addopts(facts: Facts, view: WorkspaceView | None) -> str:
+    """The ``addopts`` of the ini-file pytest would read (its configuration may make it
+    quiet), as one string; "" when unknown."""
+    options = facts.command.pytest
+    if view is None or options is None:
+        return ""
+    from sweworld.transition.facts import Environment, Workspace
+    from sweworld.transition.facts.pytest_config import determine_setup
+
+    try:
+        config = determine_setup(Workspace(view), options, facts.cwd, Environment())
+    except (OSError, ValueError):
+        return ""
+    return " ".join(config.getargs("addopts"))
+
+
+def _pytest_silenced(facts: Facts, request: Any, view: WorkspaceView | None) -> bool:
     options = facts.command.pytest
     variables = getattr(request, "env", None) or {}
-    extra = variables.get("PYTEST_ADDOPTS", "")
+    extra = variables.get("PYTEST_ADDOPTS", "") + " " + _ini_addopts(facts, view)
     if options is None:
         return True  # nothing known of its options
+    quiet = sum(word.count("q") for word in extra.split() if re.fullmatch(r"-q+", word))
+    quiet += extra.split().count("--quiet")
     return (
-        options.verbosity <= -2
+        options.verbosity - quiet <= -2
         or options.informational
         or options.help
         or options.version
         or "no:terminal" in options.plugins
-        or "-qq" in extra
         or "no:terminal" in extra
         or bool(options.unknown)
     )
 
 
-def _check_pytest_runner(code: int, facts: Facts, request: Any, combined: str) -> list[Issue]:
+def _check_pytest_runner(
+    code: int, facts: Facts, request: Any, view: WorkspaceView | None, combined: str
+) -> list[Issue]:
     if code == 127 and facts.command.module is None and "not found" in combined:
         return []  # a bare `pytest` in an environment without it: the shell's answer
     if code not in PYTEST_EXIT_CODES:
@@ -149,7 +168,7 @@ def _check_pytest_runner(code: int, facts: Facts, request: Any, combined: str) -
                 f"pytest exits with 0..5 (or 128+N when killed by a signal), not {code}",
             )
         ]
-    if code in SIGNAL_EXIT_CODES or _pytest_silenced(facts, request):
+    if code in SIGNAL_EXIT_CODES or _pytest_silenced(facts, request, view):
         return []
     summary = parse_pytest_summary(combined)
     missing = None
