@@ -501,16 +501,22 @@ def fit_from_results(
     else:
         raise ValueError(f"method must be 'logistic' or 'isotonic', got {method!r}")
     calibrator = make().fit(x, y)
-    # Folds keep a task's candidates together (no task is scored by a fit that saw it),
-    # unless there are too few tasks for that.
-    groups: list[str] | None = [str(r.instance_id) for r, _ in rows]
+    # Folds keep a repository's candidates together (no repository is scored by a fit that
+    # saw it) when there are enough repositories, else a task's candidates, else none.
+    from sweworld.tasks.schema import repo_from_instance_id
+
+    ids = [str(r.instance_id) for r, _ in rows]
+    by_repo = [repo_from_instance_id(i) or i for i in ids]
+    groups: list[str] | None = by_repo if len(set(by_repo)) >= 5 else ids
+    grouped_by = "repository" if groups is by_repo else "task"
     units = len(set(groups or []))
     if units < 5:
-        groups, units = None, len(y)
+        groups, units, grouped_by = None, len(y), "candidate"
     out_of_fold = cross_validated_predictions(make, x, y, k=min(5, units), groups=groups)
     metrics = {
         "method": method,
         "n": len(y),
+        "folds_grouped_by": grouped_by,
         "in_sample": binary_metrics(y, calibrator.predict(x)),
         "out_of_fold": binary_metrics(y, out_of_fold),
     }

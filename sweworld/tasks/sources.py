@@ -386,6 +386,9 @@ def parse_pytest_summary(log: str | None) -> dict[str, str]:
         tokens = line.replace(" - ", " ").split()
         if len(tokens) < 2 or tokens[0] not in _STATUS_WORDS:
             continue
+        if tokens[1].startswith("["):
+            # ``SKIPPED [2] path:line: reason`` counts skips by location: no test id.
+            continue
         statuses.setdefault(tokens[1], tokens[0])
     return statuses
 

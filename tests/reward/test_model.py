@@ -154,6 +154,25 @@ def test_calibration_is_fitted_saved_and_used(tmp_path, toy_task) -> None:
         fit_from_results(results[:2], [True, True])
 
 
+def test_calibration_folds_keep_a_repository_together(toy_task) -> None:
+    """Out-of-fold scores come from fits that never saw the candidate's repository."""
+    model = _model("blind")
+    results, labels = [], []
+    for i in range(20):
+        model.stages()["tests"] = CountingStage(0.1 + 0.04 * i)
+        result = model.score(toy_task, toy_task.patch)
+        # five repositories, four candidates each (two tasks per repository)
+        result.instance_id = f"owner{i % 5}__repo{i % 5}-{i % 2}"
+        results.append(result)
+        labels.append(i % 2 == 0)
+    _, metrics = fit_from_results(results, labels, method="isotonic")
+    assert metrics["folds_grouped_by"] == "repository"
+    for r in results:
+        r.instance_id = f"org__lib-{results.index(r) % 6}"
+    _, metrics = fit_from_results(results, labels, method="isotonic")
+    assert metrics["folds_grouped_by"] == "task"
+
+
 def test_config_rejects_unknown_stages_and_modes() -> None:
     with pytest.raises(ValueError, match="unknown stage"):
         SWRConfig(stages=("syntax", "lint"))

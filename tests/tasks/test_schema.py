@@ -378,7 +378,6 @@ def test_parse_pytest_summary() -> None:
         "t.py::test_a": "PASSED",
         "t.py::test_b": "FAILED",
         "t.py::test_c": "ERROR",
-        "[1]": "SKIPPED",
         "t.py::test_d": "XFAIL",
     }
     assert parse_pytest_summary(None) == {}
