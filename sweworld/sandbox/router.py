@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import posixpath
+import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,16 +147,12 @@ def _literal(node) -> str | None:
     return None
 
 
+_ESCAPED = re.compile(r"\\(.)", re.S)
+
+
 def _unescape(text: str) -> str:
-    out, i = [], 0
-    while i < len(text):
-        if text[i] == "\\" and i + 1 < len(text):
-            out.append(text[i + 1])
-            i += 2
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
+    """Drop the backslash of each escaped character (one linear pass in C)."""
+    return _ESCAPED.sub(r"\1", text)
 
 
 def analyze(script: str) -> Analysis:
