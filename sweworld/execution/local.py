@@ -211,9 +211,11 @@ class LocalExecutor:
             stale = [k for k in self._runners if k[0] == request.session_id]
             for k in stale:  # the session was restored (new namespace) or changed env
                 self._runners.pop(k).remove()
+            evicted = []
             while len(self._runners) >= self.max_warm:
-                _, old = self._runners.popitem(last=False)
-                old.sandbox.stop()
+                evicted.append(self._runners.popitem(last=False)[1])
+        for old in evicted:  # least recently used: its control folder and cgroup go too
+            old.remove()
         name = f"{request.session_id}-local"
         cgroup = PidsCgroup.create(name, self.limits.max_processes)
         sandbox = SandboxRunner(

@@ -248,7 +248,7 @@ class SessionManager:
 
 class _Reserve:
     """A few descriptors held in reserve, released while cleaning up after the process ran
-    out of them (removing a folder tree needs descriptors)."""
+    out of them (removing a folder tree needs descriptors). Closed with their manager."""
 
     SIZE = 8
 
@@ -256,6 +256,7 @@ class _Reserve:
         self._fds: list[int] = []
         self._lock = threading.Lock()
         self._fill()
+        weakref.finalize(self, _close_fds, self._fds)
 
     def _fill(self) -> None:
         while len(self._fds) < self.SIZE:
@@ -267,14 +268,18 @@ class _Reserve:
     @contextlib.contextmanager
     def released(self) -> Iterator[None]:
         with self._lock:
-            for fd in self._fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self._fds = []
+            _close_fds(self._fds)
             try:
                 yield
             finally:
                 self._fill()
+
+
+def _close_fds(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
 
 
 def _raise_fd_limit() -> None:

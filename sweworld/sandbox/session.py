@@ -378,9 +378,9 @@ class Session:
 
         with self._lock:
             self._check_open()
-            host = self.paths.to_host(path, self.cwd)
+            host = self.paths.to_host(clean_text(path), self.cwd)
             host.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(host, text)
+            atomic_write_text(host, clean_text(text))
 
     def get_patch(self) -> str:
         """The session's changes against the base commit, as ``git diff`` prints them.

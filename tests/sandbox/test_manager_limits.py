@@ -133,3 +133,17 @@ def test_gc_removes_state_control_folders_and_empty_cgroups(tmp_path):
     assert (sessions / live).exists()  # a live process's session stays
     if parent is not None:
         assert not (parent / name).exists() and not (parent / f"{dead.pid}-2-abcdef-local").exists()
+
+
+def test_a_manager_that_is_gone_holds_no_descriptor(tmp_path):
+    import gc
+
+    from sweworld.sandbox.manager import SessionManager
+
+    SessionManager(runtime_root=tmp_path / "warm")  # process-wide state (the mounter) first
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(20):
+        SessionManager(runtime_root=tmp_path / str(i))
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) <= before
