@@ -356,8 +356,8 @@ class Session:
             result.exit_code,
         )
         return {
-            "command": request.command,
-            "cwd": call.cwd,
+            "command": clean_text(request.command),
+            "cwd": clean_text(call.cwd),
             "exit_code": result.exit_code,
             "executor": getattr(self.executor, "name", type(self.executor).__name__),
             "latency_s": time.perf_counter() - started,

@@ -144,6 +144,11 @@ def test_lone_surrogates_never_raise(manager, toy_task):
         assert s.read_file("/testbed/s.txt") == "a\ufffdb\n"
         assert s.run("echo \udfff").stdout == "\ufffd\n"
         assert s.step("echo still fine").exit_code == 0
+        # an execution command with bytes that are not UTF-8: its record is valid text
+        out = s.run("python $'\\xff'")
+        record = out.info["execution_calls"][0]
+        record["command"].encode("utf-8")
+        assert "\ufffd" in record["command"]
 
 
 def test_lone_surrogates_in_a_cli_actions_file_do_not_abort_the_run(tmp_path, capsys):
