@@ -33,7 +33,9 @@ import fcntl
 import hashlib
 import json
 import logging
+import os
 import shlex
+import shutil
 import threading
 import time
 from collections.abc import Mapping
@@ -171,6 +173,14 @@ class EnvPlan:
     requested: str | None
     exact: bool
     note: str = ""
+
+
+def _previous_venv(root: Path) -> str | None:
+    """The folder name of the build a status file points to (kept through one rebuild)."""
+    try:
+        return Path(json.loads((root / "status.json").read_text())["venv"]).name
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _task_environment(task: Any, base: Path | None) -> Any:
@@ -311,8 +321,8 @@ class EnvBuilder:
             if self.rebuild and key not in self._retried:
                 rebuild = True
                 self._retried.add(key)
-        if ready is not None and not rebuild:
-            return ready
+        if ready is not None and not rebuild and ready.venv.is_dir():
+            return ready  # (another process's rebuild may have replaced it: then reload)
         env = self._ensure(key, plan, base, rebuild)
         with self._lock:
             self._ready[key] = env
@@ -344,7 +354,7 @@ class EnvBuilder:
         return PythonEnv(
             key=key,
             root=root,
-            venv=root / "venv",
+            venv=root / str(data.get("venv", "venv")),
             ok=bool(data.get("ok")),
             log=log_path.read_text(errors="replace") if log_path.exists() else "",
             build_s=float(data.get("build_s", 0.0)),
@@ -357,7 +367,10 @@ class EnvBuilder:
         )
 
     def _build(self, key: str, root: Path, plan: EnvPlan, base: Path) -> PythonEnv:
-        venv = root / "venv"
+        # A new folder per build: sandboxes of other processes that bound the previous
+        # environment keep it while this one is built; older builds are removed afterwards.
+        previous = _previous_venv(root)
+        venv = root / "venvs" / f"{time.time_ns():x}-{os.getpid()}"
         (root / "status.json").unlink(missing_ok=True)
         started = time.monotonic()
         logs: list[str] = []
@@ -402,11 +415,16 @@ class EnvBuilder:
                     "python_requested": plan.requested,
                     "recipe": asdict(plan.recipe),
                     "layout": LAYOUT,
+                    "venv": str(venv.relative_to(root)),
                 },
                 default=str,
                 indent=1,
             )
         )
+        keep = {venv.name, previous}
+        for old in (root / "venvs").iterdir():
+            if old.name not in keep:
+                shutil.rmtree(old, ignore_errors=True)
         return PythonEnv(
             key=key,
             root=root,

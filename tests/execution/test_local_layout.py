@@ -236,3 +236,28 @@ def test_transient_build_failures_are_retried_a_bounded_number_of_times(
 
     assert may_be_transient("pip: ReadTimeoutError: Read timed out.")
     assert not may_be_transient("ERROR: No matching distribution found for nothing-such")
+
+
+def test_a_rebuild_does_not_pull_the_environment_from_under_a_live_session(
+    manager, toy_task, tmp_path
+):
+    executor = LocalExecutor(builder=EnvBuilder(tmp_path / "envs", default=BARE))
+    try:
+        with manager.open(toy_task, executor=executor) as s:
+            assert s.run("python -c 'print(1)'").stdout == "1\n"  # its sandbox is warm
+            base = manager.checkout(toy_task).path
+            for _ in range(2):  # another process rebuilds, twice
+                rebuilt = EnvBuilder(tmp_path / "envs", default=BARE, rebuild=True).ensure(
+                    toy_task, base
+                )
+                assert rebuilt.ok
+            assert len(list(rebuilt.venv.parent.iterdir())) == 2  # this build and the last
+        with manager.open(toy_task, executor=executor) as s:
+            assert s.run("python -c 'print(2)'").stdout == "2\n"
+        fresh = LocalExecutor(builder=EnvBuilder(tmp_path / "envs", default=BARE))
+        with manager.open(toy_task, executor=fresh) as s:
+            out = s.run("python -c 'import sys; print(sys.prefix)'")
+            assert out.stdout == "/opt/sweworld/venv\n"
+        fresh.close()
+    finally:
+        executor.close()
