@@ -364,19 +364,20 @@ def _executor(args: argparse.Namespace) -> Any:
 
 def read_actions(lines: Iterable[str], source: str = "actions") -> Iterator[Any]:
     """Actions from JSONL: each line a JSON string (XML call or bash) or a tool-call object."""
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    from sweworld.tasks.loaders import read_json_lines
+
+    hint = 'each line must be a JSON string such as "ls -la" or a tool-call object'
+    values = read_json_lines(lines, source, error=ValueError)
+    while True:
         try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(
-                f"{source}:{number}: not a JSON value ({exc.msg}); each line must "
-                'be a JSON string such as "ls -la" or a tool-call object'
-            ) from exc
+            where, value = next(values)
+        except StopIteration:
+            return
+        except ValueError as exc:
+            raise ValueError(f"{exc}; {hint}") from None
         if not isinstance(value, (str, dict)):
             raise ValueError(
-                f"{source}:{number}: expected a JSON string or object, got {type(value).__name__}"
+                f"{where}: expected a JSON string or object, got {type(value).__name__}; {hint}"
             )
         yield value
 

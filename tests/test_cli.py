@@ -62,7 +62,7 @@ def test_read_actions_validates_lines():
         "ls",
         {"function": "finish"},
     ]
-    with pytest.raises(ValueError, match="actions:2: not a JSON value"):
+    with pytest.raises(ValueError, match="actions line 2: invalid JSON"):
         list(read_actions(['"ls"', "ls -la"]))
     with pytest.raises(ValueError, match="expected a JSON string or object"):
         list(read_actions(["[1, 2]"]))

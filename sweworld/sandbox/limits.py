@@ -37,6 +37,9 @@ class SandboxLimits:
         max_output_bytes: stdout and stderr are each cut here and the command is stopped.
         max_processes: processes at once per session (``RLIMIT_NPROC`` in the sandbox's user
             namespace, and a pids cgroup where the host offers one).
+        max_command_bytes: longest command (UTF-8 bytes) a step may run; a longer one is
+            refused before anything runs. Linux caps one argument at 128 KiB, and the
+            sandbox's shell receives the command as one.
     """
 
     timeout: float = 90.0
@@ -45,6 +48,7 @@ class SandboxLimits:
     file_mb: int = 1024
     max_output_bytes: int = 2_000_000
     max_processes: int = 512
+    max_command_bytes: int = 100_000
 
 
 def out_of_descriptors(exc: BaseException) -> bool:

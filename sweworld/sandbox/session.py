@@ -39,7 +39,7 @@ from sweworld.sandbox.render import (
     render_r2egym,
 )
 from sweworld.sandbox.repos import BaseCheckout
-from sweworld.sandbox.router import REFUSED_EXIT_CODE, find_refusal, routes
+from sweworld.sandbox.router import REFUSED_EXIT_CODE, declared_scripts, find_refusal, routes
 from sweworld.sandbox.shims import ShimProtocolError, answer_call, read_call
 from sweworld.sandbox.tools import ToolConfig, ToolContext, run_tool
 from sweworld.sandbox.types import BashOutcome, StepResult, clean_text, clean_value
@@ -122,6 +122,7 @@ class Session:
         self.done = False
         self._lock = threading.RLock()
         self._closed = False
+        self._scripts: frozenset[str] | None = None
         self._on_destroy = on_destroy
         self._snapshots: dict[str, Snapshot] = {}
         self._cgroup = PidsCgroup.create(f"{state_dir.name}", config.limits.max_processes)
@@ -256,6 +257,17 @@ class Session:
         with self._lock:
             self._check_open()
             command = clean_text(command)
+            size = len(command.encode("utf-8", errors="replace"))
+            if size > self.config.limits.max_command_bytes:
+                return BashOutcome(
+                    stderr=(
+                        f"sweworld: the command is {size} bytes long; commands may be at most "
+                        f"{self.config.limits.max_command_bytes} bytes. Nothing was run. Write "
+                        "long content with file_editor create, or in several smaller steps.\n"
+                    ),
+                    exit_code=REFUSED_EXIT_CODE,
+                    info={"refused": "command_too_long", "command_bytes": size},
+                )
             refusal = find_refusal(command, self.cwd)
             if refusal is not None:
                 return BashOutcome(
@@ -276,11 +288,22 @@ class Session:
                 return BashOutcome(
                     stderr=f"sweworld: {exc}\n",
                     exit_code=SANDBOX_ERROR_EXIT_CODE,
-                    info={"error": "sandbox", "message": str(exc), "routes": routes(command)},
+                    info={"error": "sandbox", "message": str(exc), "routes": self._routes(command)},
                 )
             if raw.cwd:
                 self.cwd = raw.cwd
             return self._outcome(raw, command)
+
+    def _routes(self, command: str) -> list[dict[str, str]]:
+        """Each simple command's route for ``info``, the repository's console scripts
+        (read once from the base checkout) counting as execution, as in the sandbox."""
+        if self._scripts is None:
+            try:
+                self._scripts = declared_scripts(self.base.path)
+            except (OSError, ValueError, SyntaxError) as exc:
+                log.debug("session %s: console scripts not read: %s", self.id, exc)
+                self._scripts = frozenset()
+        return routes(command, self._scripts)
 
     def _outcome(self, raw: RawRun, command: str) -> BashOutcome:
         stdout = raw.stdout.decode("utf-8", errors="replace")
@@ -297,7 +320,7 @@ class Session:
                 "and was stopped.\n"
             )
         info: dict[str, Any] = {
-            "routes": routes(command),
+            "routes": self._routes(command),
             "execution_calls": raw.calls,
             "wall_s": raw.wall_s,
             "executor_s": raw.executor_s,

@@ -12,6 +12,7 @@ import pytest
 from sweworld.execution.scripted import ScriptedExecutor
 from sweworld.sandbox.bwrap import SandboxLimits
 from sweworld.sandbox.executor import ExecutionResult
+from sweworld.sandbox.router import REFUSED_EXIT_CODE
 from sweworld.sandbox.session import SessionClosed, SessionConfig
 from tests.conftest import requires_sandbox
 
@@ -425,3 +426,37 @@ def test_gc_removes_state_of_dead_processes(manager, tmp_path):
     assert gc_stale_sessions(tmp_path) == [stale.name]
     assert not stale.exists() and mine.exists()
     assert not (tmp_path / f"{dead.pid}-1-abcdef.log").exists()
+
+
+def test_overlong_command_is_refused_before_anything_runs(session):
+    """Linux caps one argument at 128 KiB: a longer command is refused with a message that
+    says what to do instead, and the session stays usable."""
+    limit = session.config.limits.max_command_bytes
+    command = "echo " + "x" * limit + " > /testbed/big.txt"
+    out = session.run(command)
+    assert out.exit_code == REFUSED_EXIT_CODE
+    assert f"at most {limit} bytes" in out.stderr and "file_editor create" in out.stderr
+    assert out.info["refused"] == "command_too_long"
+    assert not (session.root / "big.txt").exists()
+    assert session.run("echo " + "y" * (limit - 100)).exit_code == 0
+
+
+def test_routes_count_the_repositorys_console_scripts(manager, tmp_path):
+    from sweworld.tasks import Task
+
+    repo = tmp_path / "tool"
+    (repo / "tool").mkdir(parents=True)
+    (repo / "tool" / "__init__.py").write_text("def main():\n    print('hi')\n")
+    (repo / "pyproject.toml").write_text(
+        '[project]\nname = "tool"\nversion = "0"\n[project.scripts]\nrun-tool = "tool:main"\n'
+    )
+    task = Task(instance_id="t__tool-1", repo="t/tool", base_commit="", problem_statement="x")
+    sess = manager.open(task, repo_path=repo)
+    try:
+        out = sess.run("run-tool --help; ls")
+        assert {r["command"]: r["route"] for r in out.info["routes"]} == {
+            "run-tool --help": "execution",
+            "ls": "real",
+        }
+    finally:
+        sess.destroy()
