@@ -307,6 +307,28 @@ def json_spans(text: str) -> list[tuple[int, int | None]]:
 #: Candidate ``{`` positions tried per span.
 MAX_STARTS = 64
 
+#: Deepest nesting of a value :func:`find_object` hands on: no answer a model writes needs
+#: more, and a deeper one (still under the decoder's recursion limit) would make any
+#: recursive walk downstream (the text cleaning, ``json.dumps``) raise ``RecursionError``.
+MAX_DEPTH = 64
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests lists / dicts more than ``limit`` levels (iterative, linear)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
 
 def find_object(
     text: str, accept: Callable[[Any], T | None], *, strict_first: bool = True
@@ -317,8 +339,9 @@ def find_object(
     Spans are searched in :func:`json_spans` order; in each, up to :data:`MAX_STARTS` ``{``
     positions. At each, strict JSON first (``strict_first``; C speed), then the lenient
     reader. The lenient reader's total reading is bounded by a budget of a few times the
-    text's length, so the whole search is linear in ``len(text)``. Strings of the value
-    are made valid (lone surrogates from ``\\ud800`` escapes replaced, noted as a repair).
+    text's length, so the whole search is linear in ``len(text)``. A value nested deeper
+    than :data:`MAX_DEPTH` is passed over. Strings of the value are made valid (lone
+    surrogates from ``\\ud800`` escapes replaced, noted as a repair).
     """
     budget = 4 * len(text) + 65_536
     decoders = [json.JSONDecoder(parse_int=bounded_int)] if strict_first else []
@@ -334,6 +357,8 @@ def find_object(
                     value, used = decoder.raw_decode(region, position)
                 except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
                     continue
+                if too_deep(value):
+                    break
                 value, changed = valid_value(value)
                 found = accept(value)
                 if found is None:
@@ -350,6 +375,8 @@ def find_object(
             except (ValueError, TruncatedJSON, RecursionError):
                 value = None
             budget -= max(reader.i - position, 1)
+            if too_deep(value):
+                value = None
             value, changed = valid_value(value)
             found = accept(value) if value is not None else None
             if found is not None:

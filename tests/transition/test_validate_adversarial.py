@@ -109,6 +109,23 @@ def test_the_lenient_search_is_bounded_even_with_many_candidates():
     assert found is None or found["stdout"] == "found"
 
 
+@pytest.mark.parametrize("depth", [950, 5000])
+def test_deeply_nested_values_are_passed_over_not_raised(depth):
+    # 950 levels decode under the recursion limit, and then every recursive walk of the
+    # value (the text cleaning, json.dumps of a dict given as stdout) raised RecursionError
+    # out of parse_prediction.
+    nested = '{"a":' * depth + "1" + "}" * depth
+    text = '{"stdout": ' + nested + ', "stderr": "", "exit_code": 0}'
+    (pred, repairs), seconds = timed(parse_prediction, text)
+    assert seconds < BOUND_S
+    assert pred is None and repairs
+    report = parse_swr_output('{"tests": ' + nested + ', "resolved": true}')
+    assert report.resolved is not True
+    # Ordinary nesting still reads.
+    pred, _ = parse_prediction('{"stdout": {"a": [[1]]}, "exit_code": 0}')
+    assert pred is not None and pred.stdout == '{"a": [[1]]}'
+
+
 # --------------------------------------------------------------------------- exit codes
 
 
