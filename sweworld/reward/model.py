@@ -407,10 +407,13 @@ class RewardModel:
             report = make_report(task, {}, patch=patch or "", status=f"swr_{stopped_by}_failed")
         info["latency_s"] = round(time.perf_counter() - started, 4)
         info["latency_by_stage"] = {n: round(r.latency_s, 4) for n, r in stages.items()}
+        # an exact stage's refusal or no evidence is never success, whatever the threshold
+        # (a threshold of 0 once made an empty patch "resolved" with reward 1)
+        resolved = stopped_by is None and missing is None and score >= self.preset.threshold
         reward = compute_reward(
-            score, stages, reward_preset=self.preset, steps=steps, outcome=outcome
-        )
-        resolved = missing is None and score >= self.preset.threshold
+            score, stages, reward_preset=self.preset, steps=steps, outcome=outcome,
+            resolved=resolved,
+        )  # fmt: skip
         return RewardResult(
             instance_id=str(getattr(task, "instance_id", "")),
             status=UNDETERMINED if missing is not None else RESOLVED if resolved else UNRESOLVED,

@@ -101,6 +101,7 @@ def compute_reward(
     reward_preset: str | RewardPreset = "binary",
     steps: int | None = None,
     outcome: str = "submitted",
+    resolved: bool | None = None,
 ) -> float:
     """The scalar reward for a verdict.
 
@@ -110,12 +111,16 @@ def compute_reward(
         reward_preset: a preset name or object.
         steps: agent steps of the episode (``shaped`` only; None counts as 0).
         outcome: ``submitted`` or ``timeout`` (the episode ended without a submission).
+        resolved: the verdict when the caller knows it (``RewardModel``: False whenever an
+            exact stage stopped the candidate or no stage gave evidence, whatever the
+            threshold); None: ``score >= threshold``.
     """
     p = preset(reward_preset)
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
     score = min(1.0, max(0.0, float(score)))
-    resolved = score >= p.threshold
+    if resolved is None:
+        resolved = score >= p.threshold
     if p.name == "score":
         return score
     if p.name == "binary":

@@ -64,6 +64,20 @@ def test_every_preset_gives_no_credit_without_evidence(toy_task):
         assert result.reward <= 0.0, preset_name
 
 
+@pytest.mark.parametrize("preset_name", ["binary", "score", "shaped", "stage_penalty"])
+def test_a_zero_threshold_gives_no_credit_without_evidence(toy_task, preset_name):
+    """A threshold of 0 made every score "resolved": an empty patch (stopped by the
+    semantic stage) got status resolved and reward 1, a notes-only patch reward 1."""
+    config = SWRConfig(
+        mode="blind", stages=EXACT, calibration=None, reward_preset=preset_name, threshold=0.0
+    )
+    scorer = RewardModel(config)
+    for patch in ("", notes_patch()):
+        result = scorer.score(toy_task, patch)
+        assert result.status != "resolved" and result.resolved is False
+        assert result.reward <= 0.0, (preset_name, patch[:20], result.reward)
+
+
 def test_empty_patch_with_only_the_syntax_stage(toy_task):
     result = model("oracle", ("syntax",)).score(toy_task, "")
     assert result.status == "undetermined" and not result.resolved and result.reward == 0.0
