@@ -257,6 +257,29 @@ def _hunk_noop(hunk: Hunk) -> bool:
     return False
 
 
+def _anchored_lines(hunk: Hunk, is_python: bool) -> tuple[list[str], list[str]]:
+    """The hunk's removed and added code lines, normalised, each prefixed with where it is
+    in the base file (``"LINE:code"``): a removed line its own line number, an added line
+    the number of the base line it is inserted before. Both patches are diffs of the same
+    base, so the same change has the same anchors whatever the context size or comments;
+    without them, the gold's lines added in another function were "equivalent"."""
+    minus: list[str] = []
+    plus: list[str] = []
+    line = hunk.old_start if hunk.old_len else hunk.old_start + 1
+    for kind, text in hunk.lines:
+        if kind == "+":
+            normalized = normalize_line(text, comments=is_python)
+            if normalized:
+                plus.append(f"{line}:{normalized}")
+            continue
+        if kind == "-":
+            normalized = normalize_line(text, comments=is_python)
+            if normalized:
+                minus.append(f"{line}:{normalized}")
+        line += 1
+    return minus, plus
+
+
 def _hunk_states(view: CandidateView) -> dict[str, Any]:
     """path -> (status, removed lines, added lines) from the hunks, changed files only."""
     hunks_by_path = patch_hunks(view.patch)
@@ -275,14 +298,7 @@ def _hunk_states(view: CandidateView) -> dict[str, Any]:
         for hunk in hunks_by_path.get(changed.path, []):
             if changed.is_python and _hunk_noop(hunk):
                 continue
-            minus = [
-                n
-                for n in (normalize_line(t, comments=changed.is_python) for t in hunk.removed)
-                if n
-            ]
-            plus = [
-                n for n in (normalize_line(t, comments=changed.is_python) for t in hunk.added) if n
-            ]
+            minus, plus = _anchored_lines(hunk, changed.is_python)
             # Compare whole sides (context included), so that moving lines within a hunk
             # is a change even though the removed and added lines are the same.
             old_side = [
@@ -304,7 +320,8 @@ def _hunk_states(view: CandidateView) -> dict[str, Any]:
             if old_side != new_side:
                 removed += minus
                 added += plus
-                if minus == plus:  # a move: the new order is the change
+                if [m.split(":", 1)[1] for m in minus] == [p.split(":", 1)[1] for p in plus]:
+                    # a move: the new order is the change
                     added.append("<order> " + " | ".join(new_side))
         if changed.status == "renamed" and changed.old_path and changed.old_path != changed.path:
             states[changed.old_path] = ["renamed-away"]

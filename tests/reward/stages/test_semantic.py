@@ -19,6 +19,7 @@ from sweworld.reward.stages.semantic import (
 )
 from sweworld.reward.types import RewardContext
 from sweworld.tasks.patches import make_unified_diff
+from sweworld.tasks.toy import toy_data_dir
 from tests.reward.stages import context, diff, make_repo, toy_base, write
 
 MOD = '''\
@@ -264,6 +265,35 @@ def test_toy_gold_variants(toy_tasks, tmp_path: Path) -> None:
         result = SemanticStage().run(context(task, patch, base))
         assert result.evidence["gold_equivalent"] is False and result.score is None
         assert result.verdict == "pass"
+
+
+def test_the_gold_lines_in_another_place_are_not_equivalent(toy_tasks) -> None:
+    """Hunks only (no base checkout): the gold fix of stockroom-2 (a check added to
+    ``remove_stock``) pasted into ``add_stock`` had the same removed and added lines, so it
+    was "equivalent to the gold patch": resolved, reward 1, without a test."""
+    task = next(t for t in toy_tasks if t.instance_id == "sweworld__stockroom-2")
+    path = "stockroom/inventory.py"
+    before = (toy_data_dir() / "repo" / path).read_text()
+    lines = before.splitlines(keepends=True)
+    anchor = "        item = self.get(sku)\n"
+    first = lines.index(anchor)  # add_stock's; the gold adds its lines after the second
+    assert lines.index(anchor, first + 1) > first
+    check = [
+        "        if quantity > item.quantity:\n",
+        "            raise InsufficientStockError(sku, quantity, item.quantity)\n",
+    ]
+    misplaced = make_unified_diff(
+        path, before, "".join(lines[: first + 1] + check + lines[first + 1 :])
+    )
+    assert gold_equivalent(view_candidate(misplaced), view_gold(task)) is False
+    result = SemanticStage().run(context(task, misplaced, None))
+    assert result.evidence["gold_equivalent"] is False and result.score is None
+    # the gold itself, and the gold with a comment added, still are
+    assert gold_equivalent(view_candidate(task.patch), view_gold(task)) is True
+    second = lines.index(anchor, first + 1)
+    commented = [*lines[: second + 1], "        # enough stock?\n", *check, *lines[second + 1 :]]
+    patch = make_unified_diff(path, before, "".join(commented))
+    assert gold_equivalent(view_candidate(patch), view_gold(task)) is True
 
 
 def reformat(text: str) -> str:
