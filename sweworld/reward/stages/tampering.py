@@ -15,8 +15,11 @@ Judged by what an edit does, not by which file it touches:
   ``-k``, ``-m``, ``--deselect``, ``--ignore``, ``-p no:<plugin>``, ``-W ignore``,
   ``--continue-on-collection-errors`` are;
 - **the runner from the code side**: non-test code that imports pytest's internals or
-  replaces them, or exits the interpreter at import time (``sys.exit(0)`` / ``os._exit`` at
-  module level), so that a test run ends "green" before any test runs.
+  replaces them, exits the interpreter at import time (``sys.exit(0)`` / ``os._exit`` /
+  ``raise SystemExit`` at module level, also inside ``if`` / ``try`` / ``with`` / class
+  bodies, never inside a ``__main__`` guard) or skips at import
+  (``pytest.skip(..., allow_module_level=True)``, ``raise unittest.SkipTest``), so that a test
+  run ends "green" before any test runs.
 """
 
 from __future__ import annotations
@@ -456,6 +459,8 @@ _RUNNER_MODULES = ("pytest", "_pytest", "pluggy", "unittest")
 _HIJACK_LINE_RE = re.compile(
     r"^(?:import|from)\s+(?:_pytest|pluggy)\b"
     r"|^(?:sys\.exit|os\._exit|exit|quit)\s*\("
+    r"|^raise\s+(?:SystemExit|KeyboardInterrupt|(?:unittest\.)?SkipTest)\b"
+    r"|\ballow_module_level\s*="
     r"|\bsys\.modules\s*\[\s*['\"](?:pytest|_pytest|unittest)"
     r"|\b(?:pytest|_pytest|unittest)(?:\.\w+)+\s*=[^=]"
 )
@@ -471,14 +476,59 @@ def _own_runner(path: str) -> bool:
     )
 
 
+_EXITS = ("sys.exit", "os._exit", "exit", "quit")
+_EXIT_EXCEPTIONS = ("SystemExit", "KeyboardInterrupt", "builtins.SystemExit")
+_SKIP_EXCEPTIONS = ("unittest.SkipTest", "SkipTest", "pytest.skip.Exception", "skip.Exception")
+_TRY = (ast.Try, getattr(ast, "TryStar", ast.Try))  # try/except* is Python 3.11+
+
+
+def _main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (its body never runs on import)."""
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, ast.Compare) and "__main__" in ast.unparse(test)
+
+
+def _import_time(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements of ``body`` that run at import: module level, through ``if`` /
+    ``try`` / ``with`` / loops and class bodies (not functions, not a ``__main__`` guard)."""
+    out: list[ast.stmt] = []
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or _main_guard(node):
+            continue
+        out.append(node)
+        blocks: list[list[ast.stmt]] = []
+        if isinstance(node, ast.If | ast.For | ast.AsyncFor | ast.While):
+            blocks = [node.body, node.orelse]
+        elif isinstance(node, ast.With | ast.AsyncWith | ast.ClassDef):
+            blocks = [node.body]
+        elif isinstance(node, _TRY):
+            blocks = [node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody]
+        for block in reversed(blocks):
+            stack.extend(reversed(block))
+    return out
+
+
 def _hijack_ast(path: str, tree: ast.Module) -> list[str]:
     reasons: list[str] = []
-    for node in tree.body:  # module level: runs at import, before any test
+    for node in _import_time(tree.body):  # runs at import, before any test
         call = node.value if isinstance(node, ast.Expr) else None
         if isinstance(call, ast.Call):
             name = ast.unparse(call.func)
-            if name in ("sys.exit", "os._exit", "exit", "quit"):
+            if name in _EXITS:
                 reasons.append(f"exits the interpreter at import time in {path}")
+            elif name.split(".")[-1] == "skip" and any(
+                k.arg == "allow_module_level" for k in call.keywords
+            ):
+                reasons.append(f"skips every test that imports {path}")
+        elif isinstance(node, ast.Raise) and node.exc is not None:
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            name = ast.unparse(exc)
+            if name in _EXIT_EXCEPTIONS:
+                reasons.append(f"exits the interpreter at import time in {path}")
+            elif name in _SKIP_EXCEPTIONS:
+                reasons.append(f"skips every test that imports {path}")
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]

@@ -547,6 +547,10 @@ HIJACKS = {
     "replace unittest": MOD
     + "\nimport unittest\nunittest.TestCase.run = lambda self, r=None: None\n",
     "sys.modules": MOD + "\nimport sys\nsys.modules['pytest'] = None\n",
+    # these passed as "no semantic red flag" before: the same takeovers, written otherwise
+    "raise SystemExit": MOD + "\nraise SystemExit(0)\n",
+    "skip at import": MOD + "\nimport pytest\npytest.skip('later', allow_module_level=True)\n",
+    "raise SkipTest": MOD + "\nimport unittest\nraise unittest.SkipTest('later')\n",
 }
 
 
@@ -559,9 +563,29 @@ def test_code_that_takes_over_the_runner_is_tampering(repo, case, with_base):
     assert any("pkg/mod.py" in reason for reason in result.evidence["tampering"])
 
 
+NESTED_HIJACKS = {
+    "exit inside an if": MOD + "\nimport sys\nif True:\n    sys.exit(0)\n",
+    "exit inside a try": MOD + "\nimport os\ntry:\n    os._exit(0)\nexcept Exception:\n    pass\n",
+    "skip inside a with": MOD + "\nimport pytest, contextlib\nwith contextlib.suppress():\n"
+    "    pytest.skip('x', allow_module_level=True)\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(NESTED_HIJACKS))
+def test_takeovers_nested_in_module_level_blocks_are_tampering(repo, case):
+    """Whole files only: in a hunk, an indented line may as well be inside a function."""
+    write(repo, {"pkg/mod.py": NESTED_HIJACKS[case]})
+    result = judge(diff(repo), repo)
+    assert result.verdict == "fail" and result.evidence["test_tampering"], result.evidence
+
+
 def test_ordinary_exits_and_runner_sources_are_not_tampering(repo):
     # sys.exit inside a function (a CLI's main) is code, not a takeover
     write(repo, {"pkg/mod.py": MOD + "\n\ndef main():\n    import sys\n    sys.exit(0)\n"})
+    assert judge(diff(repo), repo).evidence["tampering"] == []
+    # ... and so is an exit behind a __main__ guard
+    guarded = MOD + "\nimport sys\n\nif __name__ == '__main__':\n    raise SystemExit(0)\n"
+    write(repo, {"pkg/mod.py": guarded})
     assert judge(diff(repo), repo).evidence["tampering"] == []
     # a package's __main__.py exits by design (it runs as a program, not on import)
     main_py = make_unified_diff("pkg/__main__.py", None, "import sys\n\nsys.exit(0)\n")
