@@ -292,6 +292,35 @@ def test_padding_that_pushes_the_change_out_of_sight_gains_nothing(toy_tasks):
     assert "stockroom/textutil.py" in hidden.stages["tests"].evidence["files_not_shown"]
 
 
+def test_a_change_made_binary_gains_nothing(toy_tasks):
+    """A ``.gitattributes`` line (``*.py -diff``) makes ``git diff`` print "Binary files
+    differ" for a Python module: no stage can read the change, and a model that says yes to
+    anything it sees gave it a verdict (resolved, reward 1). A binary asset still does not
+    hide the code change next to it."""
+    task = toy_tasks[0]
+
+    def always_resolved(messages):
+        return swr_target(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS], "PASSED"), True)
+
+    attributes = make_unified_diff(".gitattributes", None, "*.py -diff\n")
+    binary_module = (
+        "diff --git a/stockroom/textutil.py b/stockroom/textutil.py\n"
+        "index 1111111..2222222 100644\n"
+        "Binary files a/stockroom/textutil.py and b/stockroom/textutil.py differ\n"
+    )
+    image = (
+        "diff --git a/docs/logo.png b/docs/logo.png\nnew file mode 100644\n"
+        "index 0000000..2222222\nBinary files /dev/null and b/docs/logo.png differ\n"
+    )
+    for mode in ("oracle", "blind"):
+        scorer = model(mode, (*EXACT, "tests"), ReplayLM(always_resolved))
+        hidden = scorer.score(task, attributes + binary_module)
+        assert hidden.status == "undetermined" and hidden.reward == 0.0, hidden.info
+        assert hidden.stages["tests"].evidence["files_not_shown"] == ["stockroom/textutil.py"]
+        with_image = scorer.score(task, code_patch(task, PLAIN) + image)
+        assert with_image.status == "resolved"  # this model says yes to what it sees
+
+
 def test_a_stage_that_breaks_inside_logs_its_traceback(toy_task, caplog, monkeypatch):
     """A stage's own failure (caught inside the stage) reaches the caller's log with the
     traceback at DEBUG, and the model's warning names the stage."""

@@ -60,6 +60,7 @@ from sweworld.reward.stages.swr_samples import (
     grade_sample,
     hidden_files,
     is_empty_patch,
+    opaque_files,
     sample_report,
 )
 from sweworld.reward.swr import (
@@ -309,6 +310,7 @@ class SimulatedTestsStage:
             prompt.prompt_tokens
         )
         hidden, seen = hidden_files(prompt, shown_patch)
+        hidden = sorted({*hidden, *opaque_files(getattr(candidate, "files", ()))})
         evidence["patch_shown"] = round(seen, 4)
         if hidden:  # a verdict on changes the model did not see is no evidence
             evidence["files_not_shown"] = hidden[:20]

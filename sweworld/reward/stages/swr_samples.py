@@ -178,6 +178,33 @@ def _get(task: Any, name: str) -> Any:
     return task.get(name) if isinstance(task, Mapping) else getattr(task, name, None)
 
 
+#: Suffixes of files that are binary by nature (a change to one is not code the model must
+#: read); a binary change to any other file (a ``.py`` made "binary" by a
+#: ``.gitattributes`` line, say) shows the model nothing of what changed.
+BINARY_ASSET_SUFFIXES = frozenset((
+    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".ico", ".webp", ".tif", ".tiff", ".pdf", ".ps",
+    ".eps", ".zip", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".tar", ".whl", ".egg", ".jar",
+    ".class", ".so", ".dll", ".dylib", ".pyd", ".pyc", ".pyo", ".exe", ".o", ".a", ".mo",
+    ".db", ".sqlite", ".sqlite3", ".npy", ".npz", ".pkl", ".pickle", ".joblib", ".h5", ".hdf5",
+    ".nc", ".fits", ".parquet", ".feather", ".xls", ".xlsx", ".doc", ".docx", ".odt", ".ttf",
+    ".otf", ".woff", ".woff2", ".eot", ".mp3", ".wav", ".ogg", ".flac", ".mp4", ".avi", ".mov",
+    ".webm", ".bin", ".dat", ".dta", ".sav", ".mat",
+))  # fmt: skip
+
+
+def opaque_files(files: Any) -> list[str]:
+    """Changed files (``CandidateView.files``) whose change is binary although the file is
+    not a binary asset: no stage, and no model, can read what changed in them."""
+    out = []
+    for changed in files or ():
+        if getattr(changed, "binary", False):
+            path = str(getattr(changed, "path", ""))
+            suffix = path[path.rfind(".") :].lower() if "." in path.rsplit("/", 1)[-1] else ""
+            if suffix not in BINARY_ASSET_SUFFIXES:
+                out.append(path)
+    return out
+
+
 def hidden_files(prompt: SWRPrompt, patch: str) -> tuple[list[str], float]:
     """The files of ``patch`` that change code (non-blank ``+`` / ``-`` lines) none of whose
     changed lines the prompt's ``<candidate_patch>`` block shows, and the share of changed
