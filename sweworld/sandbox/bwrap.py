@@ -175,6 +175,13 @@ class SandboxRunner:
             (self.ctl_dir / sub).mkdir(parents=True, exist_ok=True)
         for fifo in ("requests", "exec"):
             os.mkfifo(self.ctl_dir / fifo, 0o600)
+        # The sandbox can write in the control folder (rename `req`, put a symlink to a host
+        # folder in its place): the host reaches its subfolders only through descriptors
+        # opened here, before anything runs in the sandbox, never by path again.
+        for sub in ("req", "steps"):
+            self._fds[sub] = os.open(
+                self.ctl_dir / sub, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+            )
         args_fd = os.memfd_create("sweworld-bwrap-args", 0)
         try:
             os.write(args_fd, b"".join(a.encode() + b"\0" for a in self._bwrap_args()))
@@ -217,7 +224,6 @@ class SandboxRunner:
             text = self.log_path.read_bytes().decode(errors="replace").strip()
             raise SandboxUnavailable(f"the sandbox did not start: {text or 'no output'}")
         flags = os.O_NONBLOCK | os.O_NOFOLLOW
-        self._fds["req"] = os.open(self.ctl_dir / "req", os.O_RDONLY | os.O_DIRECTORY)
         self._fds["exec_r"] = os.open(self.ctl_dir / "exec", os.O_RDONLY | flags)
         self._fds["exec_w"] = os.open(self.ctl_dir / "exec", os.O_WRONLY | flags)
         self._fds["requests"] = os.open(self.ctl_dir / "requests", os.O_WRONLY | flags)
@@ -290,50 +296,61 @@ class SandboxRunner:
             self.stop()
             self._start()
         self._seq += 1
-        step = self.ctl_dir / "steps" / str(self._seq)
+        step = str(self._seq)
+        steps_fd, req_fd = self._fds["steps"], self._fds["req"]
+        step_fd: int | None = None
         try:
-            result = self._run_step(step, command, cwd, on_call, limit, merge_stderr)
+            os.mkdir(step, dir_fd=steps_fd)
+            step_fd = os.open(step, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=steps_fd)
+            result = self._run_step(step_fd, command, cwd, on_call, limit, merge_stderr)
         except OSError as exc:
             # The request may be half sent: stop the sandbox so the next command starts clean.
+            if step_fd is not None:
+                os.close(step_fd)
+            shutil.rmtree(step, ignore_errors=True, dir_fd=steps_fd)
             self.stop()
-            shutil.rmtree(step, ignore_errors=True)
             if out_of_descriptors(exc):
                 raise SandboxUnavailable(
                     descriptor_message("could not run the command", exc)
                 ) from exc
             raise SandboxUnavailable(f"could not run the command: {exc}") from exc
+        try:
+            result.cwd = _read_small(step_fd, "cwd_out")
+        finally:
+            os.close(step_fd)
+        shutil.rmtree(step, ignore_errors=True, dir_fd=steps_fd)  # never follows a symlink
+        if result.calls:  # the shims have exited: their request folders can go
+            with os.scandir(req_fd) as entries:
+                names = [entry.name for entry in entries]
+            for name in names:
+                shutil.rmtree(name, ignore_errors=True, dir_fd=req_fd)
         if result.timed_out or result.truncated:
             self.stop()
-        result.cwd = _read_small(step / "cwd_out")
-        shutil.rmtree(step, ignore_errors=True)
-        if result.calls:  # the shims have exited: their request folders can go
-            for entry in os.scandir(self.ctl_dir / "req"):
-                shutil.rmtree(entry.path, ignore_errors=True)
         return result
 
     def _run_step(
         self,
-        step: Path,
+        step_fd: int,
         command: str,
         cwd: str,
         on_call: Callable[[int, str], dict] | None,
         limit: float,
         merge_stderr: bool,
     ) -> RawRun:
-        step.mkdir()
-        (step / "cmd").write_bytes(encode_text(command))
-        (step / "cwd").write_bytes(encode_text(cwd))
+        _write_new(step_fd, "cmd", encode_text(command))
+        _write_new(step_fd, "cwd", encode_text(cwd))
         streams = ["out"] if merge_stderr else ["out", "err"]
         if merge_stderr:
-            (step / "merge").touch()
+            _write_new(step_fd, "merge", b"")
         fds: dict[str, int] = {}
+        flags = os.O_NONBLOCK | os.O_NOFOLLOW
         try:
             for name in streams:
-                os.mkfifo(step / name, 0o600)
-                fds[name] = os.open(step / name, os.O_RDONLY | os.O_NONBLOCK)
+                os.mkfifo(name, 0o600, dir_fd=step_fd)
+                fds[name] = os.open(name, os.O_RDONLY | flags, dir_fd=step_fd)
                 # A writer of our own keeps the read end from seeing EOF before the command
                 # opens it; it is closed when the server reports the command done.
-                fds[name + "_keep"] = os.open(step / name, os.O_WRONLY | os.O_NONBLOCK)
+                fds[name + "_keep"] = os.open(name, os.O_WRONLY | flags, dir_fd=step_fd)
             os.write(self._fds["requests"], f"{self._seq}\n".encode())
             return self._pump(fds, streams, on_call, limit)
         finally:
@@ -342,9 +359,18 @@ class SandboxRunner:
                     os.close(fd)
 
     def _control_intact(self) -> bool:
+        """Whether the control folder is as the host made it (the sandbox may have renamed
+        or replaced its entries; then the next command starts a fresh sandbox)."""
         try:
-            return stat.S_ISFIFO(os.lstat(self.ctl_dir / "requests").st_mode)
-        except OSError:
+            if not stat.S_ISFIFO(os.lstat(self.ctl_dir / "requests").st_mode):
+                return False
+            for sub in ("req", "steps"):
+                if not os.path.samestat(
+                    os.lstat(self.ctl_dir / sub), os.fstat(self._fds[sub])
+                ):
+                    return False
+            return True
+        except (OSError, KeyError):
             return False
 
     def _pump(
@@ -479,9 +505,21 @@ def encode_text(text: str) -> bytes:
         return text.encode("utf-8", errors="replace")
 
 
-def _read_small(path: Path) -> str | None:
+def _write_new(dir_fd: int, name: str, data: bytes) -> None:
+    """Create file ``name`` in ``dir_fd`` (never through a symlink) and write ``data``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    fd = os.open(name, flags, 0o644, dir_fd=dir_fd)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _read_small(dir_fd: int, name: str) -> str | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return None
     try:

@@ -239,8 +239,9 @@ unset __sweworld_f __sweworld_t
 """
 
 # The long-lived shell of a warm sandbox: one `bash -c` per request, each in its own process
-# group (job control), which is killed when the command ends, so nothing a command started
-# in the background outlives it.
+# group (job control), which is killed when the command ends, and every other process is
+# killed too, so nothing a command started in the background (in that group or out of it,
+# with setsid or a double fork) outlives it.
 _SERVER = r"""set -m
 trap '' PIPE
 exec 3<> /.sweworld/ctl/requests
@@ -261,6 +262,9 @@ while IFS= read -r -u 3 id; do
   wait "$pid"
   rc=$?
   kill -KILL -- -"$pid" 2>/dev/null
+  # ...and whatever left that group (setsid, double fork): every process of this pid
+  # namespace but its init and this server, so that nothing runs between two commands.
+  kill -KILL -1 2>/dev/null
   echo "done $id $rc"
 done
 """

@@ -170,3 +170,41 @@ def test_lone_surrogates_in_a_cli_actions_file_do_not_abort_the_run(tmp_path, ca
     assert len(observations) == 3 and "third" in observations[2]
     assert "\ufffd first" in observations[0] and "\ufffd second" in observations[1]
     out.encode("utf-8")
+
+
+def test_control_folder_symlinks_never_reach_host_folders(session, tmp_path):
+    """The sandbox can rename the control folder's `req` and `steps` and put symlinks to host
+    folders in their place; the host used to clean `req` by path (deleting every folder of
+    the symlink's host target) and to create each step's files under `steps` by path."""
+    victim = tmp_path / "victim"
+    (victim / "precious").mkdir(parents=True)
+    (victim / "keep.txt").write_text("keep")
+    out = session.run(
+        f"python -c 1; c=/.sweworld/ctl; mv $c/req $c/r2 && ln -s {victim} $c/req && "
+        f"mv $c/steps $c/s2 && ln -s {victim} $c/steps && echo swapped"
+    )
+    assert "swapped" in out.stdout and out.info["execution_calls"]
+    for _ in range(3):  # a replaced control folder starts a fresh sandbox, which works
+        out = session.run("echo hello")
+        assert out.stdout == "hello\n", out.stderr
+    assert sorted(p.name for p in victim.iterdir()) == ["keep.txt", "precious"]
+    assert (victim / "keep.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        "setsid -f bash -c 'sleep 2; echo late > /testbed/late'",
+        "(set -m; (sleep 2; echo late > /testbed/late) &)",
+        "perl -MPOSIX -e 'fork and exit; POSIX::setsid(); sleep 2; open F, \">/testbed/late\"'",
+    ],
+)
+def test_nothing_a_command_started_runs_after_it(session, start):
+    """A process that leaves the command's process group (setsid, double fork) used to
+    survive the step and keep running beside later steps (and race the host's own file
+    operations on the workspace)."""
+    assert session.run(start).exit_code == 0
+    out = session.run("sleep 3; ls /testbed; echo ---; ps -e -o comm=")
+    files, _, processes = out.stdout.partition("---\n")
+    assert "late" not in files.split()
+    assert set(processes.split()) == {"bwrap", "bash", "ps"}  # reaper, server, this command
