@@ -365,9 +365,7 @@ class SandboxRunner:
             if not stat.S_ISFIFO(os.lstat(self.ctl_dir / "requests").st_mode):
                 return False
             for sub in ("req", "steps"):
-                if not os.path.samestat(
-                    os.lstat(self.ctl_dir / sub), os.fstat(self._fds[sub])
-                ):
+                if not os.path.samestat(os.lstat(self.ctl_dir / sub), os.fstat(self._fds[sub])):
                     return False
             return True
         except (OSError, KeyError):
