@@ -53,6 +53,9 @@ from sweworld.models.base import (
 )
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+#: Largest response body read (bytes); a longer one is an error, read no further (a server
+#: gone wrong must not fill the trainer's memory).
+MAX_BODY_BYTES = 64 * 1024 * 1024
 _CONTEXT_MARKERS = (
     "maximum context length",
     "context length",
@@ -393,8 +396,22 @@ class OpenAILM(BaseLM):
     async def _post(self, client: Any, body: dict[str, Any]) -> dict[str, Any]:
         import httpx
 
+        async def fetch() -> tuple[Any, bytes]:
+            async with client.stream("POST", self.url, json=body) as response:
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > MAX_BODY_BYTES:
+                        raise LMError(
+                            f"{self.url} answered a body of more than {MAX_BODY_BYTES} bytes "
+                            f"(status {response.status_code}): not read"
+                        )
+                    chunks.append(chunk)
+                return response, b"".join(chunks)
+
         try:
-            response = await asyncio.wait_for(client.post(self.url, json=body), self.timeout)
+            response, raw = await asyncio.wait_for(fetch(), self.timeout)
         except (asyncio.TimeoutError, httpx.ReadTimeout, httpx.WriteTimeout) as exc:
             raise LMTimeout(
                 f"{self.url} did not answer within {self.timeout} s (model {self.model})"
@@ -407,7 +424,7 @@ class OpenAILM(BaseLM):
             raise LMError(f"request to {self.url} failed: {exc!r}") from exc
 
         status = response.status_code
-        text = response.text
+        text = raw.decode(response.charset_encoding or "utf-8", errors="replace")
         if status in RETRY_STATUSES or status >= 500:
             raise _Retryable(f"status {status}: {_excerpt(text)}", _retry_after(response))
         if status != 200:
@@ -417,7 +434,7 @@ class OpenAILM(BaseLM):
             raise LMError(f"{self.url} answered status {status}: {_excerpt(text)}")
         try:
             data = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise LMError(
                 f"{self.url} answered status 200 with a body that is not JSON: {_excerpt(text)}"
             ) from None
@@ -443,14 +460,18 @@ class OpenAILM(BaseLM):
         )
         if len(choices) != len(data["choices"]):
             raise LMError(f"{self.url}: malformed choices: {_excerpt(json.dumps(data))}")
-        prompt_tokens = int(usage.get("prompt_tokens") or 0)
-        completion_total = int(usage.get("completion_tokens") or 0)
+        prompt_tokens = _count(usage.get("prompt_tokens"))
+        completion_total = _count(usage.get("completion_tokens"))
         out = []
         for choice in choices:
             message = choice.get("message")
             if not isinstance(message, dict):
                 raise LMError(f"{self.url}: a choice without a message: {_excerpt(str(choice))}")
             content = message.get("content")
+            if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
+                content = "".join(
+                    str(part.get("text") or "") for part in content if isinstance(part, dict)
+                )
             text = content if isinstance(content, str) else ""
             info: dict[str, Any] = {
                 "backend": "openai",
@@ -488,6 +509,20 @@ class OpenAILM(BaseLM):
                 )
             )
         return out
+
+
+def _count(value: Any) -> int:
+    """A token count the server reported (0 when it is not a sane non-negative integer: a
+    string, NaN, infinity or a number of thousands of digits never raises)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value if 0 <= value < 2**63 else 0
+    if isinstance(value, float) and math.isfinite(value) and 0 <= value < 2**63:
+        return int(value)
+    if isinstance(value, str) and value.isdigit() and len(value) <= 18:
+        return int(value)
+    return 0
 
 
 def _first_token_logprobs(data: dict[str, Any]) -> dict[str, float]:

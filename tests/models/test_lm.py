@@ -204,6 +204,71 @@ def test_openai_garbage_is_lm_error(chat_server):
         lm.generate([GenerationRequest(user("x"))])
 
 
+class RawServer:
+    """A server on 127.0.0.1 that answers every POST with ``body`` (bytes), as given."""
+
+    def __init__(self, body: bytes):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+        self.body = body
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                self.send_response(200)
+                self.send_header("content-length", str(len(outer.body)))
+                self.end_headers()
+                self.wfile.write(outer.body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def chat_body(content, **extra) -> bytes:
+    choice = {"index": 0, "message": {"role": "assistant", "content": content}}
+    return json.dumps({"choices": [choice], **extra}).encode()
+
+
+def test_openai_odd_bodies_are_lm_errors_or_read(monkeypatch):
+    """Each of these raised ValueError or RecursionError out of ``generate`` (not an
+    LMError), or, for a gigantic body, was read whole into memory."""
+    from sweworld.models import openai_lm as module
+
+    server = RawServer(b"")
+    cases = {
+        "usage as text": chat_body("ok", usage={"prompt_tokens": "abc", "completion_tokens": 2}),
+        "usage of 5000 digits": chat_body("ok", usage={"prompt_tokens": "9" * 5000}),
+        "usage NaN": chat_body("ok")[:-1] + b', "usage": {"prompt_tokens": NaN}}',
+        "usage infinite": chat_body("ok")[:-1] + b', "usage": {"completion_tokens": 1e400}}',
+    }
+    try:
+        with openai_lm(server) as lm:
+            for name, body in cases.items():
+                server.body = body
+                gen = lm.generate([GenerationRequest(user("x"))])[0][0]
+                assert gen.text == "ok" and gen.prompt_tokens >= 0, name
+            server.body = chat_body([{"type": "text", "text": "o"}, {"type": "text", "text": "k"}])
+            assert lm.generate([GenerationRequest(user("x"))])[0][0].text == "ok"
+            server.body = b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+            with pytest.raises(LMError, match="not JSON"):
+                lm.generate([GenerationRequest(user("x"))])
+            monkeypatch.setattr(module, "MAX_BODY_BYTES", 1_000_000)
+            server.body = chat_body("x" * 2_000_000)
+            with pytest.raises(LMError, match="more than 1000000 bytes"):
+                lm.generate([GenerationRequest(user("x"))])
+    finally:
+        server.close()
+
+
 def test_openai_context_errors(chat_server):
     chat_server.mode = "context"
     with openai_lm(chat_server) as lm, pytest.raises(ContextTooLong, match="maximum context"):
