@@ -46,6 +46,7 @@ from sweworld.sandbox.types import BashOutcome, StepResult, clean_text, clean_va
 from sweworld.sandbox.workspace import Workspace, copy_tmp_dir
 
 WORKDIR = "/testbed"
+BASE_GIT = "/.sweworld/base-git"  # the base checkout's own .git, read-only (for get_patch)
 SANDBOX_ERROR_EXIT_CODE = 126
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ class Session:
             limits=self.config.limits,
             cgroup=self._cgroup,
             mount_ns_fd=self.workspace.mount_ns_fd,
+            read_only=[(self.base.path / ".git", BASE_GIT)],
         )
 
     # ------------------------------------------------------------------ properties
@@ -409,16 +411,30 @@ class Session:
         """The session's changes against the base commit, as ``git diff`` prints them.
 
         New files are included (``git add -A`` on a private copy of the index, so the agent's
-        own index is untouched); files ignored by ``.gitignore`` are not.
+        own index is untouched); files ignored by ``.gitignore`` are not. Nothing the agent
+        set up in the workspace's ``.git`` or in git's global configuration shapes the
+        patch: it is computed with a private git folder holding the base checkout's pristine
+        configuration and index (no colour, prefixes, external diff, textconv or clean
+        filter, assume-unchanged bit or ``-diff`` attribute of the agent's).
         """
         with self._lock:
             self._check_open()
             script = (
                 "cd /testbed || exit 3\n"
-                "export GIT_INDEX_FILE=/.sweworld/ctl/patch-index\n"
-                'cp .git/index "$GIT_INDEX_FILE" 2>/dev/null || rm -f "$GIT_INDEX_FILE"\n'
+                f"b={BASE_GIT} g=/.sweworld/ctl/patch-git\n"
+                'rm -rf "$g" && mkdir -p "$g/objects/info" "$g/refs" "$g/info" || exit 4\n'
+                'echo "$b/objects" > "$g/objects/info/alternates"\n'
+                f'echo {self.base.head} > "$g/HEAD"\n'
+                'cp "$b/config" "$g/config" || exit 4\n'
+                'if [ -f "$b/shallow" ]; then cp "$b/shallow" "$g/shallow"; fi\n'
+                'if [ -f "$b/index" ]; then cp "$b/index" "$g/index"; fi\n'
+                "echo '* !diff !filter !text !eol !crlf !ident !working-tree-encoding' "
+                '> "$g/info/attributes"\n'
+                'export GIT_DIR="$g" GIT_WORK_TREE=/testbed GIT_INDEX_FILE="$g/index" '
+                "GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent\n"
                 "git add -A >/dev/null 2>&1 || exit 4\n"
-                f"git -c core.quotePath=false diff --cached {self.base.head}\n"
+                "git -c core.quotePath=false diff --cached --no-ext-diff --no-textconv "
+                f"--no-color {self.base.head}\n"
             )
             try:
                 raw = self._runner.run(script, WORKDIR, on_call=None, timeout=600)

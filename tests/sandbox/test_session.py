@@ -298,6 +298,33 @@ def test_get_patch_does_not_touch_the_agents_index(session):
     assert run(session, "git status --porcelain").stdout == before
 
 
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "git config --global color.ui always",
+        "git config diff.noprefix true",
+        "printf '#!/bin/sh\\necho FORGED\\n' > /tmp/x.sh && chmod +x /tmp/x.sh && "
+        "git config diff.external /tmp/x.sh",
+        "echo '*.py filter=f' > .gitattributes && git config filter.f.clean 'echo FORGED; cat'",
+        "echo '*.py diff=t' > .gitattributes && git config diff.t.textconv 'echo FORGED; cat'",
+        "git update-index --assume-unchanged README.md stockroom/textutil.py",
+        "echo '*.py -diff' > .gitattributes",
+    ],
+)
+def test_get_patch_is_the_real_diff_whatever_the_agent_configured(session, setup):
+    """git settings of the agent's (repository or global configuration, attributes, index
+    bits) used to shape the patch: colour codes, no a/ b/ prefixes, an external diff
+    program's invented text, clean-filtered content, changes left out, `Binary files
+    differ` for a text file."""
+    assert run(session, setup).exit_code == 0
+    session.step("echo '# change' >> stockroom/textutil.py && echo x >> README.md")
+    patch = session.get_patch()
+    assert "FORGED" not in patch and "\x1b" not in patch and "Binary files" not in patch
+    assert "diff --git a/stockroom/textutil.py b/stockroom/textutil.py" in patch
+    assert "diff --git a/README.md b/README.md" in patch
+    assert "+# change\n" in patch and "+x\n" in patch
+
+
 # ------------------------------------------------------------------ snapshot, fork, destroy
 
 
