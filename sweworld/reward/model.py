@@ -394,12 +394,8 @@ class RewardModel:
         if stopped_by is not None or missing is not None:
             score = 0.0
             info["calibrated"] = False
-        elif self.calibrator is not None:
-            score = float(self.calibrator.predict([dict(features)])[0])
-            info["calibrated"] = True
         else:
-            score = prior_score(features)
-            info["calibrated"] = False
+            score, info["calibrated"] = self._calibrated(features, info, task)
         score = min(1.0, max(0.0, score))
         tests = stages.get("tests")
         report = (tests.evidence.get("report") if tests is not None else None) or {}
@@ -425,6 +421,26 @@ class RewardModel:
             features=features,
             info=info,
         )
+
+    def _calibrated(
+        self, features: Mapping[str, float], info: dict[str, Any], task: Any
+    ) -> tuple[float, bool]:
+        """The calibrated score and True; the prior and False without a calibrator, or when
+        it fails or gives no number (a calibration fitted on other features, say): said in
+        ``info["calibration_error"]`` and logged, never raised into the trainer."""
+        if self.calibrator is not None:
+            try:
+                score = float(self.calibrator.predict([dict(features)])[0])
+                if score != score:  # NaN
+                    raise ValueError("the calibrator predicted NaN")
+                return score, True
+            except Exception as exc:
+                info["calibration_error"] = f"{type(exc).__name__}: {exc}"
+                logger.warning(
+                    "SWR calibration failed on %s (the uncalibrated score is used): %s",
+                    task_id(task), exc,
+                )  # fmt: skip
+        return prior_score(features), False
 
     def score_many(self, task: Any, patches: Sequence[str | None]) -> list[RewardResult]:
         """Score several candidates of one task; candidates with the same normalised change

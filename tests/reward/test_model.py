@@ -154,6 +154,35 @@ def test_calibration_is_fitted_saved_and_used(tmp_path, toy_task) -> None:
         fit_from_results(results[:2], [True, True])
 
 
+@pytest.mark.parametrize("broken", ["other features", "NaN"])
+def test_a_calibrator_that_fails_falls_back_to_the_prior(toy_task, broken, caplog) -> None:
+    """A calibration fitted on other features (a stale file) raised ValueError out of
+    ``score`` into the trainer; one that predicts NaN gave no number."""
+    from sweworld.reward.calibration import LogisticCalibrator
+
+    if broken == "NaN":
+
+        class NaNCalibrator:
+            def predict(self, rows):
+                return [float("nan")] * len(rows)
+
+        calibrator = NaNCalibrator()
+    else:
+        calibrator = LogisticCalibrator(feature_names=["old_feature"]).fit(
+            [[0.1], [0.2], [0.8], [0.9]], [False, False, True, True]
+        )
+    model = RewardModel(
+        SWRConfig(mode="blind", stages=EXACT, calibration=None), calibrator=calibrator
+    )
+    model.stages()["tests"] = CountingStage(0.8)
+    patch = toy_task.patch.replace("slug.strip(separator)", "slug.strip(separator or '-')")
+    with caplog.at_level("WARNING", logger="sweworld.reward.model"):
+        result = model.score(toy_task, patch)
+    assert result.status == "resolved" and result.score == pytest.approx(0.8)
+    assert result.info["calibrated"] is False and result.info["calibration_error"]
+    assert any("calibration failed" in r.getMessage() for r in caplog.records)
+
+
 def test_calibration_folds_keep_a_repository_together(toy_task) -> None:
     """Out-of-fold scores come from fits that never saw the candidate's repository."""
     model = _model("blind")
