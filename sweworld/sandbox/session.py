@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import itertools
 import logging
+import os
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -392,10 +395,19 @@ class Session:
     # ------------------------------------------------------------------ files and patch
 
     def read_file(self, path: str) -> str:
-        """Read a file as the agent would see it (``/testbed/...``, ``/tmp/...`` or relative)."""
+        """Read a file as the agent would see it (``/testbed/...``, ``/tmp/...`` or relative).
+
+        Only a regular file is read: a FIFO the agent made there raises ``OSError`` rather
+        than block the caller (and the session's lock) forever.
+        """
         with self._lock:
             self._check_open()
-            return self.paths.to_host(path, self.cwd).read_text()
+            host = self.paths.to_host(path, self.cwd)
+            fd = os.open(host, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            with open(fd, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError(errno.EINVAL, "not a regular file", path)
+                return handle.read().decode()
 
     def write_file(self, path: str, text: str) -> None:
         """Write a file in the workspace (parents created), as an agent's edit would."""

@@ -325,6 +325,15 @@ def test_get_patch_is_the_real_diff_whatever_the_agent_configured(session, setup
     assert "+# change\n" in patch and "+x\n" in patch
 
 
+def test_read_file_of_a_fifo_raises_instead_of_blocking(session):
+    """`read_file` opened a FIFO the agent made and blocked forever, holding the session's
+    lock (so `destroy` and `close_all` hung too)."""
+    assert run(session, "mkfifo /testbed/out.txt && echo text > /testbed/in.txt").exit_code == 0
+    with pytest.raises(OSError):
+        session.read_file("out.txt")
+    assert session.read_file("/testbed/in.txt") == "text\n"
+
+
 # ------------------------------------------------------------------ snapshot, fork, destroy
 
 
