@@ -264,6 +264,40 @@ def test_parse_statuses_synonyms_and_unknown_ids():
         assert normalize_status(raw) == status, raw
 
 
+def test_reading_a_long_report_is_linear():
+    """20,000 reported ids against 2,000 listed ones took seconds (a list's ``in`` for the
+    unknown ids and a scan of every listed id per reported one: quadratic)."""
+    import time
+
+    expected = [f"tests/test_m{i % 7}.py::Case::test_{i}[p/{i}]" for i in range(2000)]
+
+    def seconds(n: int) -> float:
+        tests = {f"tests/test_x.py::test_{i}": "PASSED" for i in range(n)}
+        tests.update({f"test_{i}[p/{i}]": "FAILED" for i in range(0, 2000, 2)})
+        text = swr_target(tests, False)
+        started = time.perf_counter()
+        parsed = parse_swr_output(text, expected_tests=expected)
+        elapsed = time.perf_counter() - started
+        assert len(parsed.unknown_tests) == n and len(parsed.tests) == 1000
+        assert parsed.tests[expected[0]] == "FAILED" and expected[1] in parsed.missing_tests
+        return elapsed
+
+    small, large = seconds(5000), seconds(20_000)
+    assert large < 2.0, large
+    assert large < 8 * small + 0.2, (small, large)  # 4x the input: not 16x the time
+    # a suffix matched twice is ambiguous, as before
+    ambiguous = ["a/t.py::test_x", "b/t.py::test_x"]
+    parsed = parse_swr_output(
+        swr_target({"t.py::test_x": "PASSED"}, True), expected_tests=ambiguous
+    )
+    assert parsed.tests == {} and parsed.unknown_tests == ["t.py::test_x"]
+    # the reverse: a reported id with an absolute prefix
+    parsed = parse_swr_output(
+        swr_target({"/testbed/tests/t.py::a": "PASSED"}, True), expected_tests=EXPECTED
+    )
+    assert parsed.tests == {"tests/t.py::a": "PASSED"}
+
+
 def test_parse_repairs_truncated_json():
     full = swr_target({t: "PASSED" for t in EXPECTED}, True)
     cut = full[: full.index('"tests/t.py::C')]  # cut off after the second test

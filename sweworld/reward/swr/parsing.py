@@ -214,6 +214,14 @@ class _Matcher:
         self.expected = list(dict.fromkeys(expected))
         self.exact = set(self.expected)
         self.stripped = {e.strip(): e for e in self.expected}
+        # every tail of an expected id after a "::" or "/" -> the ids with that tail, so that
+        # a reported id is matched in time linear in its length, not in the number of
+        # expected ids (a report of 20,000 ids took seconds, quadratically)
+        self.tails: dict[str, list[str]] = {}
+        for e in self.expected:
+            for tail in _tails(e, len(e)):
+                self.tails.setdefault(tail, []).append(e)
+        self.longest = max((len(e) for e in self.expected), default=0)
 
     def __call__(self, name: str) -> str | None:
         if name in self.exact:
@@ -223,12 +231,26 @@ class _Matcher:
             return self.stripped[key]
         if not key:
             return None
-        hits = [
-            e
-            for e in self.expected
-            if e.endswith(("::" + key, "/" + key)) or key.endswith(("/" + e, "::" + e))
-        ]
-        return hits[0] if len(hits) == 1 else None
+        hits = dict.fromkeys(self.tails.get(key, ()))  # expected ids ending with ::key or /key
+        # the reverse: the key ends with "/" or "::" and an expected id (only the key's last
+        # characters can hold one, so a long key costs no more than the longest id)
+        hits.update(dict.fromkeys(t for t in _tails(key, self.longest) if t in self.exact))
+        return next(iter(hits)) if len(hits) == 1 else None
+
+
+def _tails(text: str, longest: int) -> list[str]:
+    """The tails of ``text`` that follow a ``::`` or a ``/`` and are at most ``longest``
+    characters long."""
+    out = []
+    start = max(0, len(text) - longest - 2)
+    for sep in ("::", "/"):
+        at = text.find(sep, start)
+        while at >= 0:
+            tail = text[at + len(sep) :]
+            if len(tail) <= longest:
+                out.append(tail)
+            at = text.find(sep, at + 1)
+    return out
 
 
 def parse_swr_output(text: Any, *, expected_tests: Iterable[str] | None = None) -> ParsedReport:
@@ -264,15 +286,14 @@ def parse_swr_output(text: Any, *, expected_tests: Iterable[str] | None = None) 
     entries = _entries(fields.get(tests_key), repairs) if tests_key else []
     matcher = _Matcher(list(expected_tests)) if expected_tests is not None else None
     tests: dict[str, str] = {}
-    unknown: list[str] = []
+    unknown: dict[str, None] = {}  # an ordered set: a list's ``in`` made this quadratic
     invalid: dict[str, str] = {}
     completed = False
     for name, raw in entries:
         status = normalize_status(raw)
         target = name.strip() if matcher is None else matcher(name)
         if target is None:
-            if name not in unknown:
-                unknown.append(name)
+            unknown[name] = None
             continue
         if target != name:
             completed = True
@@ -300,7 +321,7 @@ def parse_swr_output(text: Any, *, expected_tests: Iterable[str] | None = None) 
         tests=tests,
         resolved=resolved,
         reasoning=reasoning if isinstance(reasoning, str) else json.dumps(reasoning),
-        unknown_tests=unknown,
+        unknown_tests=list(unknown),
         missing_tests=missing,
         invalid=invalid,
         repairs=repairs,
