@@ -44,6 +44,7 @@ from sweworld.sandbox.limits import (
     out_of_descriptors,
 )
 from sweworld.sandbox.shims import CTL, SANDBOX_DIR, SERVER_SCRIPT, answer_call
+from sweworld.sandbox.workspace import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ class SandboxRunner:
 
     def _launch(self) -> None:
         if self.ctl_dir.exists():
-            shutil.rmtree(self.ctl_dir, ignore_errors=True)
+            remove_tree(self.ctl_dir)
         for sub in ("req", "steps"):
             (self.ctl_dir / sub).mkdir(parents=True, exist_ok=True)
         for fifo in ("requests", "exec"):
@@ -269,7 +270,7 @@ class SandboxRunner:
     def remove_files(self) -> None:
         """Stop and delete the control folder and the log (when the session ends)."""
         self.stop()
-        shutil.rmtree(self.ctl_dir, ignore_errors=True)
+        remove_tree(self.ctl_dir)
         self.log_path.unlink(missing_ok=True)
 
     close = stop
@@ -307,8 +308,7 @@ class SandboxRunner:
             # The request may be half sent: stop the sandbox so the next command starts clean.
             if step_fd is not None:
                 os.close(step_fd)
-            shutil.rmtree(step, ignore_errors=True, dir_fd=steps_fd)
-            self.stop()
+            self.stop()  # the next start removes the whole control folder
             if out_of_descriptors(exc):
                 raise SandboxUnavailable(
                     descriptor_message("could not run the command", exc)
@@ -318,12 +318,15 @@ class SandboxRunner:
             result.cwd = _read_small(step_fd, "cwd_out")
         finally:
             os.close(step_fd)
-        shutil.rmtree(step, ignore_errors=True, dir_fd=steps_fd)  # never follows a symlink
-        if result.calls:  # the shims have exited: their request folders can go
-            with os.scandir(req_fd) as entries:
-                names = [entry.name for entry in entries]
-            for name in names:
-                shutil.rmtree(name, ignore_errors=True, dir_fd=req_fd)
+        try:
+            shutil.rmtree(step, ignore_errors=True, dir_fd=steps_fd)  # never follows a symlink
+            if result.calls:  # the shims have exited: their request folders can go
+                with os.scandir(req_fd) as entries:
+                    names = [entry.name for entry in entries]
+                for name in names:
+                    shutil.rmtree(name, ignore_errors=True, dir_fd=req_fd)
+        except RecursionError:  # folders nested too deep: the next start removes them all
+            self.stop()
         if result.timed_out or result.truncated:
             self.stop()
         return result

@@ -33,7 +33,12 @@ from sweworld.sandbox.registry import make_executor
 from sweworld.sandbox.repos import BaseCheckout, find_repo_source, materialize
 from sweworld.sandbox.session import Session, SessionConfig
 from sweworld.sandbox.tools import ToolConfig
-from sweworld.sandbox.workspace import copy_tmp_dir, make_workspace, resolve_backend
+from sweworld.sandbox.workspace import (
+    copy_tmp_dir,
+    make_workspace,
+    remove_tree,
+    resolve_backend,
+)
 
 _counter = itertools.count(1)
 _live_managers: weakref.WeakSet[SessionManager] = weakref.WeakSet()
@@ -186,7 +191,7 @@ class SessionManager:
                 if workspace is not None:
                     with contextlib.suppress(Exception):
                         workspace.destroy()
-                shutil.rmtree(state_dir, ignore_errors=True)
+                remove_tree(state_dir)
                 PidsCgroup.remove_named(state_dir.name)
             if state_dir.exists():
                 with self._lock:
@@ -215,7 +220,7 @@ class SessionManager:
             self._sessions.pop(session.id, None)
             leftovers, self._leftovers = self._leftovers, []
         for path in leftovers:  # descriptors were freed: finish an earlier cleanup
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path)
             PidsCgroup.remove_named(Path(path).name)
             if os.path.exists(path):
                 with self._lock:
@@ -315,7 +320,7 @@ def gc_stale_sessions(*folders: Path) -> list[str]:
             if not pid_text.isdigit() or _pid_alive(int(pid_text)):
                 continue
             if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
+                remove_tree(entry)
                 PidsCgroup.remove_named(entry.name)
                 removed.append(entry.name)
             else:

@@ -20,7 +20,6 @@ import errno
 import itertools
 import logging
 import os
-import shutil
 import stat
 import threading
 import time
@@ -46,7 +45,7 @@ from sweworld.sandbox.router import REFUSED_EXIT_CODE, declared_scripts, find_re
 from sweworld.sandbox.shims import ShimProtocolError, answer_call, read_call
 from sweworld.sandbox.tools import ToolConfig, ToolContext, run_tool
 from sweworld.sandbox.types import BashOutcome, StepResult, clean_text, clean_value
-from sweworld.sandbox.workspace import Workspace, copy_tmp_dir
+from sweworld.sandbox.workspace import Workspace, copy_tmp_dir, remove_tree
 
 WORKDIR = "/testbed"
 BASE_GIT = "/.sweworld/base-git"  # the base checkout's own .git, read-only (for get_patch)
@@ -498,7 +497,7 @@ class Session:
                 )
             self._runner.stop()
             self.workspace.load(snapshot.path / "workspace")
-            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+            remove_tree(self.tmp_dir)
             copy_tmp_dir(snapshot.path / "tmp", self.tmp_dir)
             self.cwd = snapshot.cwd
             self.history = copy.deepcopy(snapshot.history)
@@ -535,7 +534,7 @@ class Session:
                 self._runner.remove_files()
                 self.workspace.destroy()
             finally:
-                shutil.rmtree(self.state_dir, ignore_errors=True)
+                remove_tree(self.state_dir)
                 if self._cgroup is not None:
                     self._cgroup.remove()
                 if self._on_destroy is not None:

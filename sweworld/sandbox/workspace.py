@@ -28,6 +28,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -93,19 +94,50 @@ def copy_tmp_dir(src: Path, dest: Path) -> None:
     dest.chmod(0o1777)
 
 
+def walk(top: Path | str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk(top)`` (top-down, symlinked directories listed but not entered, unreadable
+    folders skipped), without recursion: an agent's folders nested thousands deep made
+    Python's recursive ``os.walk`` and ``shutil.rmtree`` raise ``RecursionError``."""
+    stack = [os.fspath(top)]
+    while stack:
+        path = stack.pop()
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        dirs, files = [], []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else files).append(entry.name)
+        yield path, dirs, files  # the caller may prune ``dirs``
+        for name in reversed(dirs):
+            full = os.path.join(path, name)
+            if not os.path.islink(full):
+                stack.append(full)
+
+
 def _du(path: Path) -> int:
     total = 0
-    for dirpath, dirnames, filenames in os.walk(path):
+    for dirpath, dirnames, filenames in walk(path):
         for name in dirnames + filenames:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
     return total
 
 
-def _remove_tree(path: Path) -> None:
-    if path.exists():
-        shutil.rmtree(path, ignore_errors=True)
-    if path.exists():  # files made read-only by the agent: fall back to rm
+def remove_tree(path: Path | str) -> None:
+    """Delete a folder whatever the agent put in it: read-only files, folders nested deeper
+    than Python's recursion limit (``shutil.rmtree`` raises ``RecursionError``). Never
+    raises."""
+    path = Path(path)
+    with contextlib.suppress(RecursionError):
+        if path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+    if os.path.lexists(path):  # fall back to rm, which has no depth limit
         subprocess.run(["rm", "-rf", "--one-file-system", str(path)], capture_output=True)
 
 
@@ -246,8 +278,8 @@ class OverlayWorkspace:
 
     def load(self, src: Path) -> None:
         self._unmount()
-        _remove_tree(self.upper)
-        _remove_tree(self.work)
+        remove_tree(self.upper)
+        remove_tree(self.work)
         self.work.mkdir()
         copy_tree(src, self.upper)
         self._mount()
@@ -258,7 +290,7 @@ class OverlayWorkspace:
     def destroy(self) -> None:
         self._unmount()
         for d in (self.upper, self.work, self.bind_source):
-            _remove_tree(d)
+            remove_tree(d)
 
     def disk_usage(self) -> int:
         return _du(self.upper) + _du(self.work)
@@ -266,7 +298,7 @@ class OverlayWorkspace:
     def changes(self) -> WorkspaceChanges:
         written: list[str] = []
         deleted: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(self.upper):
+        for dirpath, dirnames, filenames in walk(self.upper):
             rel_dir = os.path.relpath(dirpath, self.upper)
             rel_dir = "" if rel_dir == "." else rel_dir
             if rel_dir == ".git" or rel_dir.startswith(".git/"):
@@ -308,14 +340,14 @@ class CopyWorkspace:
         copy_tree(self.root, dest)
 
     def load(self, src: Path) -> None:
-        _remove_tree(self.root)
+        remove_tree(self.root)
         copy_tree(src, self.root)
 
     def fork(self, state_dir: Path) -> CopyWorkspace:
         return CopyWorkspace(self.lower, state_dir, initial_state=self.root)
 
     def destroy(self) -> None:
-        _remove_tree(self.root)
+        remove_tree(self.root)
 
     def disk_usage(self) -> int:
         return _du(self.root)
@@ -342,7 +374,7 @@ def _is_opaque(path: str) -> bool:
 
 def _files_below(path: Path, rel: str) -> list[str]:
     out = []
-    for dirpath, _, filenames in os.walk(path):
+    for dirpath, _, filenames in walk(path):
         sub = os.path.relpath(dirpath, path)
         for name in filenames:
             out.append(os.path.normpath(os.path.join(rel, sub, name)))
@@ -352,7 +384,7 @@ def _files_below(path: Path, rel: str) -> list[str]:
 def _file_stats(root: Path) -> dict[str, tuple[int, int, int]]:
     """relative path -> (mode, size, mtime_ns) of files and symlinks, ``.git`` excluded."""
     out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in walk(root):
         if dirpath == str(root) and ".git" in dirnames:
             dirnames.remove(".git")
         links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
@@ -378,7 +410,7 @@ def overlay_available(scratch: str) -> bool:
     except (WorkspaceError, OSError):
         return False
     finally:
-        _remove_tree(probe)
+        remove_tree(probe)
 
 
 def resolve_backend(name: str, scratch: Path) -> str:

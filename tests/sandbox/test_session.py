@@ -334,6 +334,27 @@ def test_read_file_of_a_fifo_raises_instead_of_blocking(session):
     assert session.read_file("/testbed/in.txt") == "text\n"
 
 
+def test_folders_nested_past_the_recursion_limit_break_nothing_on_the_host(manager, toy_task):
+    """Python's recursive `os.walk` and `shutil.rmtree` raised `RecursionError` on an agent's
+    folders nested 1,200 deep: `changes()` and `disk_usage()` failed, and `destroy()` raised,
+    leaving the session's state folder behind (and stopping `close_all` at that session)."""
+    session = manager.open(toy_task)
+    deep = 'perl -e \'for (1..1200) { mkdir "a" or die; chdir "a" or die } open F, ">x.py"\''
+    assert run(session, deep, timeout=120).exit_code == 0
+    written = session.workspace.changes().written
+    assert len(written) == 1 and written[0].count("a/") == 1200
+    assert session.workspace.disk_usage() > 0
+    snap = session.snapshot()
+    child = session.fork()
+    session.step("rm -rf /testbed/a")
+    session.restore(snap)
+    assert run(session, "ls a/a/a").exit_code == 0
+    for s in (child, session):
+        state = s.state_dir
+        s.destroy()
+        assert not state.exists()
+
+
 # ------------------------------------------------------------------ snapshot, fork, destroy
 
 
