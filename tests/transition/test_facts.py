@@ -677,6 +677,29 @@ def rich_workspace(tmp_path_factory):
     return root, tmp
 
 
+def test_stacked_parametrize_marks_are_not_expanded_without_bound(tmp_path):
+    """Four marks of 100 values are 100,000,000 items from a five-line file: the facts
+    ran out of time and memory listing them (three marks took 8 s). Past the bound the
+    function is one uncertain item, and the collection is not exact."""
+    import time
+
+    marks = "".join(f"@pytest.mark.parametrize('a{j}', range(100))\n" for j in range(4))
+    args = ", ".join(f"a{j}" for j in range(4))
+    root = make_workspace(
+        tmp_path,
+        {
+            "tests/test_many.py": f"import pytest\n\n{marks}def test_q({args}):\n    pass\n\n"
+            "def test_plain():\n    pass\n"
+        },
+    )
+    started = time.perf_counter()
+    facts = facts_for(root, tmp_path, ["pytest", "tests"])
+    assert time.perf_counter() - started < 5.0
+    assert not facts.collection_exact
+    assert "tests/test_many.py::test_q" in facts.uncertain_tests
+    assert "tests/test_many.py::test_plain" in facts.collected_tests
+
+
 def test_collection_matches_pytest(rich_workspace, tmp_path):
     root, _ = rich_workspace
     facts = facts_for(root, tmp_path, ["pytest", "tests"])

@@ -33,6 +33,13 @@ def _pytest_version() -> tuple[int, ...]:
 # there is none).
 _MARKS_ATTRIBUTE_IS_KEYWORD = _pytest_version() < (9, 2)
 
+#: Most test items one function's stacked ``parametrize`` marks are expanded to (their
+#: product): three marks of 100 values are 1,000,000 items and four 100,000,000, from a
+#: five-line file; beyond it the function is one uncertain item (the count is not exact).
+MAX_FUNCTION_ITEMS = 10_000
+#: Most parametrized items one module expands in all (then, uncertain items as above).
+MAX_MODULE_ITEMS = 100_000
+
 
 @dataclass
 class Item:
@@ -75,6 +82,7 @@ class ModuleScanner(ParametrizeReader):
         self.functions_patterns = config.getlist("python_functions", ["test"])
         self.classes_patterns = config.getlist("python_classes", ["Test"])
         self.uncertain = False
+        self.expanded = 0  # parametrized items expanded so far (bounded: MAX_MODULE_ITEMS)
         self.notes: list[str] = []
         self.warnings: list[str] = []
         self.used_marks: set[str] = set()
@@ -287,6 +295,7 @@ class ModuleScanner(ParametrizeReader):
         if not params:
             return [Item(base, base, names | {node.name}, marks, uncertain)]
         ids: list[tuple[str, set[str]]] = [("", set())]
+        count = 1
         for call in params:
             result = self._parametrize(call, node.name)
             if result is None:
@@ -298,12 +307,17 @@ class ModuleScanner(ParametrizeReader):
             if not self._accepts(node, call):
                 uncertain = True
                 self.notes.append(f"{base}: parametrizes an argument the function lacks")
+            count *= len(sets)
+            if count > MAX_FUNCTION_ITEMS or self.expanded + count > MAX_MODULE_ITEMS:
+                self.notes.append(f"{base}: parametrized into too many items to list")
+                return [Item(base + "[?]", base, names, marks, True)]
             new_ids = []
             for prefix, prefix_marks in ids:
                 for pset in sets:
                     new_id = f"{prefix}-{pset.id}" if prefix else str(pset.id)
                     new_ids.append((new_id, prefix_marks | set(pset.marks)))
             ids = new_ids
+        self.expanded += len(ids)
         out = []
         for pid, pmarks in ids:
             nodeid = f"{base}[{pid}]"
