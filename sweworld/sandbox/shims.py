@@ -361,7 +361,9 @@ def shim_assets() -> ShimAssets:
 
 # --------------------------------------------------------------------------- host side
 
-_REQ_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# A request id names one folder inside ``req`` (mktemp's letters and digits): never ``..``
+# or a path, which would reach host folders through the host's descriptor of ``req``.
+_REQ_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_REQUEST_FILE = 4 * 1024 * 1024
 
 
@@ -416,7 +418,7 @@ class ShimCall:
 
 def read_call(req_dir_fd: int, req_id: str) -> ShimCall:
     """Parse request ``req_id`` from the ``req`` folder (opened by the host as ``req_dir_fd``)."""
-    if not _REQ_ID.match(req_id):
+    if not _REQ_ID.fullmatch(req_id):
         raise ShimProtocolError(f"bad request id {req_id!r}")
     try:
         fd = os.open(req_id, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=req_dir_fd)
@@ -439,7 +441,10 @@ def read_call(req_dir_fd: int, req_id: str) -> ShimCall:
 
 
 def answer_call(req_dir_fd: int, req_id: str, stdout: str, stderr: str, exit_code: int) -> None:
-    """Write the executor's answer and wake the waiting shim (never blocks)."""
+    """Write the executor's answer and wake the waiting shim (never blocks). A malformed
+    ``req_id`` (the sandbox writes the ids) is ignored."""
+    if not _REQ_ID.fullmatch(req_id):
+        return
     try:
         fd = os.open(req_id, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=req_dir_fd)
     except OSError:

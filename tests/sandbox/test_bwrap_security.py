@@ -208,3 +208,32 @@ def test_nothing_a_command_started_runs_after_it(session, start):
     files, _, processes = out.stdout.partition("---\n")
     assert "late" not in files.split()
     assert set(processes.split()) == {"bwrap", "bash", "ps"}  # reaper, server, this command
+
+
+def test_a_forged_request_id_never_reaches_a_host_folder(session, tmp_path):
+    """The request id the sandbox writes to the exec FIFO was checked before the request was
+    read but not before the host answered it: `../../../<host folder>` made the host
+    create `stdout`, `stderr` and `exit` in any host folder."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    ups = "../" * 40
+    out = session.run(
+        f"c=/.sweworld/ctl; printf '%s\\n' '{ups}{victim}' .. . > $c/exec; sleep 0.5; echo sent"
+    )
+    assert out.stdout == "sent\n"
+    assert list(victim.iterdir()) == []
+
+
+def test_answer_call_ignores_ids_that_are_paths(tmp_path):
+    from sweworld.sandbox.shims import answer_call
+
+    (tmp_path / "req").mkdir()
+    (tmp_path / "outside").mkdir()
+    fd = os.open(tmp_path / "req", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for bad in ("../outside", "..", ".", "a/b", ""):
+            answer_call(fd, bad, "out", "err", 0)
+    finally:
+        os.close(fd)
+    assert list((tmp_path / "outside").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outside", "req"]
