@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import shlex
 import threading
@@ -191,8 +192,14 @@ class LocalExecutor:
         ]
         command = shlex.join(request.argv)
         if request.stdin:
+            # The program run here can write in its control folder: a `stdin` it left there
+            # may be a symlink to a host file, which a plain write would follow.
             stdin_file = runner.ctl_dir / "stdin"
-            stdin_file.write_bytes(request.stdin)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(stdin_file)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            with open(os.open(stdin_file, flags, 0o644), "wb") as handle:
+                handle.write(request.stdin)
             command += " < /.sweworld/ctl/stdin"
         lines.append(f"exec {command}")
         return "\n".join(lines)

@@ -79,6 +79,18 @@ def test_no_network_and_nothing_outside_the_workspace(real):
     assert pip.exit_code != 0  # the environment is read-only and offline at run time
 
 
+def test_a_program_cannot_make_the_host_write_its_stdin_to_a_host_file(real, tmp_path):
+    """The program runs for real with the control folder writable: a `stdin` symlink it left
+    there to a host file made the host write the next command's stdin (agent text) into
+    that host file."""
+    target = tmp_path / "host-file"
+    plant = f"import os; os.symlink({str(target)!r}, '/.sweworld/ctl/stdin'); print('planted')"
+    assert real.run(f'python -c "{plant}"').stdout == "planted\n"
+    out = real.run("echo payload | python -c 'import sys; print(sys.stdin.read().upper())'")
+    assert out.stdout == "PAYLOAD\n\n", out.stderr
+    assert not target.exists()
+
+
 def test_timeout_and_output_flood(manager, toy_task):
     executor = LocalExecutor(timeout=2)
     try:
