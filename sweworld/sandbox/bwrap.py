@@ -62,6 +62,7 @@ class RawRun:
     wall_s: float = 0.0
     executor_s: float = 0.0
     calls: list[dict] = field(default_factory=list)
+    calls_refused: int = 0  # execution calls past the command's limits, not served
 
 
 class SandboxRunner:
@@ -437,6 +438,16 @@ class SandboxRunner:
                         pending_exec += chunk
                         while b"\n" in pending_exec:
                             line, pending_exec = pending_exec.split(b"\n", 1)
+                            if self._over_call_limits(result):
+                                result.calls_refused += 1
+                                answer_call(
+                                    self._fds["req"],
+                                    line.decode(errors="replace").strip(),
+                                    "",
+                                    self._call_limit_message(),
+                                    126,
+                                )
+                                continue
                             t0 = time.monotonic()
                             record = self._serve(
                                 on_call, self._fds["req"], line.decode(errors="replace")
@@ -467,6 +478,19 @@ class SandboxRunner:
         result.stdout = bytes(bufs["out"])
         result.stderr = bytes(bufs.get("err", b""))
         return result
+
+    def _over_call_limits(self, result: RawRun) -> bool:
+        lim = self.limits
+        served = len(result.calls) + result.calls_refused
+        return served >= lim.max_execution_calls or result.executor_s >= lim.max_executor_seconds
+
+    def _call_limit_message(self) -> str:
+        lim = self.limits
+        return (
+            "sweworld: not run: this command reached its limit of execution calls "
+            f"({lim.max_execution_calls} calls or {lim.max_executor_seconds:g} s of "
+            "execution); run fewer in one command.\n"
+        )
 
     @staticmethod
     def _release(fds: dict[str, int], streams: list[str]) -> None:

@@ -40,6 +40,12 @@ class SandboxLimits:
         max_command_bytes: longest command (UTF-8 bytes) a step may run; a longer one is
             refused before anything runs. Linux caps one argument at 128 KiB, and the
             sandbox's shell receives the command as one.
+        max_execution_calls: execution calls (``python``, ``pytest``, ...) one command may
+            hand to the executor; later ones are refused (exit 126) without reaching it.
+        max_executor_seconds: executor time one command may use; once spent, its later
+            execution calls are refused. Executor time does not count against ``timeout``,
+            so without these two a loop of calls (``for i in $(seq 10000); do python ...``)
+            held a step for calls x executor latency (hours with a simulated executor).
     """
 
     timeout: float = 90.0
@@ -49,6 +55,8 @@ class SandboxLimits:
     max_output_bytes: int = 2_000_000
     max_processes: int = 512
     max_command_bytes: int = 100_000
+    max_execution_calls: int = 64
+    max_executor_seconds: float = 900.0
 
 
 def out_of_descriptors(exc: BaseException) -> bool:

@@ -331,6 +331,8 @@ class Session:
         }
         if raw.truncated:
             info["output_truncated"] = True
+        if raw.calls_refused:
+            info["execution_calls_refused"] = raw.calls_refused
         return BashOutcome(
             stdout=stdout,
             stderr=stderr,

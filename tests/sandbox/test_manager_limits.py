@@ -147,3 +147,38 @@ def test_a_manager_that_is_gone_holds_no_descriptor(tmp_path):
         SessionManager(runtime_root=tmp_path / str(i))
     gc.collect()
     assert len(os.listdir("/proc/self/fd")) <= before
+
+
+def test_one_command_hands_the_executor_a_bounded_number_of_calls(manager, toy_task):
+    """Executor time is not counted against the command's timeout, so a loop of execution
+    calls held one step for calls x executor latency: with a 2 s timeout and a 50 ms
+    executor, 240 calls and 14 s; with a simulated executor, hours."""
+    import time
+
+    from sweworld.sandbox.executor import ExecutionResult
+    from sweworld.sandbox.limits import SandboxLimits
+    from sweworld.sandbox.session import SessionConfig
+
+    class Slow:
+        name = "slow"
+        calls = 0
+
+        def execute(self, request):
+            Slow.calls += 1
+            time.sleep(0.05)
+            return ExecutionResult(stdout="ok\n", exit_code=0)
+
+    limits = SandboxLimits(timeout=30, max_execution_calls=5)
+    config = SessionConfig(limits=limits)
+    with manager.open(toy_task, executor=Slow(), config=config) as s:
+        out = s.run("for i in $(seq 40); do python -c 1; done 2>&1 | sort | uniq -c")
+    assert Slow.calls == 5 and len(out.info["execution_calls"]) == 5
+    assert out.info["execution_calls_refused"] == 35
+    assert "35 sweworld: not run: this command reached its limit" in out.stdout
+    assert "5 ok" in out.stdout
+
+    Slow.calls = 0
+    limits = SandboxLimits(timeout=30, max_executor_seconds=0.2)
+    with manager.open(toy_task, executor=Slow(), config=SessionConfig(limits=limits)) as s:
+        out = s.run("for i in $(seq 40); do python -c 1; done")
+    assert 4 <= Slow.calls <= 6 and out.info["execution_calls_refused"] == 40 - Slow.calls
