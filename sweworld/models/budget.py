@@ -140,7 +140,8 @@ def waterfill(demands: Sequence[int], weights: Sequence[float], cap: int) -> lis
         for i in done:
             alloc[i] = demands[i]
             remaining -= demands[i]
-        active = [i for i in active if i not in done]
+        finished = set(done)
+        active = [i for i in active if i not in finished]
     return alloc
 
 
@@ -162,7 +163,21 @@ def fit_parts(parts: Sequence[Part], budget: int, tok: LineTokens) -> tuple[str,
     parts = [p for p in parts if p.header or p.body]
     if not parts or budget <= 0:
         return "", sum(len(split_text_lines(p.body)) for p in parts)
-    shown = list(parts)
+    # each part counted once (not once per round: 4,000 parts took seconds, quadratically)
+    all_headers = [tok.line(p.header) if p.header else 0 for p in parts]
+    all_demands = [
+        h + (tok(p.body) if p.body else 0) for h, p in zip(all_headers, parts, strict=True)
+    ]
+    # A part shown gets at least min(demand, header + MIN_PART_BODY) or is starved, so no
+    # more parts than those minimums (and a separator each) fit in the budget can be shown
+    # without one starving: start the search there rather than at every part.
+    fitting, need = 0, 0
+    for h, d in zip(all_headers, all_demands, strict=True):
+        need += min(d, h + MIN_PART_BODY) + 1
+        if need > budget:
+            break
+        fitting += 1
+    shown = list(parts[: max(fitting, 1)])
     while True:
         dropped = parts[len(shown) :]
         note = ""
@@ -171,8 +186,8 @@ def fit_parts(parts: Sequence[Part], budget: int, tok: LineTokens) -> tuple[str,
             note = f"({len(dropped)} more not shown: {names})"
             note, _ = truncate_chars(note, max(budget // 4, 8), tok)
         avail = budget - (tok(note) + 1 if note else 0) - len(shown)  # blank separators
-        headers = [tok.line(p.header) if p.header else 0 for p in shown]
-        demands = [h + (tok(p.body) if p.body else 0) for h, p in zip(headers, shown, strict=True)]
+        headers = all_headers[: len(shown)]
+        demands = all_demands[: len(shown)]
         alloc = waterfill(demands, [1.0] * len(shown), max(avail, 0))
         starved = [
             i
