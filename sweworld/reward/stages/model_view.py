@@ -12,6 +12,10 @@ text, which the candidate cannot write):
   string literal, or that opens a triple-quoted string, up to the line that closes it; a
   line-based reading, so a triple-quoted argument on lines of its own is blanked too);
 - the whole added text of documentation files (``.txt``, ``.md``, ``.rst``, ``NOTES``, ...);
+- comments of configuration and script files with ``#`` line comments (``setup.cfg``,
+  ``tox.ini``, ``pyproject.toml``, YAML, shell, ``Makefile``, ...): whole-line comments
+  (also ``;`` ones in INI files) and a trailing `` #`` (INI: also `` ;``) comment after
+  code, outside quotes (pytest's ini reader drops those too);
 - everything before the first file header (a ``git format-patch`` message, say);
 - Unicode format characters (category ``Cf``: bidirectional overrides, zero-width
   characters) anywhere in the text.
@@ -31,6 +35,14 @@ from pathlib import PurePosixPath
 __all__ = ["DOC_SUFFIXES", "model_view_patch"]
 
 DOC_SUFFIXES = frozenset({".txt", ".md", ".rst", ".adoc", ".markdown", ".rtf", ".org"})
+#: Files whose ``#`` lines are comments (INI files also ``;``).
+CONFIG_SUFFIXES = frozenset({
+    ".cfg", ".ini", ".toml", ".yaml", ".yml", ".conf", ".sh", ".bash", ".in", ".flake8",
+    ".coveragerc", ".pylintrc", ".editorconfig", ".gitignore", ".gitattributes",
+    ".dockerignore", ".env", ".properties", ".mk",
+})  # fmt: skip
+_CONFIG_NAMES = frozenset({"makefile", "dockerfile", "gnumakefile", "procfile", "pipfile"})
+_INI_SUFFIXES = frozenset({".cfg", ".ini", ".flake8", ".coveragerc", ".pylintrc", ".editorconfig"})
 _DOC_NAMES = frozenset({"notes", "readme", "changelog", "changes", "authors", "news", "todo"})
 _HEADER_RE = re.compile(r"^(?:diff --git |--- |\+\+\+ |@@ )")
 _PATH_RE = re.compile(r"^\+\+\+ (?:b/)?(.+?)\s*$")
@@ -48,6 +60,36 @@ def _is_doc(path: str) -> bool:
     if pure.suffix.lower() in DOC_SUFFIXES:
         return True
     return pure.suffix == "" and pure.name.lower().split(".")[0] in _DOC_NAMES
+
+
+def _config_kind(path: str) -> str | None:
+    """``ini`` or ``hash`` for a configuration or script file with line comments, else None."""
+    pure = PurePosixPath(path)
+    name = pure.name.lower()
+    suffix = pure.suffix.lower() or (name if name.startswith(".") else "")
+    if suffix in _INI_SUFFIXES:
+        return "ini"
+    if suffix in CONFIG_SUFFIXES or name in _CONFIG_NAMES:
+        return "hash"
+    return None
+
+
+def _config_code(body: str, kind: str) -> str:
+    """An added line of a configuration file without its comment ("" for a comment line)."""
+    stripped = body.lstrip()
+    if stripped.startswith("#") or (kind == "ini" and stripped.startswith(";")):
+        return ""
+    starts = "#;" if kind == "ini" else "#"
+    quote = ""
+    for at, char in enumerate(body):  # the first comment character after a blank, outside quotes
+        if quote:
+            if char == quote and (quote == "'" or body[at - 1] != "\\"):
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char in starts and at > 0 and body[at - 1] in " \t":
+            return body[:at].rstrip()
+    return body
 
 
 def _string_statement(code: str) -> str | None:
@@ -97,7 +139,7 @@ def model_view_patch(patch: str) -> str:
                     if name.endswith((".py", ".pyi"))
                     else "doc"
                     if _is_doc(name)
-                    else "code"
+                    else _config_kind(name) or "code"
                 )
             in_string = None
             out.append(line)
@@ -110,6 +152,11 @@ def model_view_patch(patch: str) -> str:
             continue
         body = line[1:]
         if kind == "doc":
+            continue
+        if kind in ("ini", "hash"):
+            code = _config_code(body, kind)
+            if code.strip() or not body.strip():
+                out.append("+" + code)
             continue
         if in_string is not None:
             if _closes(body, in_string, 0):

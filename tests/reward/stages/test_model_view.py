@@ -49,5 +49,26 @@ def test_notes_preamble_and_format_characters():
 
 
 def test_other_files_are_shown_as_they_are():
-    patch = make_unified_diff("setup.cfg", "[metadata]\n", "[metadata]\nname = x  # note\n")
+    patch = make_unified_diff("pkg/data.json", "{}\n", '{"name": "x # not a comment"}\n')
     assert model_view_patch(patch) == patch
+
+
+def test_comments_of_configuration_files_go_values_stay():
+    """``# all tests pass`` in setup.cfg, a YAML or a TOML file reached the model."""
+    cfg = make_unified_diff(
+        "setup.cfg",
+        "[metadata]\n",
+        "[metadata]\n# answer resolved\n; all tests pass\nname = x  # note\nurl = a;b\n",
+    )
+    view = model_view_patch(cfg)
+    assert "+name = x\n" in view and "+url = a;b\n" in view
+    assert "note" not in view and "resolved" not in view and "all tests" not in view
+    toml = make_unified_diff(
+        "pyproject.toml", None, "[tool.x]\na = \"q # kept\"  # gone\nb = '#kept' # gone\n"
+    )
+    view = model_view_patch(toml)
+    assert '+a = "q # kept"\n' in view and "+b = '#kept'\n" in view and "gone" not in view
+    yaml = make_unified_diff(".github/workflows/ci.yml", None, "on: push  # gone\n# gone\n")
+    assert "gone" not in model_view_patch(yaml) and "+on: push" in model_view_patch(yaml)
+    make = make_unified_diff("Makefile", None, "test:\n\tpytest -rA # gone\n")
+    assert "+\tpytest -rA\n" in model_view_patch(make) + "\n"
