@@ -232,6 +232,8 @@ def read_json_lines(
             value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise error(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise error(f"{where}: invalid JSON (nested too deeply)") from None
         yield where, value
 
 
@@ -265,6 +267,8 @@ def _iter_json(path: Path) -> Iterator[tuple[str, Any]]:
         raise TaskLoadError(
             f"{path} line {exc.lineno} column {exc.colno}: invalid JSON ({exc.msg})"
         ) from None
+    except RecursionError:
+        raise TaskLoadError(f"{path}: invalid JSON (nested too deeply)") from None
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise TaskLoadError(f"{path}: cannot read ({exc})") from None
     if isinstance(data, list):

@@ -182,6 +182,24 @@ def test_bad_json_line_names_file_and_line(tmp_path: Path) -> None:
         load_tasks(path)
 
 
+def test_deeply_nested_json_is_a_load_error(tmp_path: Path) -> None:
+    """RecursionError escaped the one JSON Lines reader (task files, replay files:
+    ``make_lm("replay:FILE")`` printed a traceback) and the JSON file reader."""
+    from sweworld.models import make_lm
+
+    deep = "[" * 100_000 + "]" * 100_000
+    path = tmp_path / "deep.jsonl"
+    path.write_text(json.dumps(_rows(1)[0]) + "\n" + deep + "\n", encoding="utf-8")
+    with pytest.raises(TaskLoadError, match=r"deep\.jsonl line 2: invalid JSON \(nested"):
+        load_tasks(path)
+    with pytest.raises(ValueError, match=r"deep\.jsonl line 2: invalid JSON"):
+        make_lm(f"replay:{path}")
+    whole = tmp_path / "deep.json"
+    whole.write_text(deep, encoding="utf-8")
+    with pytest.raises(TaskLoadError, match="nested too deeply"):
+        load_tasks(whole)
+
+
 def test_invalid_row_names_file_line_and_field(tmp_path: Path) -> None:
     rows = _rows(3)
     rows[2]["PASS_TO_PASS"] = "test_a test_b"
