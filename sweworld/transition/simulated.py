@@ -58,6 +58,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: Most workers of timed-out steps still waiting for the model: past it the model is not
+#: asked again until one returns (a model that never answers leaked one thread per step).
+MAX_STALLED_WORKERS = 16
+
 #: Default deadline of one simulated step, in seconds (three attempts of the embedded model
 #: on a CPU fit; a server-backed model answers far sooner).
 DEFAULT_STEP_TIMEOUT = 300.0
@@ -152,6 +156,7 @@ class SimulatedExecutor:
         self._memory: dict[str, SessionMemory] = {}
         self._lock = threading.Lock()
         self._lm_lock = threading.Lock()
+        self._stalled = 0  # workers of timed-out steps still running (under _lock)
 
     # ------------------------------------------------------------------ model
 
@@ -227,6 +232,10 @@ class SimulatedExecutor:
             worker.start()
             remaining = step.remaining()
             if not step.done.wait(max(remaining or 0.0, 0.0)) and step.give_up():
+                with self._lock:
+                    if not step.done.is_set():
+                        self._stalled += 1
+                        step.stalled = True
                 return self._timed_out(request, step, started, timings)
             step.done.wait()
         if step.result is not None:
@@ -259,7 +268,10 @@ class SimulatedExecutor:
         except BaseException as exc:  # never raise into the session
             step.error = exc
         finally:
-            step.done.set()
+            with self._lock:
+                step.done.set()
+                if step.stalled:
+                    self._stalled -= 1
 
     def _timed_out(
         self,
@@ -415,7 +427,15 @@ class SimulatedExecutor:
         attempts = step.attempts
         timings["generation"] = timings["validation"] = 0.0
         error = None
-        for temperature, offset in self.schedule:
+        stalled = self._stalled
+        if stalled >= MAX_STALLED_WORKERS:
+            error = (
+                f"the model has not returned for {stalled} earlier timed-out steps; "
+                "not asked again until one returns"
+            )
+            attempts.append({"error": error})
+            log.warning("model %s: %s (%r)", self.model_name, error, request.command)
+        for temperature, offset in self.schedule if error is None else ():
             step.check("generation")
             t0 = time.perf_counter()
             try:

@@ -33,6 +33,7 @@ class StepDeadline:
         self.done = threading.Event()
         self.result: ExecutionResult | None = None
         self.error: BaseException | None = None
+        self.stalled = False  # the caller gave up and the worker still runs (counted)
 
     def remaining(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()

@@ -73,6 +73,39 @@ def test_a_slow_model_hits_the_step_deadline(workspace, caplog):
     assert again.stdout == "ok\n" and again.info["source"] == "model"
 
 
+def test_a_model_that_never_answers_does_not_leak_a_thread_per_step(workspace, caplog):
+    """Each timed-out step left its worker waiting on the model forever: 40 steps, 41
+    threads. Past MAX_STALLED_WORKERS the model is not asked until one returns."""
+    from sweworld.transition.simulated import MAX_STALLED_WORKERS
+
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    release = threading.Event()
+
+    def hang(messages):
+        release.wait(30)
+        return answer("late\n")
+
+    sim = SimulatedExecutor(ReplayLM(hang), step_timeout=0.2)
+    before = threading.active_count()
+    results = [
+        sim.execute(request(workspace, argv=(*COMMAND[:2], f"import stockroom; print({i})")))
+        for i in range(MAX_STALLED_WORKERS + 6)
+    ]
+    assert threading.active_count() - before <= MAX_STALLED_WORKERS
+    assert all(r.exit_code == FALLBACK_EXIT_CODE for r in results)
+    last = results[-1]
+    assert "not asked again" in last.info["error"] and not last.info.get("timed_out")
+    assert any("not asked again" in r.getMessage() for r in caplog.records)
+    release.set()
+    deadline = time.monotonic() + 10
+    while sim._stalled and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sim._stalled == 0
+    sim._lm = ReplayLM([answer("ok\n")])
+    again = sim.execute(request(workspace))
+    assert again.stdout == "ok\n" and again.info["source"] == "model"
+
+
 def test_the_deadline_covers_every_resample(workspace):
     invalid = answer("x\n", exit_code=300)  # outside 0..255: rejected every time
     lm = ReplayLM([invalid], cycle=True, delay=0.2)
