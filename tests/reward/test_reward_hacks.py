@@ -301,6 +301,27 @@ def test_padding_that_pushes_the_change_out_of_sight_gains_nothing(toy_tasks):
     assert "stockroom/textutil.py" in hidden.stages["tests"].evidence["files_not_shown"]
 
 
+def test_the_candidates_own_version_of_a_listed_test_is_not_shown(toy_tasks):
+    """Oracle mode: a candidate that writes ``test_slugify_collapses_separators`` (a
+    FAIL_TO_PASS test) as ``assert True`` showed the judge that version, which the harness
+    discards (it resets the files the test patch writes). Only those files changed: nothing
+    to test, no model call."""
+    task = toy_tasks[0]
+    path = "tests/test_textutil.py"
+    before = (toy_data_dir() / "repo" / path).read_text()
+    fake = before + "\n\ndef test_slugify_collapses_separators():\n    assert True\n"
+    own_test = make_unified_diff(path, before, fake)
+    lm = ReplayLM(lambda messages: '{"tests": {}, "resolved": false}')
+    result = model("oracle", (*EXACT, "tests"), lm).score(task, code_patch(task, PLAIN) + own_test)
+    shown = lm.calls[-1].messages[-1]["content"]
+    assert "assert True" not in shown and "def helper" in shown
+    assert result.stages["tests"].evidence["files_reset"] == [path]
+    calls = len(lm.calls)
+    alone = model("oracle", ("syntax", "tests"), lm).score(task, own_test)
+    assert len(lm.calls) == calls and alone.reward == 0.0
+    assert "test patch replaces" in alone.stages["tests"].message
+
+
 def test_a_change_made_binary_gains_nothing(toy_tasks):
     """A ``.gitattributes`` line (``*.py -diff``) makes ``git diff`` print "Binary files
     differ" for a Python module: no stage can read the change, and a model that says yes to

@@ -124,6 +124,34 @@ def clear_shared_lms() -> None:
         lm.close()
 
 
+def _without_reset_files(patch: str, task: Any, mode: str, evidence: dict[str, Any]) -> str:
+    """Oracle mode: ``patch`` without its changes to the files the task's test patch
+    writes. The harness resets those files before it applies the test patch, so the
+    candidate's version of them never runs; shown, they let a candidate write its own
+    ``assert True`` version of a FAIL_TO_PASS test for the judge to read."""
+    from sweworld.tasks.patches import PatchError, files_in_patch, split_patch
+
+    test_patch = _get_field(task, "test_patch") if mode == "oracle" else ""
+    if not test_patch:
+        return patch
+    try:
+        reset = set(files_in_patch(str(test_patch), include_old_paths=True))
+        parts = split_patch(patch)
+    except (PatchError, ValueError, IndexError, KeyError):
+        return patch
+    kept = [p for p in parts if p.path not in reset and p.old_path not in reset]
+    if len(kept) == len(parts):
+        return patch
+    evidence["files_reset"] = sorted({p.path for p in parts} - {p.path for p in kept})[:20]
+    return "".join(p.text for p in kept)
+
+
+def _get_field(task: Any, name: str) -> Any:
+    if isinstance(task, Mapping):
+        return task.get(name)
+    return getattr(task, name, None)
+
+
 class SimulatedTestsStage:
     """Stage ``tests``: the probability that the candidate resolves the task, from reports
     the SWR model writes (see the module docstring).
@@ -254,14 +282,17 @@ class SimulatedTestsStage:
         evidence: dict[str, Any] = {"mode": mode, "prompt_version": SWR_FORMAT_VERSION}
         if getattr(candidate, "apply_error", None):
             evidence["apply_error"] = candidate.apply_error
-        if is_empty_patch(patch):
+        effective = _without_reset_files(patch, task, mode, evidence)
+        if is_empty_patch(patch) or is_empty_patch(effective):
             evidence["empty_patch"] = True
             evidence["report"] = sample_report(task, mode, {}, patch, False)
             return StageResult(
                 self.name,
                 "fail",
                 0.0,
-                message="empty candidate: nothing to test",
+                message="empty candidate: nothing to test"
+                if is_empty_patch(patch)
+                else "only files the test patch replaces are changed: nothing to test",
                 evidence=evidence,
             )
         try:
@@ -274,7 +305,7 @@ class SimulatedTestsStage:
         evidence["model"] = getattr(lm, "name", type(lm).__name__)
         # the model reads the code only: comments, docstrings and notes addressed to it are
         # blanked (model_view.py); the exact stages read the real patch
-        shown_patch = model_view_patch(patch)
+        shown_patch = model_view_patch(effective)
         counter = getattr(lm, "count_tokens", None)
         evidence["token_counter"] = "model" if callable(counter) else "approx"
         config = self.prompt_config(lm)
