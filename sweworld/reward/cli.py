@@ -114,9 +114,14 @@ def add_reward_parsers(sub: Any, add_task_args: Any) -> None:
 def _config(args: argparse.Namespace) -> Any:
     from sweworld.reward.model import SWRConfig
 
+    stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
+    if "tests" in stages:
+        from sweworld.models import check_lm_spec
+
+        check_lm_spec(args.model)  # a configuration error, said now rather than as a verdict
     return SWRConfig(
         mode=args.mode,
-        stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()),
+        stages=stages,
         model=args.model,
         samples=args.samples,
         use_logprobs=not args.no_logprobs,
@@ -129,6 +134,8 @@ def _read_patch(spec: str) -> str:
     if spec == "-":
         return sys.stdin.read()
     path = Path(spec)
+    if path.is_dir():
+        raise ValueError(f"patch file {path} is a folder, not a file")
     if not path.is_file():
         raise FileNotFoundError(f"patch file {path} does not exist")
     return path.read_bytes().decode("utf-8", errors="replace")

@@ -62,6 +62,31 @@ def test_reward_missing_patch_file_is_a_clear_error(capsys, toy_task) -> None:
     assert "does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--model", "bogus:thing"], "unknown LM spec 'bogus:thing'"),
+        (["--model", "replay:/nonexistent.jsonl"], "replay file /nonexistent.jsonl"),
+    ],
+)
+def test_reward_with_a_bad_model_spec_is_a_configuration_error(
+    capsys, tmp_path, toy_task, extra, message
+) -> None:
+    """Said before anything runs, not reported as an 'undetermined' verdict with exit 0."""
+    patch = tmp_path / "fix.patch"
+    patch.write_text(toy_task.patch)
+    code = main(["reward", "--id", toy_task.instance_id, "--patch", str(patch), *extra])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_reward_patch_folder_is_a_clear_error(capsys, tmp_path, toy_task) -> None:
+    code = main(["reward", "--id", toy_task.instance_id, "--patch", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "is a folder, not a file" in err
+
+
 def test_verify_writes_one_prediction_per_task(capsys, tmp_path, toy_tasks) -> None:
     lines = []
     for task in toy_tasks[:2]:
