@@ -105,3 +105,19 @@ def test_declared_console_scripts_are_execution(tmp_path):
     assert classify(command, scripts) == "execution"
     assert [r["route"] for r in routes("stockctl a; ls", scripts)] == ["execution", "real"]
     assert declared_scripts(tmp_path / "nowhere") == frozenset()
+
+
+def test_pipelines_and_redirect_chains_are_bounded_in_time():
+    """tree-sitter-bash is quadratic (holding the GIL) on a long pipeline or chain of
+    redirects: 32,000 `a|` parsed in 42 s and `<parameter=a>` x 12,000 in 11 s."""
+    import time
+
+    from sweworld.sandbox.router import MAX_OPERATORS
+
+    for script in ("a|" * 50_000, "<parameter=a>" * 7_000, "a|" * (MAX_OPERATORS + 1) + "a"):
+        started = time.perf_counter()
+        refusal = find_refusal(script)
+        routes(script)
+        assert time.perf_counter() - started < 0.5
+        assert refusal is not None and "too many to check" in refusal.reason
+    assert find_refusal("ls | grep x | sort > /tmp/out") is None
