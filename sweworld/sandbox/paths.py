@@ -235,6 +235,54 @@ class SandboxPaths:
                 return _join([*parts, *_split(rest)])
         raise PathOutsideWorkspace(str(host), sorted(self._roots))
 
+    def read_file(self, path: str, cwd: str | None = None, *, limit: int) -> bytes | None:
+        """The bytes of the regular file at ``path``, or None when it is missing, not a
+        regular file or larger than ``limit`` bytes.
+
+        The path is resolved in the sandbox's namespace, then opened from its mount's host
+        folder one component at a time without following any link: processes of a command
+        that is still running can swap a component for a link between the two, and then the
+        read fails instead of reaching a host file. A FIFO is never opened for reading.
+        """
+        try:
+            canonical = self.resolve(path, cwd)
+        except PathOutsideWorkspace:
+            return None
+        parts = _split(canonical)
+        found = self._mount_of(parts)
+        if found is None:  # pragma: no cover - resolve() already checked
+            return None
+        root, host = found
+        rest = parts[len(root) :]
+        if not rest:
+            return None
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(host, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            for name in rest[:-1]:
+                next_fd = os.open(name, flags | os.O_DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = next_fd
+            file_fd = os.open(rest[-1], flags | os.O_NONBLOCK, dir_fd=fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        try:
+            info = os.fstat(file_fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+                return None
+            with os.fdopen(file_fd, "rb", closefd=False) as handle:
+                data = handle.read(limit + 1)
+            return data if len(data) <= limit else None
+        except OSError:
+            return None
+        finally:
+            os.close(file_fd)
+
     def is_inside(self, path: str, cwd: str | None = None) -> bool:
         """Whether ``path`` resolves to a location under one of the mounts."""
         try:

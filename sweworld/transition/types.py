@@ -13,6 +13,8 @@ from sweworld.sandbox.paths import PathOutsideWorkspace, SandboxPaths
 
 WORKDIR = "/testbed"
 MAX_READ_BYTES = 2 * 1024 * 1024
+# Changed files up to this size are hashed by content; larger ones by size and mtime.
+MAX_HASHED_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -114,16 +116,8 @@ class WorkspaceView:
     def read_text(self, path: str, limit: int = MAX_READ_BYTES) -> str | None:
         """Text of a file, or None when it is missing, not a regular file, binary, or larger
         than ``limit`` bytes."""
-        host = self.host(path)
-        if host is None or not host.is_file():
-            return None
-        try:
-            if host.stat().st_size > limit:
-                return None
-            data = host.read_bytes()
-        except OSError:
-            return None
-        if b"\0" in data:
+        data = self.paths.read_file(path, self.cwd, limit=limit)
+        if data is None or b"\0" in data:
             return None
         try:
             return data.decode("utf-8")
@@ -195,6 +189,17 @@ class WorkspaceView:
         except (OSError, UnicodeDecodeError):
             return None
 
+    def _stat_key(self, rel: str) -> bytes:
+        """Size, type and modification time of a file too large (or too odd) to hash."""
+        host = self.host(f"{WORKDIR}/{rel}")
+        try:
+            info = os.lstat(host) if host is not None else None
+        except OSError:
+            info = None
+        if info is None:
+            return b"?"
+        return f"{info.st_mode:o}:{info.st_size}:{info.st_mtime_ns}".encode()
+
     def _base_bytes(self, rel: str) -> bytes | None:
         if self.base is None:
             return None
@@ -210,13 +215,14 @@ class WorkspaceView:
         digest = hashlib.sha256()
         written, deleted = self.changed_paths()
         for rel in sorted(written):
-            host = self.host(f"{WORKDIR}/{rel}")
-            data = host.read_bytes() if host is not None and host.is_file() else None
+            data = self.paths.read_file(f"{WORKDIR}/{rel}", limit=MAX_HASHED_BYTES)
             if data is not None and self._base_bytes(rel) == data:
                 continue  # rewritten with the base's own content: not a change
             digest.update(b"W" + rel.encode() + b"\0")
             if data is not None:
                 digest.update(hashlib.sha256(data).digest())
+            else:
+                digest.update(self._stat_key(rel))
         for rel in sorted(deleted):
             digest.update(b"D" + rel.encode() + b"\0")
         for path in sorted(extra_paths):

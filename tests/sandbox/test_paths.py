@@ -263,3 +263,52 @@ def test_nothing_outside_the_mounts_is_inspected(sp, dirs, monkeypatch):
     assert seen
     for p in seen:
         assert p.startswith((str(testbed) + "/", str(tmp) + "/")), p
+
+
+def test_read_file_never_follows_a_link_swapped_in_after_resolution(tmp_path, monkeypatch):
+    """Processes of a running command can swap a folder for a link between resolving a path
+    and reading it; the read then fails instead of returning a host file."""
+    import os
+
+    from sweworld.sandbox.paths import SandboxPaths
+
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text("x = 1\n")
+    secret = tmp_path / "host"
+    secret.mkdir()
+    (secret / "mod.py").write_text("HOST SECRET\n")
+    paths = SandboxPaths({"/testbed": root})
+    assert paths.read_file("/testbed/pkg/mod.py", limit=100) == b"x = 1\n"
+
+    real_resolve = paths.resolve
+
+    def resolve_then_swap(path, cwd=None):
+        canonical = real_resolve(path, cwd)
+        os.rename(root / "pkg", root / "pkg.orig")
+        os.symlink(secret, root / "pkg")
+        return canonical
+
+    monkeypatch.setattr(paths, "resolve", resolve_then_swap)
+    assert paths.read_file("/testbed/pkg/mod.py", limit=100) is None
+
+
+def test_read_file_refuses_fifos_links_and_oversize_files(tmp_path):
+    import os
+
+    from sweworld.sandbox.paths import SandboxPaths
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    os.mkfifo(root / "pipe")
+    (root / "big").write_bytes(b"x" * 101)
+    (root / "ok").write_bytes(b"x" * 100)
+    (tmp_path / "outside").write_text("host")
+    os.symlink(tmp_path / "outside", root / "escape")
+    paths = SandboxPaths({"/testbed": root})
+    assert paths.read_file("/testbed/pipe", limit=100) is None  # returns at once
+    assert paths.read_file("/testbed/big", limit=100) is None
+    assert paths.read_file("/testbed/ok", limit=100) == b"x" * 100
+    assert paths.read_file("/testbed/escape", limit=100) is None
+    assert paths.read_file("/testbed", limit=100) is None
+    assert paths.read_file("/etc/passwd", limit=100_000) is None

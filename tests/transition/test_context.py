@@ -818,3 +818,42 @@ def test_changed_lines_of_an_agent_diff():
     # removed "y" marks the line where it was (4); "Y" and "Z" are new lines 4 and 5
     assert changed_lines(diff) == {"/testbed/pkg/mod.py": {4, 5}, "/testbed/new.py": {1, 2}}
     assert changed_lines("--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n a\n") == {}
+
+
+def test_state_hash_sees_changes_to_files_too_large_to_hash(tmp_path, monkeypatch):
+    """A changed file over the hashing limit still changes the state hash (size and mtime),
+    and is never read whole."""
+    import os
+
+    import sweworld.transition.types as types
+
+    monkeypatch.setattr(types, "MAX_HASHED_BYTES", 10)
+    view = make_view(tmp_path, {"big.bin": "base"}, {"big.bin": "a" * 50})
+    before = view.state_hash()
+    path = view.root / "big.bin"
+    path.write_text("b" * 60)
+    os.utime(path, ns=(1, 1))
+    assert view.state_hash() != before
+
+
+def test_view_reads_never_follow_a_link_swapped_in_during_a_command(tmp_path, monkeypatch):
+    """While the executor serves a call, other processes of the same command run: a folder
+    swapped for a link to a host folder after resolution must not reach the model."""
+    import os
+
+    view = make_view(tmp_path, {"pkg/mod.py": "x = 1\n"}, {"pkg/mod.py": "x = 2\n"})
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "mod.py").write_text("HOST SECRET\n")
+    real_resolve = view.paths.resolve
+
+    def resolve_then_swap(path, cwd=None):
+        canonical = real_resolve(path, cwd)
+        if not (view.root / "pkg").is_symlink():
+            os.rename(view.root / "pkg", view.root / "pkg.orig")
+            os.symlink(host, view.root / "pkg")
+        return canonical
+
+    monkeypatch.setattr(view.paths, "resolve", resolve_then_swap)
+    assert view.read_text("/testbed/pkg/mod.py") is None
+    assert "HOST SECRET" not in view.diff()
