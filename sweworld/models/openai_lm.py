@@ -25,9 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import random
-import re
 import threading
 import time
 import weakref
@@ -51,27 +49,21 @@ from sweworld.models.base import (
     make_token_counter,
     sample_seed,
 )
+from sweworld.models.openai_responses import (
+    CONTEXT_MARKERS,
+    error_message,
+    excerpt,
+    first_token_logprobs,
+    logsumexp,
+    retry_after,
+    room_left,
+    token_count,
+)
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 #: Largest response body read (bytes); a longer one is an error, read no further (a server
 #: gone wrong must not fill the trainer's memory).
 MAX_BODY_BYTES = 64 * 1024 * 1024
-_CONTEXT_MARKERS = (
-    "maximum context length",
-    "context length",
-    "context_length",
-    "context window",
-    "max_model_len",
-    "prompt is too long",
-    "input is too long",
-    "too many tokens",
-)
-_LIMIT_RE = re.compile(r"maximum context length is (\d{1,12})\b")
-# ``(?<!\d)`` anchors the number at its first digit (a bare ``\d+`` search retries from every
-# digit of a long run: quadratic); at most 12 digits are read (never int() of 4,300).
-_INPUT_RE = re.compile(
-    r"(?<!\d)(\d{1,12}) (?:input tokens|(?:tokens? )?in the messages|prompt tokens)"
-)
 
 
 class _Retryable(Exception):
@@ -232,11 +224,11 @@ class OpenAILM(BaseLM):
                     f"{self.url} (model {self.model}) refused a log-probability request: {text}"
                 ) from exc
             raise
-        tokens = _first_token_logprobs(data)
+        tokens = first_token_logprobs(data)
         if not tokens:
             raise LogprobsUnsupported(
                 f"{self.url} (model {self.model}) answered without log-probabilities: "
-                f"{_excerpt(json.dumps(data))}"
+                f"{excerpt(json.dumps(data))}"
             )
         floor = min(tokens.values())
         out: dict[str, float] = {}
@@ -246,7 +238,7 @@ class OpenAILM(BaseLM):
                 for token, lp in tokens.items()
                 if token.lstrip() and choice.startswith(token.lstrip())
             ]
-            out[choice] = _logsumexp(matched) if matched else floor
+            out[choice] = logsumexp(matched) if matched else floor
         return out
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
@@ -356,7 +348,7 @@ class OpenAILM(BaseLM):
             data, attempts, sent = await self._post_with_retries(body)
             generations = self._parse(data, sent, request, started, attempts)
             if not generations:
-                raise LMError(f"{self.url} returned no choices: {_excerpt(json.dumps(data))}")
+                raise LMError(f"{self.url} returned no choices: {excerpt(json.dumps(data))}")
             out.extend(generations)
             if len(out) >= request.n:
                 break
@@ -386,7 +378,7 @@ class OpenAILM(BaseLM):
                     delay = min(self.max_backoff, max(delay, exc.retry_after))
                 await asyncio.sleep(delay * (1 + 0.1 * random.random()))
             except ContextTooLong as exc:
-                room = _room_left(str(exc))
+                room = room_left(str(exc))
                 if clipped or room is None or room >= body["max_tokens"]:
                     raise
                 body = {**body, "max_tokens": room}
@@ -426,21 +418,21 @@ class OpenAILM(BaseLM):
         status = response.status_code
         text = raw.decode(response.charset_encoding or "utf-8", errors="replace")
         if status in RETRY_STATUSES or status >= 500:
-            raise _Retryable(f"status {status}: {_excerpt(text)}", _retry_after(response))
+            raise _Retryable(f"status {status}: {excerpt(text)}", retry_after(response))
         if status != 200:
-            message = _error_message(text)
-            if status in (400, 413, 422) and any(m in message.lower() for m in _CONTEXT_MARKERS):
+            message = error_message(text)
+            if status in (400, 413, 422) and any(m in message.lower() for m in CONTEXT_MARKERS):
                 raise ContextTooLong(f"{self.url} (model {self.model}): {message}")
-            raise LMError(f"{self.url} answered status {status}: {_excerpt(text)}")
+            raise LMError(f"{self.url} answered status {status}: {excerpt(text)}")
         try:
             data = json.loads(text)
         except (ValueError, RecursionError):
             raise LMError(
-                f"{self.url} answered status 200 with a body that is not JSON: {_excerpt(text)}"
+                f"{self.url} answered status 200 with a body that is not JSON: {excerpt(text)}"
             ) from None
         if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
             raise LMError(
-                f"{self.url} answered status 200 without a 'choices' list: {_excerpt(text)}"
+                f"{self.url} answered status 200 without a 'choices' list: {excerpt(text)}"
             )
         return data
 
@@ -459,14 +451,14 @@ class OpenAILM(BaseLM):
             key=lambda c: c.get("index", 0) if isinstance(c.get("index"), int) else 0,
         )
         if len(choices) != len(data["choices"]):
-            raise LMError(f"{self.url}: malformed choices: {_excerpt(json.dumps(data))}")
-        prompt_tokens = _count(usage.get("prompt_tokens"))
-        completion_total = _count(usage.get("completion_tokens"))
+            raise LMError(f"{self.url}: malformed choices: {excerpt(json.dumps(data))}")
+        prompt_tokens = token_count(usage.get("prompt_tokens"))
+        completion_total = token_count(usage.get("completion_tokens"))
         out = []
         for choice in choices:
             message = choice.get("message")
             if not isinstance(message, dict):
-                raise LMError(f"{self.url}: a choice without a message: {_excerpt(str(choice))}")
+                raise LMError(f"{self.url}: a choice without a message: {excerpt(str(choice))}")
             content = message.get("content")
             if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
                 content = "".join(
@@ -511,105 +503,8 @@ class OpenAILM(BaseLM):
         return out
 
 
-def _count(value: Any) -> int:
-    """A token count the server reported (0 when it is not a sane non-negative integer: a
-    string, NaN, infinity or a number of thousands of digits never raises)."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return value if 0 <= value < 2**63 else 0
-    if isinstance(value, float) and math.isfinite(value) and 0 <= value < 2**63:
-        return int(value)
-    if isinstance(value, str) and value.isdigit() and len(value) <= 18:
-        return int(value)
-    return 0
-
-
-def _first_token_logprobs(data: dict[str, Any]) -> dict[str, float]:
-    """``{token text: logprob}`` of the first generated position: the chosen token and its
-    ``top_logprobs`` (chat format ``logprobs.content``, or the legacy completions format
-    ``logprobs.top_logprobs``); empty when the answer has none."""
-    choices = data.get("choices") or []
-    first = choices[0] if choices and isinstance(choices[0], dict) else {}
-    logprobs = first.get("logprobs")
-    out: dict[str, float] = {}
-
-    def add(token: Any, value: Any) -> None:
-        if isinstance(token, str) and isinstance(value, (int, float)) and math.isfinite(value):
-            out[token] = max(float(value), out.get(token, -math.inf))
-
-    if not isinstance(logprobs, dict):
-        return out
-    content = logprobs.get("content")
-    if isinstance(content, list) and content and isinstance(content[0], dict):
-        entry = content[0]
-        add(entry.get("token"), entry.get("logprob"))
-        for top in entry.get("top_logprobs") or []:
-            if isinstance(top, dict):
-                add(top.get("token"), top.get("logprob"))
-        return out
-    tops = logprobs.get("top_logprobs")
-    if isinstance(tops, list) and tops and isinstance(tops[0], dict):
-        for token, value in tops[0].items():
-            add(token, value)
-    tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
-    if isinstance(tokens, list) and isinstance(values, list) and tokens and values:
-        add(tokens[0], values[0])
-    return out
-
-
-def _logsumexp(values: list[float]) -> float:
-    top = max(values)
-    return top + math.log(sum(math.exp(v - top) for v in values))
-
-
 def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
     if loop.is_running():
         loop.call_soon_threadsafe(loop.stop)
     if thread is not threading.current_thread():
         thread.join(timeout=5)
-
-
-def _excerpt(text: str, limit: int = 300) -> str:
-    text = text.strip()
-    return repr(text if len(text) <= limit else text[:limit] + "...")
-
-
-def _error_message(text: str) -> str:
-    """The error message of an OpenAI-style error body (``{"error": {"message": ...}}`` or
-    vLLM's older ``{"object": "error", "message": ...}``), else the raw text."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text.strip()[:2000]
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            code = error.get("code")
-            message = str(error["message"])
-            return f"{message} ({code})" if isinstance(code, str) else message
-        if isinstance(error, str):
-            return error
-        if data.get("message"):
-            return str(data["message"])
-    return text.strip()[:2000]
-
-
-def _retry_after(response: Any) -> float | None:
-    value = response.headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _room_left(message: str) -> int | None:
-    """Completion tokens that still fit, read from a context-length error that gives both
-    the window and the prompt size (vLLM's wording); None when it does not."""
-    message = message[:10_000]  # an error message, not a document
-    limit = _LIMIT_RE.search(message)
-    prompt = _INPUT_RE.search(message)
-    if not limit or not prompt:
-        return None
-    room = int(limit.group(1)) - int(prompt.group(1))
-    return room if room > 0 else None
