@@ -69,6 +69,8 @@ class SWRConfig:
         temperature: sampling temperature when ``samples > 1``.
         use_logprobs: also read P(resolved) from the token log-probabilities.
         typecheck_timeout_s: bound on one mypy run (before and after together).
+        tests_timeout_s: deadline of the tests stage for one candidate (a model that hangs
+            gives no verdict, never a stalled trainer); None for none.
         calibration: path of a fitted calibration (``sweworld calibrate``); ``auto`` uses the
             one stored for this model and mode when it exists; None the fixed prior.
         reward_preset: RL reward preset name (binary, score, shaped, stage_penalty).
@@ -83,6 +85,7 @@ class SWRConfig:
     temperature: float = 0.7
     use_logprobs: bool = True
     typecheck_timeout_s: float = 30.0
+    tests_timeout_s: float | None = 600.0
     calibration: str | None = "auto"
     reward_preset: str = "binary"
     threshold: float = 0.5
@@ -266,6 +269,7 @@ class RewardModel:
                         temperature=self.config.temperature,
                         seed=self.config.seed,
                         use_logprobs=self.config.use_logprobs,
+                        timeout_s=self.config.tests_timeout_s,
                     )
             self._stages = made
         return self._stages

@@ -177,6 +177,9 @@ class SimulatedTestsStage:
             continue an assistant turn.
         max_time_s: time budget of one generation call for in-process models (unfinished
             reports are read as far as they got).
+        timeout_s: deadline of the whole stage (prompt, model calls, retries, reading); past
+            it the stage gives no verdict (``error``, evidence ``timed_out``) and the call
+            returns, whatever the model does. None: no deadline.
         decoding: ``generate`` (free generation, ``n=samples``), ``constrained`` (oracle
             mode: each listed test's status chosen among the statuses with
             ``choice_logprobs``; the ids and JSON are forced, so every report is well formed)
@@ -200,6 +203,7 @@ class SimulatedTestsStage:
         prefill: bool | None = None,
         max_time_s: float | None = None,
         decoding: str = "auto",
+        timeout_s: float | None = 600.0,
     ):
         if decoding not in DECODINGS:
             raise ValueError(f"decoding must be one of {DECODINGS}, got {decoding!r}")
@@ -217,8 +221,11 @@ class SimulatedTestsStage:
         self.config = config
         self.max_tokens = max_tokens
         self.prefill = prefill
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive or None, got {timeout_s}")
         self.max_time_s = max_time_s
         self.decoding = decoding
+        self.timeout_s = timeout_s
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ model
@@ -258,7 +265,7 @@ class SimulatedTestsStage:
         """Judge ``ctx.candidate``; never raises (see the module docstring)."""
         started = time.perf_counter()
         try:
-            result = self._run(ctx)
+            result = self._run_with_deadline(ctx)
         except Exception as exc:  # the stage's own failure: no evidence, not a verdict
             logger.debug("simulated_tests stage failed", exc_info=True)
             result = StageResult(
@@ -269,6 +276,34 @@ class SimulatedTestsStage:
             )
         result.latency_s = time.perf_counter() - started
         return result
+
+    def _run_with_deadline(self, ctx: RewardContext) -> StageResult:
+        """``_run`` within ``timeout_s``: a model that hangs cannot hold the caller (the
+        worker is abandoned; its late result is dropped)."""
+        if self.timeout_s is None:
+            return self._run(ctx)
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["result"] = self._run(ctx)
+            except BaseException as exc:  # handed to the caller below
+                box["error"] = exc
+
+        worker = threading.Thread(target=work, name="swr-tests-stage", daemon=True)
+        worker.start()
+        worker.join(self.timeout_s)
+        if worker.is_alive():
+            logger.warning("simulated_tests stage timed out after %.1f s", self.timeout_s)
+            return StageResult(
+                self.name,
+                "error",
+                message=f"simulated tests did not finish within {self.timeout_s:g} s",
+                evidence={"mode": getattr(ctx, "mode", None), "timed_out": True},
+            )
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
 
     def _run(self, ctx: RewardContext) -> StageResult:
         from sweworld.models.base import ContextTooLong, LMError

@@ -417,3 +417,50 @@ def test_prompt_budgets_use_the_models_own_token_counter(toy_tasks):
 
     result = SimulatedTestsStage(NoCounter(), samples=1, config=config).run(context(task))
     assert result.evidence["token_counter"] == "approx" and result.verdict == "pass"
+
+
+def test_a_model_that_hangs_cannot_hold_the_caller(toy_tasks):
+    """The whole stage has a deadline: past it, no verdict (error, timed_out) and the call
+    returns; the late answer is dropped and the stage stays usable."""
+    import threading
+
+    task = toy_tasks[0]
+    release = threading.Event()
+
+    def hang(messages):
+        release.wait(30)
+        return report(task)
+
+    stage = SimulatedTestsStage(ReplayLM(hang), samples=1, use_logprobs=False, timeout_s=0.5)
+    started = time.perf_counter()
+    result = stage.run(context(task))
+    assert time.perf_counter() - started < 5
+    assert result.verdict == "error" and result.evidence["timed_out"] is True
+    assert "did not finish within 0.5 s" in result.message
+    release.set()
+    quick = SimulatedTestsStage(ReplayLM([report(task)]), samples=1, use_logprobs=False)
+    assert quick.run(context(task)).verdict == "pass"
+    with pytest.raises(ValueError, match="timeout_s"):
+        SimulatedTestsStage(ReplayLM([]), timeout_s=0)
+
+
+def test_reward_model_with_a_hanging_model_is_undetermined(toy_tasks):
+    import threading
+
+    from sweworld.reward.model import RewardModel, SWRConfig
+
+    task = toy_tasks[0]
+    release = threading.Event()
+
+    def hang(messages):
+        release.wait(30)
+        return report(task)
+
+    config = SWRConfig(mode="oracle", stages=("syntax", "tests"), tests_timeout_s=0.5)
+    started = time.perf_counter()
+    with RewardModel(config, lm=ReplayLM(hang)) as model:
+        result = model.score(task, task.patch)
+    release.set()
+    assert time.perf_counter() - started < 30
+    assert not result.resolved
+    assert result.stages["tests"].verdict == "error"
