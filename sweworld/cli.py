@@ -189,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_reward_parsers(sub, _add_task_args)
 
+    from sweworld.data.cli import add_data_parsers
+    from sweworld.train.cli import add_train_parsers
+
+    add_data_parsers(sub)
+    add_train_parsers(sub)
+
     sub.add_parser("gc", help="remove session state left by processes that died")
     return parser
 
@@ -221,6 +227,14 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "verify":
                 return reward_cli.cmd_verify(args)
             return reward_cli.cmd_calibrate(args)
+        if args.command == "data":
+            from sweworld.data import cli as data_cli
+
+            return data_cli.run(args)
+        if args.command == "train":
+            from sweworld.train import cli as train_cli
+
+            return train_cli.run(args)
         if args.command == "gc":
             from sweworld.sandbox.manager import gc_stale_sessions
 

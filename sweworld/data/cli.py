@@ -1,0 +1,43 @@
+"""``sweworld data import|make-tasks|collect``: the sub-commands that make datasets.
+
+Each sub-command lives with its code: :mod:`sweworld.data.importing` (import),
+:mod:`sweworld.data.factory.cli` (make-tasks), :mod:`sweworld.data.collect` (collect); each
+module has ``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+#: sub-command -> (module, help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "import": (
+        "sweworld.data.importing",
+        "import agent trajectories, predictions and reports into SWT / SWR datasets",
+    ),
+    "make-tasks": (
+        "sweworld.data.factory.cli",
+        "make real tasks from a Python library by injecting bugs (no Docker)",
+    ),
+    "collect": (
+        "sweworld.data.collect",
+        "run a policy against a real executor and record every step as SWT data",
+    ),
+}
+
+
+def add_data_parsers(sub: Any) -> None:
+    """Add ``data`` and its sub-commands to the CLI's subparsers."""
+    data = sub.add_parser("data", help="build SWT / SWR datasets from real runs")
+    dsub = data.add_subparsers(dest="data_command", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        p = dsub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(data_module=module)
+        importlib.import_module(module).add_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the chosen ``data`` sub-command."""
+    return int(importlib.import_module(args.data_module).run(args))

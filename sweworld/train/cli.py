@@ -1,0 +1,26 @@
+"""``sweworld train swt|swr``: see :mod:`sweworld.train` (``add_arguments`` / ``run``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_train_parsers(sub: Any) -> None:
+    """Add ``train`` with ``swt`` and ``swr`` to the CLI's subparsers."""
+    from sweworld.train.config import add_arguments
+
+    train = sub.add_parser("train", help="fine-tune the SWT / SWR adapters (LoRA)")
+    tsub = train.add_subparsers(dest="train_target", required=True)
+    for target, help_text in (
+        ("swt", "train the transition model (predicts a command's output)"),
+        ("swr", "train the reward model (P(resolved) of a candidate patch)"),
+    ):
+        p = tsub.add_parser(target, help=help_text, description=help_text)
+        add_arguments(p, target)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sweworld.train.main import run as run_training
+
+    return int(run_training(args))
