@@ -1,0 +1,542 @@
+"""SWR on held-out examples: each reward model's P(resolved) against the real labels.
+
+For the test split of SWR datasets (repositories never trained on): a label-balanced seeded
+sample (stratified by label, then repository) and, for best-of-N, every candidate of a
+seeded choice of tasks with several labelled candidates (tasks with both labels first). Each
+candidate is scored once per model and mode by :class:`~sweworld.reward.model.RewardModel`
+(its public API, all configured stages; whole files when the repository's checkout can be
+built, the patches' hunks otherwise, as in production). Kept per candidate: the combined
+score (``RewardResult.score``), the tests stage's own probability (None when an exact stage
+stopped the candidate first or the stage gave no evidence), the stage that stopped it, the
+status and the latency.
+
+Figures (:mod:`sweworld.reward.metrics`): accuracy, precision, recall, F1, balanced
+accuracy, ROC AUC, ECE of the combined score and of the tests stage alone, overall and per
+repository; what the exact stages stopped and how many of those were really resolved.
+Floors on the same candidates: always resolved, the gold-files heuristic (the candidate
+touches every file the gold patch touches; it reads the gold patch, so it is an oracle-mode
+floor) and a seeded random score. Best-of-N for N = 2, 4, 8: for each task with at least N
+candidates, seeded random subsets of N; the selected candidate's real resolve rate
+(:func:`~sweworld.reward.metrics.best_of_n_metrics`, ties averaged) vs random choice vs the
+oracle, for each model and floor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from sweworld.bench.sampling import stratified_order, stratified_sample
+from sweworld.bench.similarity import percentile
+from sweworld.data.schema import SWRRecord
+
+__all__ = [
+    "BON_SIZES",
+    "best_of_n_table",
+    "bon_groups",
+    "bon_tasks",
+    "candidate_row",
+    "floor_scores",
+    "format_metrics",
+    "gold_files_score",
+    "metrics_of",
+    "sample_candidates",
+    "task_of",
+]
+
+BON_SIZES = (2, 4, 8)
+FLOOR_NAMES = ("always resolved", "gold files", "random")
+
+
+def task_of(record: SWRRecord) -> Any:
+    """The record's task (:class:`~sweworld.tasks.schema.Task`); ``ValueError`` when its
+    ``task`` column is empty or not a task row."""
+    from sweworld.tasks.schema import Task
+
+    if not record.task:
+        raise ValueError("no task row")
+    try:
+        row = json.loads(record.task)
+    except ValueError as exc:
+        raise ValueError(f"task row is not JSON: {exc}") from None
+    if not isinstance(row, dict):
+        raise ValueError("task row is not an object")
+    return Task.from_row(row)
+
+
+def _files(patch: str) -> set[str]:
+    from sweworld.tasks.patches import files_in_patch
+
+    return set(files_in_patch(patch or ""))
+
+
+def gold_files_score(candidate_patch: str, gold_patch: str) -> float | None:
+    """1.0 when the candidate touches every file the gold patch touches, else 0.0; None
+    when the gold patch touches no file (no prediction)."""
+    gold = _files(gold_patch)
+    if not gold:
+        return None
+    return 1.0 if gold <= _files(candidate_patch) else 0.0
+
+
+def _random_score(record_id: str, seed: int) -> float:
+    digest = hashlib.sha256(f"{seed}\x1f{record_id}".encode()).hexdigest()
+    return random.Random(int(digest[:16], 16)).random()
+
+
+def floor_scores(record: SWRRecord, gold_patch: str, seed: int = 0) -> dict[str, float | None]:
+    """The floors' scores for one candidate (:data:`FLOOR_NAMES`); the random one depends
+    only on the seed and the record id."""
+    return {
+        "always resolved": 1.0,
+        "gold files": gold_files_score(record.patch, gold_patch),
+        "random": _random_score(record.id, seed),
+    }
+
+
+def sample_candidates(
+    records: Sequence[SWRRecord], limit: int | None, seed: int = 0
+) -> list[SWRRecord]:
+    """A seeded sample balanced by label, then spread over repositories."""
+    return stratified_sample(
+        records, lambda r: (bool(r.resolved), r.repo), limit, seed=seed, ident=lambda r: r.id
+    )
+
+
+def bon_tasks(
+    records: Sequence[SWRRecord], n_tasks: int | None, seed: int = 0
+) -> dict[str, list[SWRRecord]]:
+    """Up to ``n_tasks`` tasks with at least two candidates (distinct patches), those whose
+    candidates have both labels first, each spread over repositories by a seeded order:
+    task id -> its candidates."""
+    by_task: dict[str, list[SWRRecord]] = {}
+    for record in records:
+        by_task.setdefault(record.instance_id, []).append(record)
+    several = {
+        task: cands
+        for task, cands in by_task.items()
+        if len(cands) >= 2 and len({c.patch for c in cands}) >= 2
+    }
+
+    def mixed(task: str) -> bool:
+        return len({bool(c.resolved) for c in several[task]}) == 2
+
+    order = [
+        task
+        for first in (True, False)
+        for task in stratified_order(
+            [t for t in several if mixed(t) == first],
+            lambda t: (several[t][0].repo,),
+            seed=seed,
+            ident=lambda t: t,
+        )
+    ]
+    chosen = order if n_tasks is None else order[: max(n_tasks, 0)]
+    return {task: several[task] for task in chosen}
+
+
+def candidate_row(record: SWRRecord, result: Any) -> dict[str, Any]:
+    """What is kept of one scored candidate (``result``: a ``RewardResult``)."""
+    tests = result.stages.get("tests")
+    tests_p = None
+    if tests is not None and tests.verdict in ("pass", "fail") and tests.score is not None:
+        tests_p = float(tests.score)
+    return {
+        "id": record.id,
+        "instance_id": record.instance_id,
+        "repo": record.repo,
+        "label": bool(record.resolved),
+        "candidate_kind": record.candidate_kind,
+        "score": float(result.score),
+        "tests_p": tests_p,
+        "status": result.status,
+        "stopped_by": result.info.get("short_circuit"),
+        "signature": result.info.get("signature"),
+        "scope": result.info.get("scope"),
+        "latency_s": result.info.get("latency_s"),
+    }
+
+
+def metrics_of(rows: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
+    """:func:`~sweworld.reward.metrics.binary_metrics` of ``row[key]`` against
+    ``row["label"]`` over the rows where it is not None, with ``no_prediction`` (the
+    rest)."""
+    from sweworld.reward.metrics import binary_metrics
+
+    pairs = [(r["label"], r[key]) for r in rows if r.get(key) is not None]
+    out = binary_metrics([p[0] for p in pairs], [p[1] for p in pairs])
+    out["no_prediction"] = len(rows) - len(pairs)
+    return out
+
+
+def exact_stops(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per exact stage: how many candidates it stopped and how many of those resolved."""
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        stage = row.get("stopped_by")
+        if stage:
+            entry = out.setdefault(stage, {"stopped": 0, "really_resolved": 0})
+            entry["stopped"] += 1
+            entry["really_resolved"] += int(row["label"])
+    return out
+
+
+def classification(rows: Sequence[dict[str, Any]], keys: Iterable[str]) -> dict[str, Any]:
+    """``overall`` and ``by_repo`` metrics of each score ``key`` of the rows."""
+    keys = list(keys)
+    repos: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        repos.setdefault(row["repo"], []).append(row)
+    return {
+        "overall": {k: metrics_of(rows, k) for k in keys},
+        "by_repo": {
+            repo: {k: metrics_of(rs, k) for k in keys} for repo, rs in sorted(repos.items())
+        },
+    }
+
+
+def bon_groups(
+    tasks: dict[str, Sequence[str]], n: int, *, seed: int = 0, draws: int = 5
+) -> list[tuple[str, list[str]]]:
+    """Subsets of N candidate ids per task (``tasks``: task -> candidate ids): for a task
+    with exactly N candidates the one subset, with more up to ``draws`` distinct seeded
+    subsets; tasks with fewer than N are left out. Deterministic for a seed."""
+    import itertools
+    import math
+
+    out: list[tuple[str, list[str]]] = []
+    for task in sorted(tasks):
+        ids = sorted(tasks[task])
+        if len(ids) < n:
+            continue
+        if math.comb(len(ids), n) <= draws:
+            out += [(task, list(c)) for c in itertools.combinations(ids, n)]
+            continue
+        digest = hashlib.sha256(f"{seed}\x1f{task}\x1f{n}".encode()).hexdigest()
+        rng = random.Random(int(digest[:16], 16))
+        chosen: set[tuple[str, ...]] = set()
+        while len(chosen) < draws:
+            chosen.add(tuple(sorted(rng.sample(ids, n))))
+        out += [(task, list(c)) for c in sorted(chosen)]
+    return out
+
+
+def best_of_n_table(
+    groups: Sequence[tuple[str, list[str]]],
+    scores: dict[str, float | None],
+    labels: dict[str, bool],
+    classes: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """:func:`~sweworld.reward.metrics.best_of_n_metrics` over the subsets (a subset with
+    a candidate that has no score is left out and counted in ``unscored_groups``)."""
+    from sweworld.reward.metrics import best_of_n_metrics
+
+    rows = []
+    unscored = 0
+    for _, ids in groups:
+        if any(scores.get(i) is None for i in ids):
+            unscored += 1
+            continue
+        if classes is not None:
+            rows.append([(scores[i], labels[i], classes.get(i) or i) for i in ids])
+        else:
+            rows.append([(scores[i], labels[i]) for i in ids])
+    out = best_of_n_metrics(rows)
+    out["unscored_groups"] = unscored
+    return out
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+METRIC_COLUMNS = (
+    "n", "no_prediction", "accuracy", "precision", "recall", "f1", "balanced_accuracy",
+    "roc_auc", "ece",
+)  # fmt: skip
+
+
+def format_metrics(title: str, table: dict[str, dict[str, Any]]) -> str:
+    """A text table: one line per scorer (``table``: name -> binary metrics)."""
+    lines = [title, "  " + "".ljust(36) + "".join(c[:9].rjust(10) for c in METRIC_COLUMNS)]
+    for name, m in table.items():
+        lines.append(
+            "  " + name[:36].ljust(36) + "".join(_fmt(m.get(c)).rjust(10) for c in METRIC_COLUMNS)
+        )
+    return "\n".join(lines)
+
+
+def latency(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """p50 / p95 / total seconds of the scored candidates."""
+    values = [float(r["latency_s"]) for r in rows if r.get("latency_s") is not None]
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "p50_s": percentile(values, 50),
+        "p95_s": percentile(values, 95),
+        "total_s": sum(values),
+    }
+
+
+def score_records(
+    model: Any,
+    records: Sequence[tuple[SWRRecord, Any]],
+    *,
+    base_dir: bool,
+    on_row: Callable[[int, dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Rows of :func:`candidate_row` for ``(record, task)`` pairs scored by ``model`` (a
+    ``RewardModel``)."""
+    rows = []
+    for i, (record, task) in enumerate(records):
+        result = model.score(task, record.patch, base_dir=True if base_dir else None)
+        row = candidate_row(record, result)
+        rows.append(row)
+        if on_row is not None:
+            on_row(i, row)
+    return rows
+
+
+# ------------------------------------------------------------------------------ command line
+
+
+def add_arguments(parser: Any) -> None:
+    """The options of ``benchmarks/heldout_swr.py`` (and of a ``bench swr`` command)."""
+    parser.add_argument("--data", nargs="+", required=True, help="dataset folders (finalized)")
+    parser.add_argument(
+        "--models",
+        default="embedded:base,embedded",
+        help="comma-separated SWR LM specs (embedded:base, embedded, hf:PATH+ADAPTER, "
+        "replay:FILE, ...)",
+    )
+    parser.add_argument("--modes", default="oracle,blind")
+    parser.add_argument(
+        "--limit", type=int, default=40, help="label-balanced candidates to classify (0: all)"
+    )
+    parser.add_argument(
+        "--bon-tasks", type=int, default=8, help="tasks for best-of-N (all their candidates)"
+    )
+    parser.add_argument("--bon-draws", type=int, default=5, help="subsets of N per task")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stages", default="syntax,typecheck,semantic,tests")
+    parser.add_argument("--samples", type=int, default=1, help="reports per candidate")
+    parser.add_argument(
+        "--calibration", default=None, help="calibration file, or 'auto' (default: the prior)"
+    )
+    parser.add_argument(
+        "--hunks-only",
+        action="store_true",
+        help="never build the base checkout (default: whole files when the repository's "
+        "source is found, e.g. in $SWEWORLD_REPO_CACHE; hunks otherwise)",
+    )
+    parser.add_argument("--split", default="test", help="split to evaluate (test: held out)")
+    parser.add_argument("--json", default=None, help="write every figure here, as it comes")
+
+
+def _tasks(records: Sequence[SWRRecord]) -> tuple[list[tuple[SWRRecord, Any]], dict[str, int]]:
+    kept, left = [], Counter()
+    for record in records:
+        try:
+            kept.append((record, task_of(record)))
+        except (ValueError, TypeError, KeyError) as exc:
+            left[f"unusable task row: {str(exc).splitlines()[0][:120]}"] += 1
+    return kept, dict(left)
+
+
+def _floors(
+    pairs: Sequence[tuple[SWRRecord, Any]], sample_ids: set[str], groups: dict, seed: int
+) -> dict[str, Any]:
+    rows = []
+    for record, task in pairs:
+        scores = floor_scores(record, getattr(task, "patch", "") or "", seed)
+        rows.append(
+            {"id": record.id, "repo": record.repo, "label": bool(record.resolved), **scores}
+        )
+    labels = {r["id"]: r["label"] for r in rows}
+    sampled = [r for r in rows if r["id"] in sample_ids]
+    return {
+        "classification": classification(sampled, FLOOR_NAMES),
+        "best_of_n": {
+            str(n): {
+                name: best_of_n_table(g, {r["id"]: r[name] for r in rows}, labels)
+                for name in FLOOR_NAMES
+            }
+            for n, g in groups.items()
+        },
+    }
+
+
+def _model_entry(
+    rows: list[dict[str, Any]], sample_ids: set[str], groups: dict, elapsed: float
+) -> dict[str, Any]:
+    sampled = [r for r in rows if r["id"] in sample_ids]
+    labels = {r["id"]: r["label"] for r in rows}
+    scores = {r["id"]: r["score"] for r in rows}
+    classes = {r["id"]: r["signature"] for r in rows}
+    return {
+        "elapsed_s": elapsed,
+        "latency": latency(rows),
+        "classification": classification(sampled, ("score", "tests_p")),
+        "exact_stops": exact_stops(sampled),
+        "status": dict(Counter(r["status"] for r in sampled)),
+        "best_of_n": {
+            str(n): best_of_n_table(g, scores, labels, classes) for n, g in groups.items()
+        },
+        "rows": rows,
+    }
+
+
+def _print_mode(mode: str, entries: dict[str, Any], floors: dict[str, Any], n: int) -> None:
+    table = {}
+    for spec, entry in entries.items():
+        overall = entry["classification"]["overall"]
+        table[f"{spec}: all stages"] = overall["score"]
+        table[f"{spec}: tests stage alone"] = overall["tests_p"]
+    for name in FLOOR_NAMES:
+        table[f"floor: {name}"] = floors["classification"]["overall"][name]
+    print()
+    print(format_metrics(f"== SWR {mode}, {n} held-out candidates (label-balanced sample)", table))
+    repos = sorted({repo for e in entries.values() for repo in e["classification"]["by_repo"]})
+    for repo in repos:
+        per = {}
+        for spec, entry in entries.items():
+            if repo in entry["classification"]["by_repo"]:
+                per[f"{spec}: all stages"] = entry["classification"]["by_repo"][repo]["score"]
+        per.update(
+            {f"floor: {k}": v for k, v in floors["classification"]["by_repo"].get(repo, {}).items()}
+        )
+        print(format_metrics(f"  [{repo}]", per))
+    for spec, entry in entries.items():
+        print(
+            f"  {spec}: exact stages stopped {entry['exact_stops'] or 'nothing'}; "
+            f"latency {_fmt(entry['latency'].get('p50_s'))} s p50, "
+            f"{_fmt(entry['latency'].get('p95_s'))} s p95, {entry['elapsed_s']:.0f} s in all"
+        )
+    print("  best-of-N: selected (ties averaged) / selected (votes) / random / oracle, groups")
+    for n in floors["best_of_n"]:
+        rows = {f"{s}": e["best_of_n"][n] for s, e in entries.items()}
+        rows.update({f"floor: {k}": v for k, v in floors["best_of_n"][n].items()})
+        for name, m in rows.items():
+            print(
+                f"    N={n} {name[:40].ljust(40)} {_fmt(m.get('selected_tie_avg'))} / "
+                f"{_fmt(m.get('selected'))} / {_fmt(m.get('random'))} / {_fmt(m.get('oracle'))}"
+                f", {m.get('n_tasks')} groups ({m.get('mixed_tasks')} mixed)"
+            )
+
+
+def _row_callback(
+    report: Any, spec: str, mode: str, total: int, done: list[dict[str, Any]]
+) -> Callable[[int, dict[str, Any]], None]:
+    """Collects the rows in ``done``, says each on stderr, saves them every 10 rows."""
+    from sweworld.bench.report import progress
+
+    def on_row(i: int, row: dict[str, Any]) -> None:
+        done.append(row)
+        progress(
+            f"[swr] {spec} {mode} {i + 1}/{total} label={row['label']} "
+            f"score={row['score']:.2f} {row['status']} {row['latency_s']}s"
+        )
+        if (i + 1) % 10 == 0:
+            report.put(["models", spec, mode], {"partial": True, "rows": list(done)})
+
+    return on_row
+
+
+def run(args: Any) -> int:
+    """Score the sample and the best-of-N tasks with every model; print tables; 0 on success."""
+    from sweworld.bench.records import load_records
+    from sweworld.bench.report import JsonReport, provenance
+    from sweworld.reward.model import RewardModel, SWRConfig
+    from sweworld.reward.stages.simulated_tests import clear_shared_lms
+
+    modes = [m for m in args.modes.split(",") if m]
+    specs = [s for s in args.models.split(",") if s]
+    stages = tuple(s for s in args.stages.split(",") if s)
+    if any(m not in ("oracle", "blind") for m in modes) or not modes or not specs:
+        print(f"--modes takes oracle and/or blind (got {args.modes!r}); --models one spec or more")
+        return 2
+    records, counts = load_records(args.data, "swr", args.split)
+    pairs, left_out = _tasks(records)
+    sample = sample_candidates([r for r, _ in pairs], args.limit or None, args.seed)
+    bon = bon_tasks([r for r, _ in pairs], args.bon_tasks, args.seed)
+    sample_ids = {r.id for r in sample}
+    wanted = sample_ids | {r.id for cands in bon.values() for r in cands}
+    to_score = [(r, t) for r, t in pairs if r.id in wanted]
+    candidates_of = {task: [r.id for r in cands] for task, cands in bon.items()}
+    groups = {
+        n: bon_groups(candidates_of, n, seed=args.seed, draws=args.bon_draws) for n in BON_SIZES
+    }
+    groups = {n: g for n, g in groups.items() if g}
+    report = JsonReport(
+        args.json,
+        benchmark="heldout-swr",
+        provenance=provenance(args.data),
+        settings={
+            "stages": list(stages),
+            "samples": args.samples,
+            "calibration": args.calibration,
+            "hunks_only": args.hunks_only,
+            "seed": args.seed,
+        },
+        data={
+            **counts,
+            "split": args.split,
+            "records": len(records),
+            "left_out": left_out,
+            "resolved": dict(Counter(str(r.resolved) for r in records)),
+            "label_source": dict(Counter(r.label_source for r in records)),
+        },
+        sample={
+            "n": len(sample),
+            "resolved": sum(r.resolved for r in sample),
+            "by_repo": dict(Counter(r.repo for r in sample)),
+            "bon_tasks": len(bon),
+            "bon_candidates": sum(len(c) for c in bon.values()),
+            "bon_groups": {str(n): len(g) for n, g in groups.items()},
+            "scored_per_model_and_mode": len(to_score),
+        },
+    )
+    print(
+        f"{len(records)} {args.split} SWR records; left out {left_out or 'none'}; sample of "
+        f"{len(sample)} ({sum(r.resolved for r in sample)} resolved); best-of-N on {len(bon)} "
+        f"tasks; {len(to_score)} candidates to score per model and mode"
+    )
+    if not to_score:
+        print("nothing to evaluate")
+        return 1
+    floors = _floors(to_score, sample_ids, groups, args.seed)
+    report.set("floors", floors)
+    results: dict[str, dict[str, Any]] = {mode: {} for mode in modes}
+    for spec in specs:
+        for mode in modes:
+            config = SWRConfig(mode=mode, stages=stages, model=spec, samples=args.samples,
+                               calibration=args.calibration)  # fmt: skip
+            started = time.perf_counter()
+            done: list[dict[str, Any]] = []
+            on_row = _row_callback(report, spec, mode, len(to_score), done)
+            try:
+                with RewardModel(config) as model:
+                    score_records(model, to_score, base_dir=not args.hunks_only, on_row=on_row)
+            except Exception as exc:  # a model that does not load: said, the others still run
+                report.put(
+                    ["models", spec, mode], {"error": f"{type(exc).__name__}: {exc}", "rows": done}
+                )
+                print(f"{spec} {mode}: failed: {type(exc).__name__}: {exc}")
+                continue
+            entry = _model_entry(done, sample_ids, groups, time.perf_counter() - started)
+            results[mode][spec] = entry
+            report.put(["models", spec, mode], entry)
+        clear_shared_lms()
+    for mode in modes:
+        _print_mode(mode, results[mode], floors, len(sample))
+    return 0
