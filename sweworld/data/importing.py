@@ -1,0 +1,335 @@
+"""``sweworld data import``: agent runs and reports in, SWT and SWR datasets out.
+
+For every item an importer yields (:mod:`sweworld.data.importers`):
+
+* a :class:`~sweworld.data.schema.Trajectory` is replayed in a session on its repository
+  (:func:`~sweworld.data.replay.replay_trajectory`) when the repository is in the repo cache
+  (``$SWEWORLD_REPO_CACHE`` / ``--repo-cache``), else turned into fallback records
+  (:func:`~sweworld.data.replay.fallback_records`, ``state_source="trajectory"``); its report,
+  when it has one, labels its submission as an SWR record (``harness-report``, ``agent``);
+* an :class:`~sweworld.data.schema.SWRRecord` is stored as it is;
+* a :class:`~sweworld.data.importers.Skip` is counted with its reason.
+
+Trajectories are processed in parallel (threads: a replay's work happens in sandbox
+processes); every record is written as it is made and each finished trajectory is marked
+done, so a second run with the same ``--out`` skips what is finished and writes no duplicate.
+At the end the datasets are built (split by repository) and the counts printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from sweworld.data.importers import Skip, detect_format, get_importer
+from sweworld.data.schema import (
+    DEFAULT_HELDOUT_REPOS,
+    SWRRecord,
+    Trajectory,
+    record_id,
+    split_of,
+    to_json,
+)
+from sweworld.data.store import RecordStore, finalize, iter_records
+
+__all__ = ["ImportStats", "add_arguments", "import_source", "run", "submission_label"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``sweworld data import`` options."""
+    parser.add_argument("--source", required=True, help="a file or folder of agent runs")
+    parser.add_argument(
+        "--format", default="auto", help="auto (detect), mini-swe-agent, swe-agent, r2e-gym, ..."
+    )
+    parser.add_argument("--out", required=True, help="output folder (resumable)")
+    parser.add_argument("--repo-cache", help="folder of repository clones or mirrors")
+    parser.add_argument("--workers", type=int, default=2, help="trajectories at once")
+    parser.add_argument("--limit", type=int, help="at most this many trajectories")
+    parser.add_argument("--instances", nargs="+", help="only these instance ids")
+    parser.add_argument(
+        "--heldout",
+        help="comma-separated repositories for the test split (default: "
+        + ",".join(DEFAULT_HELDOUT_REPOS)
+        + ")",
+    )
+    parser.add_argument(
+        "--no-replay", action="store_true", help="never replay: fallback records only"
+    )
+    parser.add_argument("--step-timeout", type=float, default=60.0, help="seconds per step")
+
+
+def submission_label(trajectory: Trajectory) -> SWRRecord | None:
+    """The SWR record of a trajectory's submission labelled by its harness report."""
+    report = trajectory.report
+    if not report or not isinstance(report.get("resolved"), bool):
+        return None
+    return SWRRecord(
+        id=record_id(trajectory.source, trajectory.instance_id, "agent", trajectory.submission),
+        source=trajectory.source,
+        instance_id=trajectory.instance_id,
+        repo=trajectory.repo,
+        patch=trajectory.submission,
+        resolved=bool(report["resolved"]),
+        base_commit=trajectory.base_commit,
+        task=to_json(trajectory.task),
+        tests_status=to_json(report.get("tests_status") or {}),
+        label_source="harness-report",
+        candidate_kind="agent" if trajectory.submission.strip() else "empty",
+        meta=to_json(trajectory.meta),
+    )
+
+
+class ImportStats:
+    """Counts of one import run (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+        self.fallback_reasons: Counter[str] = Counter()
+        self.wall: dict[str, float] = defaultdict(float)
+
+    def add(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[key] += n
+
+    def fallback(self, reason: str) -> None:
+        with self._lock:
+            self.fallback_reasons[reason] += 1
+
+    def time(self, key: str, seconds: float) -> None:
+        with self._lock:
+            self.wall[key] += seconds
+
+
+def _process(
+    trajectory: Trajectory,
+    store: RecordStore,
+    *,
+    manager: Any,
+    stats: ImportStats,
+    replay: bool,
+    step_timeout: float,
+) -> None:
+    from sweworld.data.replay import fallback_records, replay_trajectory
+
+    unit = f"{trajectory.source}:{trajectory.instance_id}"
+    started = time.perf_counter()
+    result = None
+    if replay and manager is not None:
+        try:
+            result = replay_trajectory(trajectory, manager, step_timeout=step_timeout)
+        except Exception as exc:  # no repository, a commit missing, a bad row: fall back
+            reason = _fallback_reason(exc)
+            stats.fallback(reason)
+            if "no local copy" not in reason:
+                store.skip(f"{unit}#replay", f"replay failed, fell back: {reason}")
+    if result is None:
+        result = fallback_records(trajectory)
+    for rec in result.records:
+        store.add(rec)
+    for part, reason in result.skipped:
+        store.skip(part, reason)
+    label = submission_label(trajectory)
+    if label is not None:
+        store.add(label)
+    seconds = time.perf_counter() - started
+    stats.add(f"trajectories_{result.state_source}")
+    stats.add(f"swt_{result.state_source}", len(result.records))
+    stats.add(f"steps_{result.state_source}", result.steps)
+    stats.add("steps_consistent", result.steps_consistent)
+    stats.add("steps_failed", result.steps_failed)
+    stats.time(result.state_source, seconds)
+    store.done(
+        unit,
+        repo=trajectory.repo,
+        state_source=result.state_source,
+        swt=len(result.records),
+        swr=int(label is not None),
+        steps=result.steps,
+        steps_consistent=result.steps_consistent,
+        seconds=round(seconds, 3),
+    )
+
+
+def _process_safely(
+    trajectory: Trajectory, store: RecordStore, stats: ImportStats, **kw: Any
+) -> None:
+    """:func:`_process`; an error is counted and skipped, never the end of the import."""
+    try:
+        _process(trajectory, store, stats=stats, **kw)
+    except Exception as exc:
+        stats.add("trajectories_failed")
+        unit = f"{trajectory.source}:{trajectory.instance_id}"
+        store.skip(unit, f"import error: {type(exc).__name__}: {str(exc)[:160]}")
+
+
+def _fallback_reason(exc: BaseException) -> str:
+    text = str(exc).split("\n", 1)[0]
+    if "no local copy of repository" in text:
+        return "no local copy of the repository"
+    return f"{type(exc).__name__}: {text[:160]}"
+
+
+def import_source(
+    source: str | Path,
+    out: str | Path,
+    *,
+    fmt: str = "auto",
+    workers: int = 2,
+    limit: int | None = None,
+    instances: Iterable[str] | None = None,
+    heldout: Iterable[str] = DEFAULT_HELDOUT_REPOS,
+    replay: bool = True,
+    step_timeout: float = 60.0,
+    progress: bool = True,
+    runtime_root: str | Path | None = None,
+) -> dict[str, Any]:
+    """Import ``source`` into ``out`` (see the module docstring); returns the summary."""
+    from tqdm import tqdm
+
+    name = detect_format(source) if fmt == "auto" else fmt
+    importer = get_importer(name)
+    stats = ImportStats()
+    manager = None
+    if replay:
+        from sweworld.sandbox.manager import SessionManager
+
+        manager = SessionManager(runtime_root=Path(runtime_root) if runtime_root else None)
+    wanted = set(instances) if instances else None
+    started = time.perf_counter()
+    bar = tqdm(desc=f"import {name}", unit="traj", file=sys.stderr, disable=not progress)
+    slots = threading.Semaphore(max(1, workers) * 2)  # bounded work in flight
+    futures: list[Future[None]] = []
+    try:
+        with RecordStore(out) as store, ThreadPoolExecutor(max(1, workers)) as pool:
+            for item in importer.read(source, instances=wanted, limit=limit):
+                if isinstance(item, Skip):
+                    if not store.is_done(f"skip:{item.unit}"):
+                        store.skip(item.unit, item.reason)
+                        store.done(f"skip:{item.unit}")
+                    stats.add("skipped_items")
+                elif isinstance(item, SWRRecord):
+                    stats.add("swr_written" if store.add(item) else "swr_already")
+                elif isinstance(item, Trajectory):
+                    unit = f"{item.source}:{item.instance_id}"
+                    if store.is_done(unit):
+                        stats.add("trajectories_already_done")
+                        bar.update(1)
+                        continue
+                    slots.acquire()
+                    fut = pool.submit(
+                        _process_safely,
+                        item,
+                        store,
+                        stats,
+                        manager=manager,
+                        replay=replay,
+                        step_timeout=step_timeout,
+                    )
+                    fut.add_done_callback(lambda _f: (slots.release(), bar.update(1)))
+                    futures.append(fut)
+            for fut in futures:
+                fut.result()
+    finally:
+        bar.close()
+        if manager is not None:
+            manager.close_all()
+    wall = time.perf_counter() - started
+    extra = {
+        "import": {
+            "format": name,
+            "source": str(source),
+            "counts": dict(stats.counts),
+            "fallback_reasons": dict(stats.fallback_reasons),
+            "seconds": {k: round(v, 2) for k, v in stats.wall.items()},
+            "wall_s": round(wall, 2),
+        }
+    }
+    return finalize(out, heldout=tuple(heldout), extra_summary=extra)
+
+
+def _per_repo(out: str | Path, heldout: Iterable[str]) -> list[tuple[str, ...]]:
+    held = tuple(heldout)
+    table: dict[str, Counter[str]] = defaultdict(Counter)
+    for rec in iter_records(out, "swt"):
+        table[rec.repo][f"swt_{rec.state_source}"] += 1
+    for rec in iter_records(out, "swr"):
+        table[rec.repo]["swr"] += 1
+        table[rec.repo]["swr_resolved"] += int(rec.resolved)
+    rows = []
+    for repo in sorted(table):
+        c = table[repo]
+        rows.append(
+            (
+                repo,
+                split_of(repo, held),
+                str(c["swt_replay"] + c["swt_live"]),
+                str(c["swt_trajectory"]),
+                str(c["swr"]),
+                str(c["swr_resolved"]),
+            )
+        )
+    return rows
+
+
+def print_report(summary: dict[str, Any], out: str | Path, heldout: Iterable[str]) -> None:
+    """Counts per repository, splits and skip reasons, as a plain table on stdout."""
+    header = ("repository", "split", "swt_replay", "swt_fallback", "swr", "swr_resolved")
+    rows = [header, *_per_repo(out, heldout)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+    for kind in ("swt", "swr"):
+        part = summary.get(kind, {})
+        print(f"{kind}: {part.get('total', 0)} records, splits {part.get('splits', {})}")
+    imp = summary.get("import", {})
+    if imp.get("fallback_reasons"):
+        print("fallback reasons:", imp["fallback_reasons"])
+    print("import counts:", imp.get("counts", {}), f"wall {imp.get('wall_s', 0)} s")
+    skipped = summary.get("skipped", {})
+    print(f"skipped: {skipped.get('total', 0)}")
+    for reason, n in sorted(skipped.get("by_reason", {}).items(), key=lambda kv: -kv[1]):
+        print(f"  {n:6d}  {reason}")
+    print(f"datasets written to {out}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``sweworld data import``; 0 when something was imported."""
+    if args.repo_cache:
+        cache = str(Path(args.repo_cache).expanduser())
+        old = os.environ.get("SWEWORLD_REPO_CACHE", "")
+        os.environ["SWEWORLD_REPO_CACHE"] = cache + (os.pathsep + old if old else "")
+    heldout = (
+        tuple(r.strip() for r in args.heldout.split(",") if r.strip())
+        if args.heldout
+        else DEFAULT_HELDOUT_REPOS
+    )
+    if not Path(args.source).exists():
+        print(f"sweworld data import: {args.source}: no such file or folder", file=sys.stderr)
+        return 2
+    try:
+        summary = import_source(
+            args.source,
+            args.out,
+            fmt=args.format,
+            workers=args.workers,
+            limit=args.limit,
+            instances=args.instances,
+            heldout=heldout,
+            replay=not args.no_replay,
+            step_timeout=args.step_timeout,
+        )
+    except ValueError as exc:  # unknown format
+        print(f"sweworld data import: {exc}", file=sys.stderr)
+        return 2
+    print_report(summary, args.out, heldout)
+    total = summary.get("swt", {}).get("total", 0) + summary.get("swr", {}).get("total", 0)
+    return 0 if total else 1
