@@ -205,13 +205,18 @@ def bon_groups(
 ) -> list[tuple[str, list[str]]]:
     """Subsets of N candidate ids per task (``tasks``: task -> candidate ids): for a task
     with exactly N candidates the one subset, with more up to ``draws`` distinct seeded
-    subsets; tasks with fewer than N are left out. Deterministic for a seed."""
+    subsets; tasks with fewer than N are left out. Within a subset the candidates are in a
+    seeded order that ignores labels (a scorer's ties, broken by position, favour no
+    label). Deterministic for a seed."""
     import itertools
     import math
 
+    def position(cid: str) -> str:  # label-independent order: ties never favour a label
+        return hashlib.sha256(f"{seed}\x1f{cid}".encode()).hexdigest()
+
     out: list[tuple[str, list[str]]] = []
     for task in sorted(tasks):
-        ids = sorted(tasks[task])
+        ids = sorted(tasks[task], key=position)
         if len(ids) < n:
             continue
         if math.comb(len(ids), n) <= draws:
@@ -221,7 +226,7 @@ def bon_groups(
         rng = random.Random(int(digest[:16], 16))
         chosen: set[tuple[str, ...]] = set()
         while len(chosen) < draws:
-            chosen.add(tuple(sorted(rng.sample(ids, n))))
+            chosen.add(tuple(sorted(rng.sample(ids, n), key=position)))
         out += [(task, list(c)) for c in sorted(chosen)]
     return out
 
@@ -267,10 +272,10 @@ METRIC_COLUMNS = (
 
 def format_metrics(title: str, table: dict[str, dict[str, Any]]) -> str:
     """A text table: one line per scorer (``table``: name -> binary metrics)."""
-    lines = [title, "  " + "".ljust(36) + "".join(c[:9].rjust(10) for c in METRIC_COLUMNS)]
+    lines = [title, "  " + "".ljust(44) + "".join(c[:9].rjust(10) for c in METRIC_COLUMNS)]
     for name, m in table.items():
         lines.append(
-            "  " + name[:36].ljust(36) + "".join(_fmt(m.get(c)).rjust(10) for c in METRIC_COLUMNS)
+            "  " + name[:44].ljust(44) + "".join(_fmt(m.get(c)).rjust(10) for c in METRIC_COLUMNS)
         )
     return "\n".join(lines)
 

@@ -346,14 +346,14 @@ COLUMNS = (
 def format_summary(title: str, entries: dict[str, dict[str, Any]], group: str = "overall") -> str:
     """A text table: one line per model or floor (``entries``: name -> :func:`summarize`),
     ``group`` ``overall``, or ``by_kind`` / ``by_repo`` (one block per kind or repo)."""
-    head = "  " + "".ljust(34) + "".join(label.rjust(10) for _, label in COLUMNS)
+    head = "  " + "".ljust(42) + "".join(label.rjust(10) for _, label in COLUMNS)
     lines = [title, head]
     if group == "overall":
         for name, summary in entries.items():
             figures = summary["overall"]
             lines.append(
                 "  "
-                + name[:34].ljust(34)
+                + name[:42].ljust(42)
                 + "".join(_fmt(figures.get(k)).rjust(10) for k, _ in COLUMNS)
             )
         return "\n".join(lines)
@@ -365,7 +365,7 @@ def format_summary(title: str, entries: dict[str, dict[str, Any]], group: str = 
             if figures:
                 lines.append(
                     "    "
-                    + name[:32].ljust(32)
+                    + name[:40].ljust(40)
                     + "".join(_fmt(figures.get(k)).rjust(10) for k, _ in COLUMNS)
                 )
     return "\n".join(lines)
