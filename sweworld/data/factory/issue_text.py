@@ -64,7 +64,9 @@ def _literal(node: ast.AST) -> bool:
     return True
 
 
-def find_repro_call(test_source: str, test_id: str, library_names: Sequence[str]) -> ReproCall | None:
+def find_repro_call(
+    test_source: str, test_id: str, library_names: Sequence[str]
+) -> ReproCall | None:
     """The first call in the failing test whose function comes from the library (an
     attribute of an imported library module, or a name imported from it) and whose
     arguments are all literals; None when there is none."""

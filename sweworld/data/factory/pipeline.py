@@ -262,11 +262,22 @@ def _run(
     bar.close()
     rng = random.Random(cfg.seed)
     jobs = _task_jobs(kept, wanted_single, cfg.max_tasks, rng)
-    rejected = [s.mutations[0] for s in mutants_log.done.values() if not s.kept]
+    rejected = [s for s in mutants_log.done.values() if not s.kept]
 
     def build(job: list[tasks.Screened]) -> None:
-        _build_task(cfg, lib, job, originals, tests_text, store, manager, executor, runner,
-                    base_passed, rejected)
+        _build_task(
+            cfg,
+            lib,
+            job,
+            originals,
+            tests_text,
+            store,
+            manager,
+            executor,
+            runner,
+            base_passed,
+            rejected,
+        )
 
     tasks_file = cfg.out / "tasks.jsonl"
     tasks_file.touch()
@@ -313,7 +324,7 @@ def _build_task(
     executor: Any,
     runner: run_tests.SuiteRunner,
     base_passed: set[str],
-    rejected: list[mutate.Mutation],
+    rejected: list[tasks.Screened],
 ) -> None:
     from sweworld.tasks.environment import HOST_PYTHON
     from sweworld.tasks.schema import Task
@@ -339,7 +350,9 @@ def _build_task(
         first_test = screened.broken[0]
         test_path = first_test.split("::", 1)[0]
         roots = sorted({p.split("/")[0].removesuffix(".py") for p in originals} - {"src"})
-        roots += sorted({p.split("/")[1] for p in originals if p.startswith("src/") and "/" in p[4:]})
+        roots += sorted(
+            {p.split("/")[1] for p in originals if p.startswith("src/") and "/" in p[4:]}
+        )
         repro = issue_text.find_repro_call(tests_text.get(test_path, ""), first_test, roots)
         forbidden = []
         for m in bugs:
@@ -347,12 +360,21 @@ def _build_task(
                 lines = text.splitlines()
                 forbidden.append(lines[m.line - 1] if m.line <= len(lines) else "")
         statement = issue_text.problem_statement(
-            package=lib.name, failing=screened.broken, log=screened.log, repro=repro,
+            package=lib.name,
+            failing=screened.broken,
+            log=screened.log,
+            repro=repro,
             forbidden=forbidden,
         )
         row = tasks.make_row(
-            repo=lib.repo, base_commit=lib.commit, version=lib.version, python=HOST_PYTHON,
-            screened=screened, originals=originals, problem_statement=statement, seed=cfg.seed,
+            repo=lib.repo,
+            base_commit=lib.commit,
+            version=lib.version,
+            python=HOST_PYTHON,
+            screened=screened,
+            originals=originals,
+            problem_statement=statement,
+            seed=cfg.seed,
         )
         task = Task.from_row(row)
         check = tasks.verify_row(task, manager, executor, timeout=cfg.timeout)
@@ -366,25 +388,40 @@ def _build_task(
         cands: list[tuple[str, str]] = []
         if cfg.labels or cfg.transitions:
             cands = labels.candidates(
-                task, originals=originals, bugs=bugs, wrong=wrong,
+                task,
+                originals=originals,
+                bugs=bugs,
+                wrong=wrong,
                 test_source=tests_text.get(test_path, ""),
             )
             wrong_patch = dict(cands).get("wrong", "")
         n_swt = 0
         if cfg.transitions:
             n_swt = transitions.record_transitions(
-                task, manager=manager, executor=executor, sink=store.add, repro=repro,
-                module=module, wrong_patch=wrong_patch, timeout=cfg.timeout,
+                task,
+                manager=manager,
+                executor=executor,
+                sink=store.add,
+                repro=repro,
+                module=module,
+                wrong_patch=wrong_patch,
+                timeout=cfg.timeout,
             )
         n_swr = 0
         if cfg.labels:
             known = {"right": check.gold, "empty": check.buggy}
             for record in labels.label_records(
-                task, cands, manager=manager, executor=executor, known=known,
+                task,
+                cands,
+                manager=manager,
+                executor=executor,
+                known=known,
                 timeout=cfg.timeout,
             ):
                 n_swr += int(store.add(record))
-                counts[f"swr_{record.candidate_kind}_{'resolved' if record.resolved else 'unresolved'}"] += 1
+                counts[
+                    f"swr_{record.candidate_kind}_{'resolved' if record.resolved else 'unresolved'}"
+                ] += 1
         with _lock:
             with open(cfg.out / "tasks.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
@@ -398,16 +435,19 @@ def _build_task(
 
 
 def _wrong_mutation(
-    bugs: list[mutate.Mutation], rejected: list[mutate.Mutation]
+    bugs: list[mutate.Mutation], rejected: list[tasks.Screened]
 ) -> mutate.Mutation | None:
-    """A mutation of the same file that does not overlap the bugs (a wrong fix), nearest
-    first: in the same function when one exists."""
+    """A rejected mutation of the same file that does not overlap the bugs (a wrong fix):
+    in the same function first, then one that broke no test (a plausible, subtle edit),
+    then the nearest."""
     spans = [(m.start, m.end) for m in bugs]
     best = None
-    for m in rejected:
+    for item in rejected:
+        m = item.mutations[0]
         if m.path != bugs[0].path or any(m.start < e and s < m.end for s, e in spans):
             continue
-        rank = (m.function != bugs[0].function, abs(m.start - bugs[0].start), m.key)
+        subtle = item.verdict == "no_test_broken"
+        rank = (m.function != bugs[0].function, not subtle, abs(m.start - bugs[0].start), m.key)
         if best is None or rank < best[0]:
             best = (rank, m)
     return best[1] if best else None

@@ -85,9 +85,7 @@ class SuiteRunner:
                 self._sessions.append(session)
         return session
 
-    def run(
-        self, files: Sequence[str] = (), edits: Mapping[str, str] | None = None
-    ) -> RunOutcome:
+    def run(self, files: Sequence[str] = (), edits: Mapping[str, str] | None = None) -> RunOutcome:
         """Run the tests of ``files`` (all when empty) with ``edits`` (repository path ->
         new text) written first and undone afterwards."""
         session = self._session()

@@ -37,9 +37,7 @@ def repro_script(test_id: str, repro: ReproCall | None) -> str:
     """A reproduction script: the library call of the failing test when there is one,
     else a run of the failing test through pytest."""
     if repro is not None:
-        return "\n".join(
-            [*repro.imports, "", f"result = {repro.code}", "print(repr(result))", ""]
-        )
+        return "\n".join([*repro.imports, "", f"result = {repro.code}", "print(repr(result))", ""])
     return "\n".join(
         ["import sys", "", "import pytest", "", f"sys.exit(pytest.main(['-q', {test_id!r}]))", ""]
     )
@@ -100,7 +98,7 @@ def record_transitions(
             phases = [*phases, ("wrong", wrong_patch)]
         for phase, patch in phases:
             if patch:
-                session.run("cd /testbed && git checkout -q -- .")
+                session.run("cd /testbed && git checkout -q -- . && git clean -fdq")
                 session.write_file("/tmp/candidate.patch", patch)
                 applied = session.run("cd /testbed && git apply /tmp/candidate.patch")
                 if applied.exit_code != 0:
