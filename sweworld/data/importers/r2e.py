@@ -145,7 +145,8 @@ def parse_observation(observation: str) -> dict[str, Any]:
         # the script printed ``stdout.strip(), "\n"`` (a space and two newlines)
         stdout = stdout[: -len(" \n")] if stdout.endswith(" \n") else stdout
         out["output"] = stdout + "\n" if stdout else ""
-        out["stderr"] = stderr
+        stderr = stderr[:-1] if stderr.endswith("\n") else stderr
+        out["stderr"] = stderr + "\n" if stderr else ""
     return out
 
 

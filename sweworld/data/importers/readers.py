@@ -51,7 +51,7 @@ def _decode(where: str, raw: bytes) -> Any | Skip:
     try:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
-        return Skip(where, f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
+        return Skip(where, f"invalid JSON ({exc.msg}; line {exc.lineno} column {exc.colno})")
     except UnicodeDecodeError:
         return Skip(where, "invalid JSON (not UTF-8 text)")
     except RecursionError:

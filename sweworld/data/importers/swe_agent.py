@@ -318,7 +318,10 @@ def convert(
     tool_calls: dict[str, Any] = {}
     not_replayable: dict[str, str] = {}
     open_file: str | None = None
-    cwd = DEFAULT_ROOT
+    first_state = _state(steps_in[0]) if steps_in and isinstance(steps_in[0], Mapping) else {}
+    root = first_state.get("working_dir")
+    cwd = root if isinstance(root, str) and root.startswith("/") else DEFAULT_ROOT
+    repo_root = cwd
     for index, raw in enumerate(steps_in):
         if not isinstance(raw, Mapping):
             return Skip(f"{where} step {index}", "step is not a JSON object")
@@ -369,6 +372,7 @@ def convert(
             if isinstance(info.get("model_stats"), Mapping)
             else None,
             "environment": data.get("environment"),
+            "repo_root": repo_root,
             "tool_calls": tool_calls,
             "not_replayable": not_replayable,
         },

@@ -51,7 +51,7 @@ __all__ = [
     "iter_report_entries",
     "parse_eval_script",
     "read",
-    "test_run_output",
+    "harness_run_output",
 ]
 
 NAME = "swebench"
@@ -220,7 +220,7 @@ def parse_eval_script(text: str) -> tuple[str, str]:
     return command, patch
 
 
-def test_run_output(log: str, command: str) -> tuple[str, int | None]:
+def harness_run_output(log: str, command: str) -> tuple[str, int | None]:
     """What the test command printed, out of a harness ``test_output.txt`` (the text between
     the markers, less the shell's ``set -x`` traces of the command itself), and its exit
     code when the harness recorded it."""
@@ -277,7 +277,7 @@ def _test_run(
     statuses, ran = parse_eval_log(log, row.get("repo"))
     if not ran:
         return Skip(str(log_path), "the harness run gave no test results (apply failure, error)")
-    output, exit_code = test_run_output(log, command)
+    output, exit_code = harness_run_output(log, command)
     output, truncated = cap_text(output)
     step = TrajectoryStep(
         command=command, output=output, exit_code=exit_code, output_truncated=truncated
@@ -363,19 +363,20 @@ def read(
     used: set[str] = set()
     for report in report_files:
         folder = report.parent
-        harness_dir = report.name == REPORT_NAME
-        model_dir = folder.parent.name if harness_dir else ""
-        if model is not None and harness_dir and model_dir != _model_key(model):
-            continue
         for item in iter_report_entries(report):
             if isinstance(item, Skip):
                 yield item
                 continue
             iid, entry = item
             unit = f"{report}:{iid}"
+            # the harness's layout: <run_id>/<model>/<instance_id>/report.json
+            harness_dir = report.name == REPORT_NAME and folder.name == iid
+            model_dir = folder.parent.name if harness_dir else ""
+            if model is not None and harness_dir and model_dir != _model_key(model):
+                continue
             pred = predictions.get(iid)
             model_name = str(pred.get("model_name_or_path") or "") if pred else model_dir
-            if harness_dir and pred and model_dir and _model_key(model_name) != model_dir:
+            if harness_dir and pred and _model_key(model_name) != model_dir:
                 pred, model_name = None, model_dir
             key = (_model_key(model_name), iid)
             if key in labelled:
