@@ -82,10 +82,14 @@ def find_repro_call(
             for alias in node.names:
                 if alias.name.split(".")[0] in roots:
                     imports[alias.asname or alias.name.split(".")[0]] = ast.unparse(node)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.split(".")[0] in roots:
-                for alias in node.names:
-                    imports[alias.asname or alias.name] = ast.unparse(node)
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module.split(".")[0] in roots
+        ):
+            for alias in node.names:
+                imports[alias.asname or alias.name] = ast.unparse(node)
     target = None
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == func_name:

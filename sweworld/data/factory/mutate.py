@@ -153,9 +153,7 @@ def _operator_in_gap(src: _Source, start: int, end: int, op: str) -> tuple[int, 
 
 
 def _int_constant(node: ast.AST) -> bool:
-    return (
-        isinstance(node, ast.Constant) and type(node.value) is int  # noqa: E721 (not bool)
-    )
+    return isinstance(node, ast.Constant) and type(node.value) is int
 
 
 class _Walker(ast.NodeVisitor):

@@ -22,7 +22,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +31,13 @@ from typing import Any
 from sweworld.data.factory import issue_text, labels, mutate, run_tests, source, tasks, transitions
 from sweworld.data.store import RecordStore, finalize
 
-__all__ = ["FactoryConfig", "FactoryError", "make_tasks", "relevant_test_files"]
+__all__ = [
+    "FactoryConfig",
+    "FactoryError",
+    "library_roots",
+    "make_tasks",
+    "relevant_test_files",
+]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +83,18 @@ def relevant_test_files(module_path: str, tests: dict[str, str]) -> list[str]:
                 found.append(path)
                 break
     return sorted(found) or sorted(tests)
+
+
+def library_roots(paths: Iterable[str]) -> list[str]:
+    """The top-level import names of the library's modules (a ``src/`` layout looked
+    through)."""
+    roots = set()
+    for path in paths:
+        parts = path.split("/")
+        if parts[0] == "src" and len(parts) > 1:
+            parts = parts[1:]
+        roots.add(parts[0].removesuffix(".py"))
+    return sorted(roots)
 
 
 def _base_task(lib: source.LibrarySource, python: str) -> Any:
@@ -422,9 +440,8 @@ def _build_task(
                 counts[
                     f"swr_{record.candidate_kind}_{'resolved' if record.resolved else 'unresolved'}"
                 ] += 1
-        with _lock:
-            with open(cfg.out / "tasks.jsonl", "a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
+        with _lock, open(cfg.out / "tasks.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
         counts["tasks_made"] += 1
         counts["swt_records"] += n_swt
         store.done(unit, swt=n_swt, swr=n_swr, bugs=len(bugs))

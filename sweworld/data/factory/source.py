@@ -189,13 +189,13 @@ def _unpack(archive: Path, dest: Path) -> Path:
                     raise FactorySourceError(f"{archive.name}: unsafe path {member.name!r}")
                 if member.issym() or member.islnk() or member.isdev():
                     raise FactorySourceError(f"{archive.name}: link or device {member.name!r}")
-            tar.extractall(dest)  # noqa: S202 (checked above)
+            tar.extractall(dest)
     elif archive.name.endswith(".zip"):
         with zipfile.ZipFile(archive) as zf:
             for name in zf.namelist():
                 if not str((dest / name).resolve()).startswith(str(root) + os.sep):
                     raise FactorySourceError(f"{archive.name}: unsafe path {name!r}")
-            zf.extractall(dest)  # noqa: S202 (checked above)
+            zf.extractall(dest)
     else:
         raise FactorySourceError(f"{archive.name}: not a source distribution archive")
     entries = [p for p in dest.iterdir() if p.is_dir()]
@@ -214,8 +214,10 @@ def from_package(spec: str, out: Path, *, timeout: float = 600) -> LibrarySource
     download = Path(tempfile.mkdtemp(prefix="factory-sdist-"))
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
-            + ["--disable-pip-version-check", "-q", "-d", str(download), spec.strip()],
+            [
+                *(sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"),
+                *("--disable-pip-version-check", "-q", "-d", str(download), spec.strip()),
+            ],
             capture_output=True,
             text=True,
             timeout=timeout,
