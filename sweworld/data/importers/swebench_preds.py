@@ -47,11 +47,11 @@ from sweworld.data.schema import SWRRecord, Trajectory, TrajectoryStep, record_i
 __all__ = [
     "NAME",
     "detect",
+    "harness_run_output",
     "iter_predictions",
     "iter_report_entries",
     "parse_eval_script",
     "read",
-    "harness_run_output",
 ]
 
 NAME = "swebench"

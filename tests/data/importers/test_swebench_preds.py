@@ -2,7 +2,7 @@ import json
 from pathlib import Path
 
 from sweworld.data.importers import Skip, swebench_preds
-from sweworld.data.importers.swebench_preds import parse_eval_script, harness_run_output
+from sweworld.data.importers.swebench_preds import harness_run_output, parse_eval_script
 from sweworld.data.schema import SWRRecord, Trajectory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "swebench"

@@ -86,7 +86,7 @@ def test_records_revalidated_and_trajectories_rebuilt(tmp_path):
         "schema_version",
         "step whose exit_code is not an integer",
     ]
-    assert list(sweworld_sessions.read(out / "records" / "swr.jsonl"))[0].id == "r1"
+    assert next(iter(sweworld_sessions.read(out / "records" / "swr.jsonl"))).id == "r1"
 
 
 def test_schema_versions_and_missing_paths(tmp_path):
