@@ -177,10 +177,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, round(q / 100 * (len(values) - 1)))]
+    """The ``q``-th percentile: :func:`sweworld.bench.similarity.percentile`."""
+    from sweworld.bench.similarity import percentile
+
+    return percentile(values, q)
 
 
 def summarize(rows: list[dict], elapsed: float) -> dict:

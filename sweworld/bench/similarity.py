@@ -22,10 +22,10 @@ from typing import Any
 __all__ = [
     "compare_results",
     "mean",
+    "output_statuses",
     "percentile",
     "rate",
-    "test_agreement",
-    "test_statuses",
+    "status_agreement",
 ]
 
 
@@ -49,7 +49,7 @@ def mean(values: Iterable[float]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-def test_statuses(command: str, output: str, repo: str | None) -> dict[str, str]:
+def output_statuses(command: str, output: str, repo: str | None) -> dict[str, str]:
     """``{test id: status}`` in a command's output by the shared grader's parser for
     ``repo`` (empty when the command is not a test run or names no test)."""
     from sweworld.data.record import test_statuses as record_statuses
@@ -57,7 +57,7 @@ def test_statuses(command: str, output: str, repo: str | None) -> dict[str, str]
     return record_statuses(command, output, repo)
 
 
-def test_agreement(real: Mapping[str, str], predicted: Mapping[str, str]) -> float | None:
+def status_agreement(real: Mapping[str, str], predicted: Mapping[str, str]) -> float | None:
     """Fraction of the tests named by either side whose statuses are equal (a test one side
     does not name has no status there); None when neither names a test."""
     names = set(real) | set(predicted)
@@ -89,8 +89,8 @@ def compare_results(
         real_tests = (
             dict(real_statuses)
             if real_statuses is not None
-            else test_statuses(command, real.stdout + "\n" + real.stderr, repo)
+            else output_statuses(command, real.stdout + "\n" + real.stderr, repo)
         )
-        predicted_tests = test_statuses(command, predicted.stdout + "\n" + predicted.stderr, repo)
-        agree["tests"] = test_agreement(real_tests, predicted_tests)
+        predicted_tests = output_statuses(command, predicted.stdout + "\n" + predicted.stderr, repo)
+        agree["tests"] = status_agreement(real_tests, predicted_tests)
     return agree
