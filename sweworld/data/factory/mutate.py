@@ -337,6 +337,13 @@ class _Walker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _defaults(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.scope.append(node.name)  # a default belongs to its function
+        try:
+            self._default_values(node)
+        finally:
+            self.scope.pop()
+
+    def _default_values(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         for default in [*node.args.defaults, *(d for d in node.args.kw_defaults if d)]:
             if not isinstance(default, ast.Constant):
                 continue
