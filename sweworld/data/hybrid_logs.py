@@ -131,7 +131,12 @@ def read_hybrid_log(
             steps[session] = step + 1
             real = _side(row, "real")
             if real is None:
-                yield HybridLogSkip(unit, "no real result (the command was simulated only)")
+                reason = (
+                    "no real result (the command was simulated only)"
+                    if row.get("real") is None
+                    else "malformed real result (needs stdout, stderr and an integer exit_code)"
+                )
+                yield HybridLogSkip(unit, reason)
                 continue
             task = tasks.get(str(row.get("task")))
             if task is None:
