@@ -54,6 +54,7 @@ from sweworld.data.store import RecordStore, finalize
 __all__ = [
     "CollectStats",
     "ExecutorFailed",
+    "PolicyFailed",
     "add_arguments",
     "collect",
     "load_collect_tasks",
@@ -71,6 +72,10 @@ FAILED_STATUSES = ("env_failed", "exec_failed", "error")
 
 class ExecutorFailed(RuntimeError):
     """The real executor could not answer a command for real: the task is skipped."""
+
+
+class PolicyFailed(RuntimeError):
+    """The policy raised: the task is skipped."""
 
 
 @dataclass
@@ -188,9 +193,11 @@ class _Collector:
         except ExecutorFailed as exc:
             self.skip(unit, f"executor failed: {exc}")
             return
-        except Exception as exc:  # a policy or a session that fails skips its task
-            where = "policy" if getattr(exc, "_from_policy", False) else "session"
-            self.skip(unit, f"{where} failed: {type(exc).__name__}: {exc}")
+        except PolicyFailed as exc:
+            self.skip(unit, f"policy failed: {exc}")
+            return
+        except Exception as exc:  # a session that cannot open or give its patch
+            self.skip(unit, f"session failed: {type(exc).__name__}: {exc}")
             return
         records, trajectory, swr, label_skip = outcome
         written = sum(self.store.add(r) for r in records)
@@ -354,8 +361,7 @@ def _call_policy(method: Callable[..., Any], *args: Any) -> Any:
     try:
         return method(*args)
     except Exception as exc:
-        exc._from_policy = True  # type: ignore[attr-defined]
-        raise
+        raise PolicyFailed(f"{type(exc).__name__}: {exc}") from exc
 
 
 def _read_rows(path: Path) -> Iterable[dict[str, Any]]:
