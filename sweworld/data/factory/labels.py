@@ -53,7 +53,8 @@ def candidates(
         )
         out.append(("partial", partial))
     if wrong is not None and wrong.path in buggy:
-        wrong_text = apply_all(buggy[wrong.path], [wrong])
+        same_file = [m for m in bugs if m.path == wrong.path]  # offsets of the base text
+        wrong_text = apply_all(originals[wrong.path], [*same_file, wrong])
         out.append(("wrong", make_unified_diff(wrong.path, buggy[wrong.path], wrong_text)))
     test_id = task.FAIL_TO_PASS[0]
     test_path = test_id.split("::", 1)[0]

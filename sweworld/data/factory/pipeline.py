@@ -186,8 +186,11 @@ def make_tasks(cfg: FactoryConfig, echo: Callable[[str], None] = print) -> dict[
             raise FactoryError(f"{lib.repo}: {reason}: {baseline.reason[-1500:]}")
         base_passed = run_tests.passed(baseline.statuses)
         if not base_passed:
-            store.skip(f"library:{lib.repo}", "no_test_passes")
-            raise FactoryError(f"{lib.repo}: no test passes on the unchanged library")
+            tail = " | ".join(baseline.log.strip().splitlines()[-3:])
+            store.skip(f"library:{lib.repo}", "tests_do_not_run", detail=tail[-2000:])
+            raise FactoryError(
+                f"{lib.repo}: tests_do_not_run: no test passes on the unchanged library: {tail}"
+            )
         echo(f"baseline: {len(baseline.statuses)} tests, {len(base_passed)} pass")
         _run(cfg, lib, base, store, manager, executor, runner, mutants_log, base_passed)
     finally:
@@ -255,7 +258,7 @@ def _run(
     kept: list[tasks.Screened] = []
     signatures: set[tuple[str, str, frozenset[str]]] = set()
     wanted_single = cfg.max_tasks - int(cfg.max_tasks * cfg.multi_fraction)
-    wanted_kept = wanted_single + 2 * (cfg.max_tasks - wanted_single)
+    wanted_kept = wanted_single + 4 * (cfg.max_tasks - wanted_single)  # room to pair
     bar = _progress(len(chosen), f"mutants {lib.name}", cfg.progress)
     with ThreadPoolExecutor(max_workers=max(1, cfg.workers)) as pool:
         index = 0

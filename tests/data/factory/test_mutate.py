@@ -85,7 +85,9 @@ def test_every_kind_is_found_and_every_mutant_parses() -> None:
 
 
 def test_operator_hidden_behind_a_comment_or_parentheses() -> None:
-    code = "def g(a, b):\n    return (a) + (b)\n\n\ndef h(a, b):\n    return a + (  # c\n        b)\n"
+    code = (
+        "def g(a, b):\n    return (a) + (b)\n\n\ndef h(a, b):\n    return a + (  # c\n        b)\n"
+    )
     ops = [m for m in mutations(code, "g.py") if m.operator == "arith"]
     assert [m.function for m in ops] == ["g"]  # h's gap holds a comment: not touched
     assert apply_mutation(code, ops[0]).splitlines()[1] == "    return (a) - (b)"
