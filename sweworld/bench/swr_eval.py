@@ -442,7 +442,7 @@ def _print_mode(mode: str, entries: dict[str, Any], floors: dict[str, Any], n: i
 def _row_callback(
     report: Any, spec: str, mode: str, total: int, done: list[dict[str, Any]]
 ) -> Callable[[int, dict[str, Any]], None]:
-    """Collects the rows in ``done``, says each on stderr, saves them every 10 rows."""
+    """Collects the rows in ``done``, says each on stderr, saves them after each."""
     from sweworld.bench.report import progress
 
     def on_row(i: int, row: dict[str, Any]) -> None:
@@ -451,8 +451,7 @@ def _row_callback(
             f"[swr] {spec} {mode} {i + 1}/{total} label={row['label']} "
             f"score={row['score']:.2f} {row['status']} {row['latency_s']}s"
         )
-        if (i + 1) % 10 == 0:
-            report.put(["models", spec, mode], {"partial": True, "rows": list(done)})
+        report.put(["models", spec, mode], {"partial": True, "rows": list(done)})
 
     return on_row
 

@@ -396,7 +396,7 @@ def add_arguments(parser: Any) -> None:
 
 
 def _row_callback(report: Any, spec: str, mode: str, total: int) -> Callable[[int, dict], None]:
-    """Progress on stderr after each row; the partial summary saved every 10 rows."""
+    """Progress on stderr after each row; the partial summary saved after each (a model step costs seconds, a save milliseconds)."""
     from sweworld.bench.report import progress
 
     done: list[dict[str, Any]] = []
@@ -408,9 +408,8 @@ def _row_callback(report: Any, spec: str, mode: str, total: int) -> Callable[[in
             f"exit {row['real_exit']}/{row['predicted_exit']} {row['source']} "
             f"{row['latency_s']:.1f}s"
         )
-        if (i + 1) % 10 == 0:
-            partial = {"partial": True, "summary": summarize(done), "rows": list(done)}
-            report.put(["models", spec, mode], partial)
+        partial = {"partial": True, "summary": summarize(done), "rows": list(done)}
+        report.put(["models", spec, mode], partial)
 
     return on_row
 
