@@ -61,6 +61,7 @@ class FactoryConfig:
     max_broken_fraction: float = 0.5
     multi_fraction: float = 0.25
     timeout: float = 300.0
+    screen_timeout: float = 300.0  # per mutant run: set from the baseline's wall time
     transitions: bool = True
     labels: bool = True
     progress: bool = True
@@ -179,7 +180,10 @@ def make_tasks(cfg: FactoryConfig, echo: Callable[[str], None] = print) -> dict[
     runner = run_tests.SuiteRunner(base, manager, executor, timeout=cfg.timeout)
     mutants_log = _MutantLog(cfg.out / "factory" / "mutants.jsonl")
     try:
+        runner.run()  # the first run builds the environment: not timed
+        timed = time.monotonic()
         baseline = runner.run()
+        cfg.screen_timeout = min(cfg.timeout, max(20.0, 5 * (time.monotonic() - timed)))
         if not baseline.ok:
             reason = {"env_failed": "environment_failed"}.get(baseline.status, "tests_do_not_run")
             store.skip(f"library:{lib.repo}", reason, detail=baseline.reason[-2000:])
@@ -247,7 +251,7 @@ def _run(
             return prior
         files = files_of[m.path]
         edits = {m.path: mutate.apply_mutation(originals[m.path], m)}
-        outcome = runner.run(files, edits)
+        outcome = runner.run(files, edits, timeout=cfg.screen_timeout)
         verdict, broken, run_passed = tasks.judge(
             base_passed, files, outcome, cfg.max_broken_fraction
         )

@@ -85,9 +85,16 @@ class SuiteRunner:
                 self._sessions.append(session)
         return session
 
-    def run(self, files: Sequence[str] = (), edits: Mapping[str, str] | None = None) -> RunOutcome:
+    def run(
+        self,
+        files: Sequence[str] = (),
+        edits: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> RunOutcome:
         """Run the tests of ``files`` (all when empty) with ``edits`` (repository path ->
-        new text) written first and undone afterwards."""
+        new text) written first and undone afterwards; ``timeout`` (seconds) overrides the
+        runner's for this run (a mutant that loops forever is stopped early)."""
         session = self._session()
         originals: dict[str, str] = {}
         try:
@@ -95,7 +102,9 @@ class SuiteRunner:
                 originals[path] = session.read_file(f"/testbed/{path}")
                 session.write_file(f"/testbed/{path}", text)
             out = session.run(
-                "cd /testbed && " + test_command(files), timeout=self.timeout, merge_stderr=True
+                "cd /testbed && " + test_command(files),
+                timeout=min(timeout or self.timeout, self.timeout),
+                merge_stderr=True,
             )
         finally:
             for path, text in originals.items():
