@@ -396,7 +396,8 @@ def add_arguments(parser: Any) -> None:
 
 
 def _row_callback(report: Any, spec: str, mode: str, total: int) -> Callable[[int, dict], None]:
-    """Progress on stderr after each row; the partial summary saved after each (a model step costs seconds, a save milliseconds)."""
+    """Progress on stderr and the partial summary saved after each row (a model step costs
+    seconds, a save milliseconds)."""
     from sweworld.bench.report import progress
 
     done: list[dict[str, Any]] = []
