@@ -64,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-replay", action="store_true", help="never replay: fallback records only"
     )
     parser.add_argument("--step-timeout", type=float, default=60.0, help="seconds per step")
+    parser.add_argument(
+        "--context-model",
+        default="embedded",
+        help="whose context budgets the SWT contexts use: embedded (the default model's, "
+        "counted with its tokenizer) or default (the full budgets)",
+    )
 
 
 def submission_label(trajectory: Trajectory) -> SWRRecord | None:
@@ -117,6 +123,7 @@ def _process(
     stats: ImportStats,
     replay: bool,
     step_timeout: float,
+    model: str,
 ) -> None:
     from sweworld.data.replay import fallback_records, replay_trajectory
 
@@ -125,14 +132,14 @@ def _process(
     result = None
     if replay and manager is not None:
         try:
-            result = replay_trajectory(trajectory, manager, step_timeout=step_timeout)
+            result = replay_trajectory(trajectory, manager, step_timeout=step_timeout, model=model)
         except Exception as exc:  # no repository, a commit missing, a bad row: fall back
             reason = _fallback_reason(exc)
             stats.fallback(reason)
             if "no local copy" not in reason:
                 store.skip(f"{unit}#replay", f"replay failed, fell back: {reason}")
     if result is None:
-        result = fallback_records(trajectory)
+        result = fallback_records(trajectory, model=model)
     for rec in result.records:
         store.add(rec)
     for part, reason in result.skipped:
@@ -191,6 +198,7 @@ def import_source(
     step_timeout: float = 60.0,
     progress: bool = True,
     runtime_root: str | Path | None = None,
+    model: str = "embedded",
 ) -> dict[str, Any]:
     """Import ``source`` into ``out`` (see the module docstring); returns the summary."""
     from tqdm import tqdm
@@ -233,6 +241,7 @@ def import_source(
                         manager=manager,
                         replay=replay,
                         step_timeout=step_timeout,
+                        model=model,
                     )
                     fut.add_done_callback(lambda _f: (slots.release(), bar.update(1)))
                     futures.append(fut)
@@ -326,6 +335,7 @@ def run(args: argparse.Namespace) -> int:
             heldout=heldout,
             replay=not args.no_replay,
             step_timeout=args.step_timeout,
+            model=args.context_model,
         )
     except ValueError as exc:  # unknown format
         print(f"sweworld data import: {exc}", file=sys.stderr)

@@ -36,13 +36,14 @@ def observation(returncode: int, output: str) -> dict[str, str]:
 
 
 def cut_observation(returncode: int, head: str, tail: str, elided: int) -> dict[str, str]:
+    """mini-swe-agent's observation of a long output: its first and last 5,000 characters."""
     return {
         "role": "user",
         "content": (
             f"<returncode>{returncode}</returncode>\n<warning>\nThe output of your last "
-            f"command was too long.\n</warning><output_head>\n{head}\n</output_head>\n"
+            f"command was too long.\n</warning><output_head>\n{head[:5000]}\n</output_head>\n"
             f"<elided_chars>\n{elided} characters elided\n</elided_chars>\n"
-            f"<output_tail>\n{tail}\n</output_tail>"
+            f"<output_tail>\n{tail[-5000:]}\n</output_tail>"
         ),
     }
 
@@ -66,7 +67,10 @@ def report(resolved: bool, f2p: list[str], p2p: list[str]) -> dict[str, Any]:
     return {
         "resolved": resolved,
         "tests_status": {
-            "FAIL_TO_PASS": {"success": f2p if resolved else [], "failure": [] if resolved else f2p},
+            "FAIL_TO_PASS": {
+                "success": f2p if resolved else [],
+                "failure": [] if resolved else f2p,
+            },
             "PASS_TO_PASS": {"success": p2p, "failure": []},
         },
     }
@@ -101,12 +105,13 @@ def report_member(instance_id: str, data: Any) -> tuple[str, bytes]:
     return f"logs/{instance_id}/report.json", raw
 
 
-PYTEST_HEAD = "============================= test session starts ==============================\n" + (
-    "tests/test_textutil.py::test_slugify_simple_words PASSED\n" * 120
+PYTEST_HEAD = (
+    "============================= test session starts ==============================\n"
+    + ("tests/test_textutil.py::test_slugify_simple_words PASSED\n" * 120)
 )
 PYTEST_TAIL = (
     "FAILED tests/test_textutil.py::test_slugify_collapses_separators - AssertionError\n" * 60
-    + "========================= 1 failed, 7 passed in 0.05s ========================="
+    + "========================= 1 failed, 7 passed in 0.05s =========================\n"
 )
 
 
@@ -164,7 +169,9 @@ def toy_source(tmp: Path, *, extra: list[tuple[str, bytes]] | None = None) -> Pa
     f2p = json.loads(row["FAIL_TO_PASS"])
     p2p = json.loads(row["PASS_TO_PASS"])
     members = [
-        traj_member(iid, trajectory(iid, toy_turns(row["problem_statement"]), "diff --git a/x b/x")),
+        traj_member(
+            iid, trajectory(iid, toy_turns(row["problem_statement"]), "diff --git a/x b/x")
+        ),
         report_member(iid, report(False, f2p, p2p)),
         *(extra or []),
     ]

@@ -1,0 +1,120 @@
+"""Replaying a trajectory in a session: state, history, attribution, deadlines; fallback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sweworld.data.importers import mini_swe_agent as msa
+from sweworld.data.replay import (
+    ReplayExecutor,
+    execution_commands,
+    fallback_records,
+    replay_trajectory,
+    same_output,
+)
+from sweworld.data.schema import Trajectory, TrajectoryStep, record_id
+from sweworld.sandbox.executor import ExecutionRequest
+from tests.conftest import requires_sandbox
+from tests.data import toy_source
+
+
+@pytest.fixture(scope="module")
+def toy_trajectory(tmp_path_factory) -> Trajectory:
+    src = toy_source(tmp_path_factory.mktemp("msa"))
+    (traj,) = [i for i in msa.read(src) if isinstance(i, Trajectory)]
+    return traj
+
+
+def test_execution_commands_follow_the_router():
+    assert execution_commands("ls -la && grep -n x f.py") == 0
+    assert execution_commands("cd /testbed && python repro.py") == 1
+    assert execution_commands("cat > a.py <<'EOF'\nprint(1)\nEOF\npython a.py") == 1
+    assert execution_commands("python a.py && pytest -q") == 2
+
+
+def test_same_output_modulo_trailing_space_and_cut():
+    assert same_output("a  \nb\n\n", "a\nb")
+    assert not same_output("a\nc", "a\nb")
+    cut = "HEAD\n[... 10 characters elided ...]\nTAIL"
+    assert same_output("HEAD\n[... 99 characters elided ...]\nTAIL\n", cut, truncated=True)
+    assert not same_output("HEAD\n[... 99 characters elided ...]\nOTHER", cut, truncated=True)
+
+
+def test_replay_executor_answers_the_first_call_from_the_recording():
+    rx = ReplayExecutor()
+    rx.prepare(TrajectoryStep(command="python a.py", output="out\n", exit_code=4))
+    first = rx.execute(ExecutionRequest(argv=("python", "a.py")))
+    second = rx.execute(ExecutionRequest(argv=("python", "b.py")))
+    assert (first.stdout, first.stderr, first.exit_code) == ("out\n", "", 4)
+    assert (second.stdout, second.exit_code) == ("", 0) and rx.calls == 2
+
+
+@requires_sandbox
+@pytest.mark.slow
+def test_replay_rebuilds_the_state_at_each_step(toy_trajectory, manager):
+    result = replay_trajectory(toy_trajectory, manager, step_timeout=1, model="default")
+    by_step = {r.step: r for r in result.records}
+    # execution steps with one command each: 2, 4, 5, 8, 9 (6 has two, 7 is real)
+    assert sorted(by_step) == [2, 4, 5, 8, 9]
+    assert all(r.state_source == "replay" and r.streams == "merged" for r in result.records)
+    # the diff of each record holds exactly the edits made before it
+    assert "slugify_renamed" in by_step[2].diff and "repro.py" not in by_step[2].diff
+    assert "slugify_renamed" in by_step[4].diff and "+print('repro ran')" in by_step[4].diff
+    ctx = json.loads(by_step[4].context_oracle)
+    assert "slugify_renamed" in ctx["diff"] and ctx["mode"] == "oracle"
+    assert "repro ran" in ctx["executed_code"]
+    assert by_step[4].cwd == "/testbed" and by_step[4].stdout == "repro ran\n"
+    # history: the earlier execution calls, answered from the recording
+    history = json.loads(by_step[4].history)
+    assert [h["command"] for h in history] == ["python -c 'print(1)'"]
+    assert history[0]["output"] == "1\n"
+    # the cut pytest output: reproduced (head and tail), marked truncated, statuses parsed
+    cut = by_step[5]
+    assert cut.output_truncated and cut.consistent and cut.exit_code == 1
+    assert cut.ran_tests and cut.command_kind == "pytest"
+    # the real part of step 8 printed 'before': the observation differs from the recording
+    assert by_step[8].consistent is False and by_step[8].stdout == "3\n"
+    assert by_step[2].consistent and by_step[9].consistent and by_step[9].exit_code == 3
+    reasons = dict(result.skipped)
+    assert reasons["sweworld__stockroom-1#6"] == "several execution commands in one step"
+    # 7 hung (killed at the deadline) and 8 printed more; the others reproduce, 6 too (its
+    # first call answered with the whole output): attribution, not the observation, drops 6
+    assert result.steps == 10 and result.steps_consistent == 8 and result.steps_failed == 0
+    # record ids do not depend on the session (a second run writes no duplicate)
+    for rec in result.records:
+        assert rec.id == record_id("mini-swe-agent", rec.instance_id, rec.step, 0, rec.command)
+
+
+def test_fallback_records_are_marked_and_hold_what_the_trajectory_showed(toy_trajectory):
+    result = fallback_records(toy_trajectory, model="default")
+    assert result.state_source == "trajectory"
+    assert sorted(r.step for r in result.records) == [2, 4, 5, 8, 9]
+    rec = next(r for r in result.records if r.step == 4)
+    assert rec.state_source == "trajectory" and rec.diff == ""
+    assert json.loads(rec.meta)["verified"] is False
+    ctx = json.loads(rec.context_oracle)
+    assert ctx["diff"] == "" and ctx["executed_code"] == ""
+    assert "slugify" in ctx["problem"] and "repro.py" in ctx["command"]
+    assert "print(1)" in ctx["history"] and ctx["gold_patch"]
+    blind = json.loads(rec.context_blind)
+    assert blind["gold_patch"] == "" and blind["mode"] == "blind"
+    assert (
+        dict(result.skipped)["sweworld__stockroom-1#6"] == "several execution commands in one step"
+    )
+
+
+@requires_sandbox
+def test_a_missing_repository_raises_for_the_caller_to_fall_back(toy_trajectory, manager):
+    from sweworld.sandbox.repos import RepoError
+
+    missing = Trajectory(
+        source="mini-swe-agent",
+        instance_id="nobody__nothing-1",
+        repo="nobody/nothing",
+        task={**toy_trajectory.task, "repo": "nobody/nothing", "instance_id": "nobody__nothing-1"},
+        steps=toy_trajectory.steps,
+    )
+    with pytest.raises(RepoError):
+        replay_trajectory(missing, manager)
