@@ -118,3 +118,22 @@ def test_a_missing_repository_raises_for_the_caller_to_fall_back(toy_trajectory,
     )
     with pytest.raises(RepoError):
         replay_trajectory(missing, manager)
+
+
+@requires_sandbox
+def test_a_step_the_sandbox_cannot_run_is_counted_not_fatal(toy_trajectory, manager, monkeypatch):
+    from sweworld.sandbox.session import Session
+
+    real_step = Session.step
+
+    def flaky(self, action):
+        if action == "echo hello":
+            raise RuntimeError("sandbox broke")
+        return real_step(self, action)
+
+    monkeypatch.setattr(Session, "step", flaky)
+    short = Trajectory(**{**toy_trajectory.__dict__, "steps": toy_trajectory.steps[:3]})
+    result = replay_trajectory(short, manager, model="default")
+    assert result.steps_failed == 1
+    assert dict(result.skipped)["sweworld__stockroom-1#0"] == "sandbox error: RuntimeError"
+    assert [r.step for r in result.records] == [2] and "slugify_renamed" in result.records[0].diff
