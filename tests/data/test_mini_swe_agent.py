@@ -138,6 +138,7 @@ def test_folder_layout_and_filters(tmp_path):
 
 
 @pytest.mark.skipif(not SHARED.is_file(), reason="shared data not present")
+@pytest.mark.slow
 def test_shared_tarball_instances_repositories_and_labels():
     trajs, swr, skips = _items(SHARED)
     assert skips == []
