@@ -403,8 +403,8 @@ def pack(examples: Iterable[Example], max_length: int) -> list[Example]:
             )
             rows.append(row)
             open_rows.append(row)
-            # rows that cannot take even a short example are closed (keeps this linear)
-            open_rows = [r for r in open_rows if max_length - len(r) >= 16][-8:]
+            # at most 8 rows stay open (first fit among them: linear in the examples)
+            open_rows = [r for r in open_rows if len(r) < max_length][-8:]
     return rows
 
 

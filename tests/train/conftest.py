@@ -85,3 +85,20 @@ def tiny_data(tmp_path_factory, toy_tasks):
             store.add(make_swr_record(toy_tasks[i], 100 + i, i == 0, repo=HELDOUT_REPO))
     finalize(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def embedded_lm(embedded_path):
+    """The embedded base model in process (the inference backend), no adapter."""
+    from sweworld.models.embedded import load_embedded
+
+    lm = load_embedded(adapter=False, max_batch=1)
+    yield lm
+    lm.close()
+
+
+@pytest.fixture(scope="session")
+def tokenizer(embedded_path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(embedded_path), local_files_only=True)
