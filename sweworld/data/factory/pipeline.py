@@ -15,6 +15,7 @@ verification, transitions and labels run in the same pool. A second run with the
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -156,12 +157,26 @@ def make_tasks(cfg: FactoryConfig, echo: Callable[[str], None] = print) -> dict[
     """Run the factory for one library; returns the summary (also in ``summary.json``).
     Raises :class:`FactoryError` when the library cannot be used (the reason is also
     recorded as a skip in the summary)."""
+
+    started = time.monotonic()
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    lock = open(cfg.out / ".factory.lock", "w")  # noqa: SIM115 (held for the whole run)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise FactoryError(f"{cfg.out} is being written by another factory run") from None
+    try:
+        return _make_tasks(cfg, echo, started)
+    finally:
+        lock.close()
+
+
+def _make_tasks(cfg: FactoryConfig, echo: Callable[[str], None], started: float) -> dict[str, Any]:
     from sweworld.execution.local import LocalExecutor
     from sweworld.sandbox.manager import SessionManager
     from sweworld.tasks.environment import HOST_PYTHON
 
-    started = time.monotonic()
-    cfg.out.mkdir(parents=True, exist_ok=True)
     store = RecordStore(cfg.out)
     counts = cfg.counts
     label = cfg.package or cfg.repo_path or "?"

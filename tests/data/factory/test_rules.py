@@ -143,3 +143,17 @@ def test_relevant_test_files() -> None:
     tests = {"tests/test_a.py": "from pkg.alpha import f\n", "tests/test_b.py": "import os\n"}
     assert relevant_test_files("pkg/alpha.py", tests) == ["tests/test_a.py"]
     assert relevant_test_files("pkg/gamma.py", tests) == sorted(tests)
+
+
+def test_two_runs_never_write_one_folder(tmp_path) -> None:
+    import fcntl
+
+    import pytest
+
+    from sweworld.data.factory.pipeline import FactoryConfig, FactoryError, make_tasks
+
+    with open(tmp_path / ".factory.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(FactoryError, match="another factory run"):
+            make_tasks(FactoryConfig(out=tmp_path, package="inflection"), echo=lambda _: None)
+    assert not (tmp_path / "records").exists()
