@@ -39,6 +39,7 @@ from sweworld.models.base import (
     cut_at_stop,
     sample_seed,
 )
+from sweworld.models.fast_decode import JSONEndWatch, growing_layer_class, quantize_int8
 from sweworld.models.transformers_scoring import ChoiceScoringMixin
 
 _DTYPES = {
@@ -50,64 +51,6 @@ _DTYPES = {
     "bfloat16": "bfloat16",
     "bf16": "bfloat16",
 }
-
-
-_GROWING_LAYER: Any = None
-
-
-def _growing_layer_class() -> Any:
-    """A transformers ``DynamicLayer`` that writes new keys and values into a buffer with
-    spare room and hands out views, rather than concatenating the whole cache at every
-    step (which, at ~1,500 tokens of context, made each decoding step up to ~40% slower on
-    CPU). Same values, same results. None when this transformers has no ``DynamicLayer``."""
-    global _GROWING_LAYER
-    if _GROWING_LAYER is not None:
-        return _GROWING_LAYER
-    try:
-        from transformers.cache_utils import DynamicLayer
-    except ImportError:
-        return None
-
-    class GrowingLayer(DynamicLayer):
-        reserve = 0
-        _keys_buffer: Any = None
-        _values_buffer: Any = None
-
-        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
-            if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
-            length = self.get_seq_length()
-            total = length + key_states.shape[-2]
-            keys = self._keys_buffer
-            # the buffer is still ours unless the cache was reordered or cropped meanwhile
-            usable = (
-                keys is not None
-                and keys.shape[-2] >= total
-                and keys.shape[:2] == key_states.shape[:2]
-                and (length == 0 or self.keys.data_ptr() == keys.data_ptr())
-            )
-            if not usable:
-                room = max(total + 256, self.reserve)
-                keys = key_states.new_empty((*key_states.shape[:2], room, key_states.shape[-1]))
-                values = value_states.new_empty(
-                    (*value_states.shape[:2], room, value_states.shape[-1])
-                )
-                if length:
-                    keys[:, :, :length] = self.keys
-                    values[:, :, :length] = self.values
-                self._keys_buffer, self._values_buffer = keys, values
-            self._keys_buffer[:, :, length:total] = key_states
-            self._values_buffer[:, :, length:total] = value_states
-            self.keys = self._keys_buffer[:, :, :total]
-            self.values = self._values_buffer[:, :, :total]
-            return self.keys, self.values
-
-        def reset(self) -> None:
-            self._keys_buffer = self._values_buffer = None
-            super().reset()
-
-    _GROWING_LAYER = GrowingLayer
-    return GrowingLayer
 
 
 @dataclass
@@ -122,11 +65,13 @@ class _Row:
     stop: tuple[str, ...]
     seed: int | None
     generator: Any = None
+    watch: JSONEndWatch | None = None
     out: list[int] = field(default_factory=list)
     finish: str | None = None
     stop_hit: str | None = None
     latency: float = 0.0
     batch_rows: int = 0
+    reused: int = 0  # prompt tokens whose KV cache came from the previous call
 
 
 class TransformersLM(ChoiceScoringMixin, BaseLM):
@@ -156,7 +101,16 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
             ``generate`` that of a call's prompt, when the call has one prompt) and reuses it
             for the tokens the next call's context shares: scoring a report test by test, or
             the answer just generated, then runs only the new tokens. Costs the memory of one
-            context's cache.
+            context's cache. ``generate`` also starts from it: a prompt that shares its first
+            tokens with the previous call's prompt (the system prompt and task of the next
+            step of a session) prefills only the rest.
+        quantize: None (weights as loaded) or ``"int8"``: dynamic int8 quantization of the
+            linear layers (CPU, float32 only), after the adapter is merged.
+        json_stop: end a sample as soon as its answer's first JSON object is complete (an
+            answer that starts with ``{``, the assistant prefill included; see
+            :class:`~sweworld.models.fast_decode.JSONEndWatch`), instead of decoding on to
+            ``max_tokens`` or the end token. ``Generation.info["stop_string"]`` is then
+            ``"<json end>"``.
     """
 
     exact_tokens = True
@@ -178,6 +132,8 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
         name: str | None = None,
         info: dict[str, Any] | None = None,
         prefix_cache: bool = True,
+        quantize: str | None = None,
+        json_stop: bool = True,
     ):
         import torch
 
@@ -197,9 +153,19 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
         self._extra_info.update(info or {})
         started = time.perf_counter()
         self.tokenizer, self.model = self._load(self.model_path, dtype, device)
+        if quantize not in (None, "int8"):
+            raise ValueError(f"quantize must be None or 'int8', not {quantize!r}")
+        if quantize and self.adapter is not None and not merge_adapter:
+            raise ValueError("quantize needs the adapter merged (merge_adapter=True)")
         if self.adapter is not None:
             self.model = self._apply_adapter(self.model, self.adapter, merge_adapter)
         self.model.eval()
+        self.quantize = quantize
+        if quantize == "int8":
+            self.model = quantize_int8(self.model)
+            self._extra_info["quantize"] = quantize
+        self.json_stop = bool(json_stop)
+        self._pieces: dict[int, str] = {}  # token id -> its text, for the JSON watch
         self.load_seconds = time.perf_counter() - started
 
         if name is None:
@@ -302,7 +268,7 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
             cache = DynamicCache(config=self.model.config)
         except TypeError:  # older transformers
             return DynamicCache()
-        layer_class = _growing_layer_class()
+        layer_class = growing_layer_class()
         layers = getattr(cache, "layers", None)
         if layer_class is None or not isinstance(layers, list):
             return cache
@@ -398,6 +364,9 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
             base_seed = None
             if req.temperature > 0:
                 base_seed = req.seed if req.seed is not None else secrets.randbits(63)
+            prefill = ""
+            if req.messages and req.messages[-1].get("role") == "assistant":
+                prefill = str(req.messages[-1].get("content", ""))
             for sample in range(req.n):
                 seed = None if base_seed is None else sample_seed(base_seed, sample)
                 generator = None
@@ -413,6 +382,7 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
                         stop=req.stop,
                         seed=seed,
                         generator=generator,
+                        watch=JSONEndWatch(prefill) if self.json_stop else None,
                     )
                 )
         return rows
@@ -465,8 +435,18 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
             # without padding the mask is all ones: leaving it out lets attention take its
             # faster path (about a third faster per step at ~1,400 tokens of context)
             padded = any(len(p) < width for p in prompts)
-            cache = self._new_cache(reserve=width + max(r.max_new for r in rows))
-            logits = self._forward(ids, mask if padded else None, positions, cache)
+            cache, start, logits = None, 0, None
+            if self.prefix_cache and len(prompts) == 1:  # the previous prompt's first tokens
+                cache, start, last = self._reuse(prompts[0])
+                logits = None if last is None else last[None]
+                for row in rows:
+                    row.reused = start
+            if cache is None:
+                cache = self._new_cache(reserve=width + max(r.max_new for r in rows))
+            if logits is None:
+                logits = self._forward(
+                    ids[:, start:], mask if padded else None, positions[:, start:], cache
+                )
             if self.prefix_cache and len(prompts) == 1:
                 # the prompt's state, for a choice_logprobs call that continues it
                 self._prefix = (tuple(prompts[0]), copy.deepcopy(cache), logits[0].clone())
@@ -488,6 +468,8 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
                     ended = token in self._eos
                     if ended or (row.stop and self._stop_seen(row, max_stop[id(row)])):
                         row.finish = "stop"
+                    elif row.watch is not None and row.watch.feed(self._piece(token)):
+                        row.finish, row.stop_hit = "stop", "<json end>"
                     elif len(row.out) >= row.max_new:
                         row.finish = "length"
                     elif deadline is not None and now >= deadline:
@@ -536,6 +518,16 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
             out.append(int(torch.multinomial(probs, 1, generator=row.generator).item()))
         return out
 
+    def _piece(self, token: int) -> str:
+        """The text of one token (cached): what the JSON watch reads. A token holding part
+        of a multi-byte character reads as U+FFFD, never as a quote or a brace."""
+        piece = self._pieces.get(token)
+        if piece is None:
+            with self._tok_lock:
+                piece = self.tokenizer.decode([token], skip_special_tokens=True)
+            self._pieces[token] = piece
+        return piece
+
     def _stop_seen(self, row: _Row, longest: int) -> bool:
         tail = row.out[-(longest + 8) :]
         with self._tok_lock:
@@ -556,7 +548,9 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
                 "seed": row.seed,
                 "sample": row.sample,
                 "batch_rows": row.batch_rows,
+                "prompt_tokens_reused": row.reused,
             }
+            hit = hit or row.stop_hit
             if hit is not None:
                 info["stop_string"] = hit
             if row.max_new < requests[row.req].max_tokens:

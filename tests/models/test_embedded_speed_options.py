@@ -1,0 +1,192 @@
+"""Speed options of the in-process backend: the JSON-end watch, prompt reuse across calls,
+int8 quantization (after the LoRA adapter is merged); each checked against plain decoding
+with the embedded model's real weights."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sweworld.models import GenerationRequest
+from sweworld.models.fast_decode import JSONEndWatch, common_prefix
+
+
+def fed(prefix: str, *pieces: str) -> JSONEndWatch:
+    watch = JSONEndWatch(prefix)
+    for piece in pieces:
+        watch.feed(piece)
+    return watch
+
+
+# ---------------------------------------------------------------- the watch, alone
+
+
+def test_watch_ends_when_the_object_closes():
+    watch = JSONEndWatch('{"stdout": "')
+    assert not watch.feed("1 passed")
+    assert not watch.feed('", "stderr": "", "exit_code": 0')
+    assert watch.feed("}\n\nMore text")
+    assert watch.done and not watch.off
+
+
+def test_watch_reads_strings_and_escapes():
+    # braces, brackets and escaped quotes inside strings do not count
+    watch = fed('{"stdout": "', 'a } ] { \\" \\\\', '", "x": [1, {"y": "}"}]')
+    assert not watch.done and not watch.off
+    assert watch.feed(', "exit_code": 1}')
+    # a backslash escaping the next piece's quote
+    assert not fed('{"a": "x\\', '"', "}").done
+    assert fed('{"a": "x\\', '"', '"}').done
+
+
+def test_watch_off_for_other_answers():
+    assert fed("", "  \n", '{"a": 1}').done  # leading blanks are fine
+    for answer in ("The output is {}", "[1, 2]", '"{}"'):
+        watch = fed("", answer)
+        assert watch.off and not watch.done
+        assert not watch.feed('{"a": 1}')  # stays off
+    # an object that does not read (an unescaped quote) turns the watch off
+    watch = fed('{"stdout": "', 'he said "hi""}')
+    assert watch.off and not watch.done
+    assert not watch.feed('", "exit_code": 0}')
+
+
+def test_watch_is_linear():
+    piece = '"ab\\"c", {"k": [1, 2]}, '
+    started = time.perf_counter()
+    watch = JSONEndWatch('{"stdout": [')
+    for _ in range(40_000):
+        watch.feed(piece)
+    assert watch.feed("0]}")
+    assert time.perf_counter() - started < 5.0
+
+
+def test_common_prefix():
+    assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
+    assert common_prefix([], [1]) == 0
+    assert common_prefix([1, 2], [1, 2]) == 2
+
+
+# ---------------------------------------------------------------- with the real model
+
+SWT_SYSTEM = (
+    "You predict what a command prints. Answer with one JSON object "
+    '{"stdout": ..., "stderr": ..., "exit_code": ...}.'
+)
+
+
+def swt_request(command: str, max_tokens: int = 96) -> GenerationRequest:
+    return GenerationRequest(
+        [
+            {"role": "system", "content": SWT_SYSTEM},
+            {"role": "user", "content": f"Repository: stockroom\nCommand: {command}"},
+            {"role": "assistant", "content": '{"stdout": "'},
+        ],
+        max_tokens=max_tokens,
+    )
+
+
+COMMANDS = ("python -c 'print(1 + 1)'", "python --version", "python -m pytest -q tests")
+
+
+@pytest.fixture(scope="module")
+def plain(embedded_path):
+    from sweworld.models import TransformersLM
+
+    lm = TransformersLM(embedded_path, json_stop=False, prefix_cache=False)
+    yield lm
+    lm.close()
+
+
+@pytest.fixture(scope="module")
+def plain_texts(plain):
+    return [plain.generate([swt_request(c)])[0][0].text for c in COMMANDS]
+
+
+def test_json_stop_is_a_prefix_of_plain_decoding(embedded_path, plain_texts):
+    from sweworld.models import TransformersLM
+
+    lm = TransformersLM(embedded_path, prefix_cache=False)  # json_stop is the default
+    assert lm.json_stop
+    stopped = 0
+    for command, full in zip(COMMANDS, plain_texts, strict=True):
+        gen = lm.generate([swt_request(command)])[0][0]
+        assert full.startswith(gen.text)
+        if gen.info.get("stop_string") == "<json end>":
+            stopped += 1
+            assert gen.finish_reason == "stop"
+            assert gen.text.rstrip().endswith("}")
+    assert stopped >= 1  # the watch does stop real answers
+    lm.close()
+
+
+def test_prompt_reuse_gives_the_same_answers(embedded_path, plain_texts):
+    from sweworld.models import TransformersLM
+
+    lm = TransformersLM(embedded_path, json_stop=False)  # prefix_cache is the default
+    reused = []
+    for command, full in zip(COMMANDS, plain_texts, strict=True):
+        gen = lm.generate([swt_request(command)])[0][0]
+        reused.append(gen.info["prompt_tokens_reused"])
+        assert gen.text == full
+    assert reused[0] == 0 and all(n > 10 for n in reused[1:])  # the system prompt at least
+    # the same prompt again: its whole cache is reused
+    again = lm.generate([swt_request(COMMANDS[-1])])[0][0]
+    assert again.text == plain_texts[-1]
+    assert again.info["prompt_tokens_reused"] == again.prompt_tokens
+    lm.close()
+
+
+def test_int8_is_applied_and_keeps_greedy_answers(embedded_path, plain_texts):
+    from sweworld.models import TransformersLM
+
+    lm = TransformersLM(embedded_path, quantize="int8", json_stop=False, prefix_cache=False)
+    kinds = {type(m).__name__ for m in lm.model.modules()}
+    assert "DynamicQuantizedLinear" in kinds and "Linear" not in kinds
+    texts = [lm.generate([swt_request(c)])[0][0].text for c in COMMANDS]
+    lm.close()
+    # int8 rounds activations: measured agreement, not bit equality (see BENCHMARKS.md)
+    same = sum(t == f for t, f in zip(texts, plain_texts, strict=True))
+    assert same >= 2, list(zip(texts, plain_texts, strict=True))
+
+
+def test_int8_quantizes_after_the_adapter_is_merged(embedded_path, lora_adapter):
+    from sweworld.models import TransformersLM
+
+    request = swt_request(COMMANDS[0], max_tokens=16)
+    base = TransformersLM(embedded_path, quantize="int8")
+    tuned = TransformersLM(embedded_path, adapter=lora_adapter, quantize="int8")
+    tuned_fp32 = TransformersLM(embedded_path, adapter=lora_adapter)
+    assert not hasattr(tuned.model, "peft_config")  # merged, then quantized
+    text = tuned.generate([request])[0][0].text
+    assert text != base.generate([request])[0][0].text  # the adapter still counts
+    assert text[:8] == tuned_fp32.generate([request])[0][0].text[:8]
+    assert tuned.generate([request])[0][0].info["quantize"] == "int8"
+    for lm in (base, tuned, tuned_fp32):
+        lm.close()
+    with pytest.raises(ValueError, match="merged"):
+        TransformersLM(embedded_path, adapter=lora_adapter, quantize="int8", merge_adapter=False)
+    with pytest.raises(ValueError, match="quantize"):
+        TransformersLM(embedded_path, quantize="int4")
+
+
+@pytest.fixture(scope="module")
+def lora_adapter(embedded_path, tmp_path_factory):
+    """A tiny random LoRA adapter for the embedded model, with non-zero B weights."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(str(embedded_path), local_files_only=True)
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    config = LoraConfig(r=4, lora_alpha=16, target_modules=targets, lora_dropout=0.0)
+    model = get_peft_model(base, config)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.5)
+    out = tmp_path_factory.mktemp("lora") / "tiny-lora"
+    model.save_pretrained(str(out))
+    return out
