@@ -7,9 +7,9 @@ request instead of answering (the step then falls back at once). Every option th
 every prompt greedily, in session order, and is printed beside the baseline (today's path:
 float32, decoding on to ``max_tokens``, no prompt reuse):
 
-  * prompt / generated tokens, prefill tokens/s, decoding tokens/s (from the model's own
-    timings: a 1-token call gives the prefill time), wall and CPU seconds per answer
-    (p50 / p95), prompt tokens reused from the previous call;
+  * prompt / generated tokens, prefill tokens/s (a 1-token call on the first prompt),
+    decoding tokens/s (the answer's time less its estimated prefill), wall and CPU seconds
+    per answer (p50 / p95), prompt tokens reused from the previous call;
   * fidelity against the baseline: the answer's text identical, or identical up to where
     the option stopped (a prefix of the baseline's), and agreement of the parsed answer
     (exit code, per-test statuses) where the text differs.
@@ -117,17 +117,21 @@ def run_transformers(name: str, prompts, adapter, max_tokens: int) -> list[dict]
         lm.generate([warm])
         probe.generate([warm])
         rows = []
+        rate = None  # prefill tokens/s, measured on the first prompt (a 1-token call)
         for label, request in prompts:
-            one = GenerationRequest(request.messages, max_tokens=1)
-            t0 = time.perf_counter()
-            probe.generate([one])
-            prefill_s = time.perf_counter() - t0
+            if rate is None:
+                one = GenerationRequest(request.messages, max_tokens=1)
+                t0 = time.perf_counter()
+                gen = probe.generate([one])[0][0]
+                rate = gen.prompt_tokens / max(time.perf_counter() - t0, 1e-6)
             full = GenerationRequest(request.messages, max_tokens=max_tokens)
             c0, t0 = time.process_time(), time.perf_counter()
             gen = lm.generate([full])[0][0]
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            reused = gen.info.get("prompt_tokens_reused", 0)
+            prefill_s = (gen.prompt_tokens - reused) / rate
             rows.append(row(label, gen.text, gen.prompt_tokens, gen.completion_tokens, wall, cpu,
-                            prefill_s, gen.info.get("prompt_tokens_reused", 0)))  # fmt: skip
+                            prefill_s, reused))  # fmt: skip
         lm.close()
         probe.close()
         return rows
@@ -169,7 +173,7 @@ def row(label, text, prompt_tokens, completion_tokens, wall, cpu, prefill_s, reu
     return {
         "prompt": label, "text": text, "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens, "wall_s": wall, "cpu_s": cpu,
-        "prefill_s": prefill_s, "prefill_tps": prompt_tokens / max(prefill_s, 1e-6),
+        "prefill_s": prefill_s, "prefill_tps": (prompt_tokens - reused) / max(prefill_s, 1e-6),
         "decode_tps": max(completion_tokens - 1, 0) / decode_s, "reused": reused,
     }  # fmt: skip
 
@@ -232,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         names.insert(0, "fp32")
     results: dict[str, dict] = {}
     base: list[dict] = []
-    header = (f"{'option':<11}{'prompt':>7}{'gen':>5}{'reuse':>6}{'prefill/s':>10}{'dec/s':>7}"
-              f"{'p50 s':>7}{'p95 s':>7}{'cpu50':>7}{'same':>6}{'prefix':>7}{'agree':>6}  load")  # fmt: skip
+    header = (
+        f"{'option':<11}{'prompt':>7}{'gen':>5}{'reuse':>6}{'prefill/s':>10}{'dec/s':>7}"
+        f"{'p50 s':>7}{'p95 s':>7}{'cpu50':>7}{'same':>6}{'prefix':>7}{'agree':>6}  load"
+    )
     print(header)
     for name in names:
         if name == "llama.cpp":

