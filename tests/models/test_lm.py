@@ -530,7 +530,7 @@ def test_lora_adapter_changes_output(embedded, embedded_path, lora_adapter, monk
     tuned.close()
 
     # the shipped default adapter is used when its folder exists, and named
-    monkeypatch.setattr(embedded_module, "DEFAULT_ADAPTER", lora_adapter)
+    monkeypatch.setitem(embedded_module.DEFAULT_ADAPTERS, "swt", lora_adapter)
     default = load_embedded()
     gen = default.generate([request])[0][0]
     assert gen.text != base_text
@@ -548,7 +548,7 @@ def test_make_lm_embedded(embedded_path, monkeypatch):
     from sweworld.models import TransformersLM
     from sweworld.models import embedded as embedded_module
 
-    monkeypatch.setattr(embedded_module, "DEFAULT_ADAPTER", embedded_path / "no-such-adapter")
+    monkeypatch.setitem(embedded_module.DEFAULT_ADAPTERS, "swt", embedded_path / "no-such-adapter")
     for spec in (None, "embedded"):
         lm = make_lm(spec)
         assert isinstance(lm, TransformersLM) and lm.name == "smollm2-135m-instruct"
