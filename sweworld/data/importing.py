@@ -33,6 +33,7 @@ from sweworld.data.importers import Skip, detect_format, get_importer
 from sweworld.data.schema import (
     DEFAULT_HELDOUT_REPOS,
     SWRRecord,
+    SWTRecord,
     Trajectory,
     record_id,
     split_of,
@@ -226,6 +227,8 @@ def import_source(
                     stats.add("skipped_items")
                 elif isinstance(item, SWRRecord):
                     stats.add("swr_written" if store.add(item) else "swr_already")
+                elif isinstance(item, SWTRecord):  # sweworld's own records, checked
+                    stats.add("swt_written" if store.add(item) else "swt_already")
                 elif isinstance(item, Trajectory):
                     unit = f"{item.source}:{item.instance_id}"
                     if store.is_done(unit):

@@ -191,9 +191,14 @@ def replay_trajectory(
     out = ReplayResult(state_source="replay")
     session = manager.open(task, executor=recorder, config=config)
     scripts: frozenset[str] | None = None
+    tool_calls = trajectory.meta.get("tool_calls") or {}
     try:
+        if not _prepare_state(session, trajectory, out):
+            return out
         for index, step in enumerate(trajectory.steps):
-            action = step.action or step.command
+            # an importer's exact tool call (parameter values unstripped) wins over its
+            # rendering as an action string
+            action = tool_calls.get(str(index)) or step.action or step.command
             if not action:
                 continue
             out.steps += 1
@@ -245,6 +250,30 @@ def replay_trajectory(
     finally:
         session.destroy()
     return out
+
+
+#: states an importer may declare in ``Trajectory.meta["state"]`` (the default: the base)
+PATCHED_STATE = "base+candidate_patch+test_patch"
+
+
+def _prepare_state(session: Any, trajectory: Trajectory, out: ReplayResult) -> bool:
+    """Bring the session to the state the trajectory started from: the base, or (a harness
+    test run) the base with the candidate patch and the test patch applied. False (and a
+    skip reason) when that state cannot be made."""
+    from sweworld.reward.real import apply_patch
+
+    state = trajectory.meta.get("state")
+    if not state or state == "base":
+        return True
+    if state != PATCHED_STATE:
+        out.skipped.append((trajectory.instance_id, f"unknown starting state {state!r}"))
+        return False
+    for key in ("candidate_patch", "test_patch"):
+        patch = str(trajectory.meta.get(key) or "")
+        if patch.strip() and not apply_patch(session, patch, f"sweworld_{key}.patch")[0]:
+            out.skipped.append((trajectory.instance_id, f"the {key} does not apply"))
+            return False
+    return True
 
 
 def _scripts(session: Any) -> frozenset[str]:

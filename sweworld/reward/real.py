@@ -57,7 +57,10 @@ class RealRewardResult:
         return 1.0 if self.resolved else 0.0
 
 
-def _apply(session: Any, patch: str, name: str) -> tuple[bool, str]:
+def apply_patch(session: Any, patch: str, name: str) -> tuple[bool, str]:
+    """Apply ``patch`` in ``session``'s /testbed as the harness does (each of its apply
+    commands in turn, the tree reset between tries); ``(applied, output of the tries)``.
+    ``name`` is the file the patch is written to under /tmp."""
     path = f"/tmp/{name}"
     session.write_file(path, patch if patch.endswith("\n") else patch + "\n")
     output = []
@@ -129,7 +132,7 @@ def real_reward(
     try:
         with manager.open(task, executor=executor, history=history, config=config) as session:
             if patch:
-                ok, out = _apply(session, patch, "sweworld_candidate.patch")
+                ok, out = apply_patch(session, patch, "sweworld_candidate.patch")
                 info["apply_log"] = out[-4000:]
                 if not ok:
                     return finish("patch_failed", applied=False)
@@ -140,7 +143,7 @@ def real_reward(
                         f"cd /testbed && git ls-files -z -- {files} | "
                         "xargs -0 -r git checkout -q HEAD --"
                     )
-                ok, out = _apply(session, task.test_patch, "sweworld_tests.patch")
+                ok, out = apply_patch(session, task.test_patch, "sweworld_tests.patch")
                 if not ok:
                     info["test_patch_log"] = out[-4000:]
                     return finish("test_patch_failed")

@@ -123,3 +123,19 @@ def test_shared_tarball_fallback_import(tmp_path, capsys):
             assert label.resolved == rep["resolved"]
             assert json.loads(label.tests_status) == rep["tests_status"]
     assert "django/django" in capsys.readouterr().out
+
+
+def test_sweworld_records_go_through_the_driver(tmp_path, capsys):
+    """A folder of sweworld's own records is imported as checked records, resumably."""
+    from sweworld.data.schema import SWTRecord
+    from sweworld.data.store import RecordStore
+
+    src = tmp_path / "src"
+    with RecordStore(src) as store:
+        own = dict(id="own-1", source="collect", instance_id="i", repo="psf/requests")
+        store.add(SWTRecord(**own, command="python x.py", stdout="x\n", stderr="", exit_code=0))
+    out = tmp_path / "out"
+    for _ in range(2):
+        assert main(["data", "import", "--source", str(src), "--out", str(out),
+                     "--format", "sweworld", "--no-replay"]) == 0  # fmt: skip
+    assert [r.id for r in load_split(out, "swt", "test")] == ["own-1"]

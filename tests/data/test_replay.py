@@ -137,3 +137,40 @@ def test_a_step_the_sandbox_cannot_run_is_counted_not_fatal(toy_trajectory, mana
     assert result.steps_failed == 1
     assert dict(result.skipped)["sweworld__stockroom-1#0"] == "sandbox error: RuntimeError"
     assert [r.step for r in result.records] == [2] and "slugify_renamed" in result.records[0].diff
+
+
+@requires_sandbox
+def test_a_harness_run_is_replayed_from_base_plus_candidate_plus_test_patch(manager, toy_task):
+    """A SWE-bench harness test run (swebench importer): the state is the base with the
+    candidate and the test patch applied; an exact tool call in ``meta`` wins over the
+    action string."""
+    traj = Trajectory(
+        source="swebench",
+        instance_id=toy_task.instance_id,
+        repo=toy_task.repo,
+        task=toy_task.to_row(),
+        steps=[
+            TrajectoryStep(command="", action="not a tool call"),
+            TrajectoryStep(command="python -m pytest -rA", output="1 passed\n", exit_code=0),
+        ],
+        meta={
+            "state": "base+candidate_patch+test_patch",
+            "candidate_patch": toy_task.patch,
+            "test_patch": toy_task.test_patch,
+            "tool_calls": {"0": {"function": "execute_bash", "parameters": {"cmd": "true"}}},
+        },
+    )
+    result = replay_trajectory(traj, manager, step_timeout=30, model="default")
+    (rec,) = result.records
+    gold_files = toy_task.patch_files() + toy_task.test_files()
+    assert all(f in rec.diff for f in gold_files) and rec.stdout == "1 passed\n"
+    assert result.steps == 2 and result.steps_failed == 0
+
+    broken = Trajectory(**{**traj.__dict__, "meta": {**traj.meta, "candidate_patch": "junk"}})
+    result = replay_trajectory(broken, manager, step_timeout=30, model="default")
+    assert result.records == [] and result.skipped == [
+        (toy_task.instance_id, "the candidate_patch does not apply")
+    ]
+    odd = Trajectory(**{**traj.__dict__, "meta": {"state": "somewhere else"}})
+    result = replay_trajectory(odd, manager, step_timeout=30, model="default")
+    assert result.skipped == [(toy_task.instance_id, "unknown starting state 'somewhere else'")]
