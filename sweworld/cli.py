@@ -65,8 +65,10 @@ def _add_session_args(p: argparse.ArgumentParser, *, executor: str = "none") -> 
     p.add_argument(
         "--model",
         default=None,
-        help="SWT model for --executor simulated/hybrid: embedded (default), "
-        "openai:URL#MODEL, hf:PATH[+ADAPTER] or replay:FILE",
+        help="SWT model for --executor simulated/hybrid: embedded (default: SmolLM2-135M "
+        "with the shipped swt-default adapter), embedded:base (no adapter), embedded+ADAPTER "
+        "(an adapter from `sweworld train swt`), openai:URL#MODEL, hf:PATH[+ADAPTER] or "
+        "replay:FILE",
     )
     p.add_argument(
         "--step-timeout",

@@ -25,8 +25,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         default="embedded",
-        help="SWR model for the tests stage: embedded (default), openai:URL#MODEL, "
-        "hf:PATH[+ADAPTER] or replay:FILE",
+        help="SWR model for the tests stage: embedded (default: SmolLM2-135M with the shipped "
+        "swr-default adapter), embedded:base (no adapter), embedded+ADAPTER (an adapter from "
+        "`sweworld train swr`), openai:URL#MODEL, hf:PATH[+ADAPTER] or replay:FILE",
     )
     p.add_argument(
         "--stages",
