@@ -62,6 +62,8 @@ class RecordStore:
                 self._ids[kind].add(str(row.get("id")))
         for row in _read_jsonl(self.dir / "done.jsonl"):
             self._done[str(row.get("unit"))] = row
+        for name in (*KINDS, "done", "skipped"):
+            _cut_torn_tail(self.dir / f"{name}.jsonl")
         self._files = {
             name: open(self.dir / f"{name}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
             for name in (*KINDS, "done", "skipped")
@@ -119,21 +121,46 @@ class RecordStore:
             return {k: len(v) for k, v in self._ids.items()}
 
 
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Rows of a JSONL file; a torn last line (a run killed mid-write) is ignored."""
+def _cut_torn_tail(path: Path) -> None:
+    """Drop a torn last line (a run killed mid-write) so that the next row appended starts a
+    line of its own instead of being glued to the torn text and lost. Reads only the tail."""
     if not path.is_file():
         return
-    with open(path, encoding="utf-8") as f:
+    with open(path, "r+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        pos = end
+        while pos > 0:
+            start = max(0, pos - 65536)
+            f.seek(start)
+            chunk = f.read(pos - start)
+            if pos == end and chunk.endswith(b"\n"):
+                return  # the last line is whole
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                f.truncate(start + newline + 1)
+                return
+            pos = start
+        f.truncate(0)
+
+
+def _read_jsonl(path: Path, unreadable: Counter[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Rows of a JSONL file; a torn last line (a run killed mid-write) is ignored, and
+    counted in ``unreadable`` (by file name) when given, as is any line not a JSON object."""
+    if not path.is_file():
+        return
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.strip()
             if not line:
                 continue
             try:
                 row = json.loads(line)
-            except ValueError:
-                continue
+            except (ValueError, RecursionError):
+                row = None
             if isinstance(row, dict):
                 yield row
+            elif unreadable is not None:
+                unreadable[path.name] += 1
 
 
 def iter_records(out: str | os.PathLike[str], kind: str) -> Iterator[SWTRecord | SWRRecord]:
@@ -171,12 +198,18 @@ def finalize(
         "schema_version": SCHEMA_VERSION,
         "heldout_repos": list(heldout),
     }
+    unreadable: Counter[str] = Counter()
     for kind in KINDS:
-        rows = [r for r in _read_jsonl(out / "records" / f"{kind}.jsonl")]
+        rows = []
         by_split: dict[str, list[dict[str, Any]]] = defaultdict(list)
         feats = features(kind)
-        for row in rows:
-            clean = record_from_dict(kind, row).to_dict()
+        for row in _read_jsonl(out / "records" / f"{kind}.jsonl", unreadable):
+            try:
+                clean = record_from_dict(kind, row).to_dict()
+            except TypeError:  # a row missing a column: counted, never the end of the run
+                unreadable[f"{kind}.jsonl"] += 1
+                continue
+            rows.append(clean)
             by_split[split_of(clean["repo"], heldout)].append(clean)
         dd = datasets.DatasetDict(
             {
@@ -200,12 +233,13 @@ def finalize(
             summary[kind]["command_kind"] = dict(Counter(r.get("command_kind") for r in rows))
         else:
             summary[kind]["resolved"] = dict(Counter(str(r.get("resolved")) for r in rows))
-    skipped = list(_read_jsonl(out / "records" / "skipped.jsonl"))
+    skipped = list(_read_jsonl(out / "records" / "skipped.jsonl", unreadable))
     summary["skipped"] = {
         "total": len(skipped),
         "by_reason": dict(Counter(str(r.get("reason")) for r in skipped)),
     }
-    summary["done_units"] = sum(1 for _ in _read_jsonl(out / "records" / "done.jsonl"))
+    summary["done_units"] = sum(1 for _ in _read_jsonl(out / "records" / "done.jsonl", unreadable))
+    summary["unreadable_lines"] = dict(unreadable)
     if extra_summary:
         summary.update(extra_summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

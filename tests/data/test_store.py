@@ -50,6 +50,32 @@ def test_a_torn_last_line_is_ignored(tmp_path):
     assert [r.id for r in iter_records(tmp_path, "swt")] == ["t0"]
 
 
+def test_a_record_added_after_a_torn_line_is_kept(tmp_path):
+    with RecordStore(tmp_path) as store:
+        store.add(_swt(0, "django/django"))
+        store.done("u0")
+    for name in ("swt", "done"):
+        with open(tmp_path / "records" / f"{name}.jsonl", "a") as f:
+            f.write('{"id": "t9", "unit": "u9", "inst')  # killed mid-write
+    with RecordStore(tmp_path) as store:
+        assert store.add(_swt(1, "django/django"))
+        store.done("u1")
+    assert [r.id for r in iter_records(tmp_path, "swt")] == ["t0", "t1"]
+    with RecordStore(tmp_path) as again:  # the next resume sees it: not lost, not redone
+        assert again.seen("swt", "t1") and again.is_done("u1")
+
+
+def test_finalize_counts_unreadable_lines_instead_of_crashing(tmp_path):
+    datasets.disable_progress_bars()
+    with RecordStore(tmp_path) as store:
+        store.add(_swt(0, "django/django"))
+    with open(tmp_path / "records" / "swt.jsonl", "a") as f:
+        f.write('{"id": "t5"}\nnot json\n[1]\n')  # a row missing columns, garbage, a list
+    summary = finalize(tmp_path)
+    assert summary["swt"]["total"] == 1
+    assert summary["unreadable_lines"] == {"swt.jsonl": 3}
+
+
 def test_finalize_splits_by_repository_and_summarizes(tmp_path):
     datasets.disable_progress_bars()
     with RecordStore(tmp_path) as store:
