@@ -41,7 +41,14 @@ from sweworld.data.schema import (
 )
 from sweworld.data.store import RecordStore, finalize, iter_records
 
-__all__ = ["ImportStats", "add_arguments", "import_source", "run", "submission_label"]
+__all__ = [
+    "ImportStats",
+    "add_arguments",
+    "import_source",
+    "run",
+    "submission_label",
+    "trajectory_unit",
+]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=2, help="trajectories at once")
     parser.add_argument("--limit", type=int, help="at most this many trajectories")
     parser.add_argument("--instances", nargs="+", help="only these instance ids")
+    parser.add_argument(
+        "--tasks", help="a task file giving the instances' rows (swe-agent, r2e-gym, swebench)"
+    )
+    parser.add_argument(
+        "--reports", help="harness reports labelling the submissions (swe-agent: file or folder)"
+    )
     parser.add_argument(
         "--heldout",
         help="comma-separated repositories for the test split (default: "
@@ -94,6 +107,15 @@ def submission_label(trajectory: Trajectory) -> SWRRecord | None:
     )
 
 
+def trajectory_unit(trajectory: Trajectory) -> str:
+    """The unit of work (``done`` / resume key) of a trajectory: ``source:instance``, and
+    ``#trajectory_id`` when its source holds several runs of one instance."""
+    from sweworld.data.replay import trajectory_key
+
+    source, instance, *extra = trajectory_key(trajectory)
+    return f"{source}:{instance}" + "".join(f"#{e}" for e in extra)
+
+
 class ImportStats:
     """Counts of one import run (thread-safe)."""
 
@@ -128,7 +150,7 @@ def _process(
 ) -> None:
     from sweworld.data.replay import fallback_records, replay_trajectory
 
-    unit = f"{trajectory.source}:{trajectory.instance_id}"
+    unit = trajectory_unit(trajectory)
     started = time.perf_counter()
     result = None
     if replay and manager is not None:
@@ -175,7 +197,7 @@ def _process_safely(
         _process(trajectory, store, stats=stats, **kw)
     except Exception as exc:
         stats.add("trajectories_failed")
-        unit = f"{trajectory.source}:{trajectory.instance_id}"
+        unit = trajectory_unit(trajectory)
         store.skip(unit, f"import error: {type(exc).__name__}: {str(exc)[:160]}")
 
 
@@ -200,8 +222,11 @@ def import_source(
     progress: bool = True,
     runtime_root: str | Path | None = None,
     model: str = "embedded",
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Import ``source`` into ``out`` (see the module docstring); returns the summary."""
+    """Import ``source`` into ``out`` (see the module docstring); returns the summary.
+    ``instances`` and ``limit`` (trajectories) apply to every format; ``options`` are
+    passed to the importer's ``read`` (``tasks``, ``reports``, ...)."""
     from tqdm import tqdm
 
     name = detect_format(source) if fmt == "auto" else fmt
@@ -219,7 +244,16 @@ def import_source(
     futures: list[Future[None]] = []
     try:
         with RecordStore(out) as store, ThreadPoolExecutor(max(1, workers)) as pool:
-            for item in importer.read(source, instances=wanted, limit=limit):
+            n_trajectories = 0
+            for item in importer.read(source, instances=wanted, limit=limit, **(options or {})):
+                # not every importer filters: the driver does, for all of them
+                iid = getattr(item, "instance_id", None)
+                if wanted is not None and iid is not None and iid not in wanted:
+                    continue
+                if isinstance(item, Trajectory):
+                    if limit is not None and n_trajectories >= limit:
+                        break
+                    n_trajectories += 1
                 if isinstance(item, Skip):
                     if not store.is_done(f"skip:{item.unit}"):
                         store.skip(item.unit, item.reason)
@@ -230,7 +264,7 @@ def import_source(
                 elif isinstance(item, SWTRecord):  # sweworld's own records, checked
                     stats.add("swt_written" if store.add(item) else "swt_already")
                 elif isinstance(item, Trajectory):
-                    unit = f"{item.source}:{item.instance_id}"
+                    unit = trajectory_unit(item)
                     if store.is_done(unit):
                         stats.add("trajectories_already_done")
                         bar.update(1)
@@ -324,6 +358,13 @@ def run(args: argparse.Namespace) -> int:
         if args.heldout
         else DEFAULT_HELDOUT_REPOS
     )
+    if args.workers < 1 or not args.step_timeout > 0 or (args.limit is not None and args.limit < 0):
+        print(
+            "sweworld data import: --workers must be at least 1, --step-timeout positive "
+            "and --limit not negative",
+            file=sys.stderr,
+        )
+        return 2
     if not Path(args.source).exists():
         print(f"sweworld data import: {args.source}: no such file or folder", file=sys.stderr)
         return 2
@@ -339,8 +380,9 @@ def run(args: argparse.Namespace) -> int:
             replay=not args.no_replay,
             step_timeout=args.step_timeout,
             model=args.context_model,
+            options={k: v for k, v in (("tasks", args.tasks), ("reports", args.reports)) if v},
         )
-    except ValueError as exc:  # unknown format
+    except (ValueError, OSError) as exc:  # unknown format; --out not a writable folder
         print(f"sweworld data import: {exc}", file=sys.stderr)
         return 2
     print_report(summary, args.out, heldout)

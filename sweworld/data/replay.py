@@ -71,6 +71,7 @@ __all__ = [
     "fallback_records",
     "replay_trajectory",
     "same_output",
+    "trajectory_key",
 ]
 
 WORKDIR = "/testbed"
@@ -88,6 +89,15 @@ class ReplayResult:
     steps: int = 0
     steps_consistent: int = 0  # steps whose observation reproduced the recording
     steps_failed: int = 0  # steps the sandbox could not run
+
+
+def trajectory_key(trajectory: Trajectory) -> tuple[str, ...]:
+    """What identifies ``trajectory`` among the runs of its source: source and instance, and
+    ``meta["trajectory_id"]`` when a source holds several runs of one instance (R2E-Gym
+    rollouts, several models' harness runs, collect policies). The prefix of its records'
+    ids and of its unit of work, so that two runs of one instance never share them."""
+    extra = str(trajectory.meta.get("trajectory_id") or "")
+    return (trajectory.source, trajectory.instance_id, *((extra,) if extra else ()))
 
 
 def execution_commands(command: str, scripts: frozenset[str] = frozenset()) -> int:
@@ -239,9 +249,7 @@ def replay_trajectory(
                 out.skipped.append((unit, "no exit code recorded (the command timed out)"))
                 continue
             for rec in step_records:
-                rec.id = record_id(
-                    trajectory.source, trajectory.instance_id, index, rec.call, rec.command
-                )
+                rec.id = record_id(*trajectory_key(trajectory), index, rec.call, rec.command)
                 rec.consistent = consistent
                 rec.meta = to_json(
                     {"trajectory_source": trajectory.source, "step_command": step.command}
@@ -331,7 +339,7 @@ def fallback_records(
                 statuses = test_statuses(command, output, trajectory.repo or None)
                 out.records.append(
                     SWTRecord(
-                        id=record_id(trajectory.source, trajectory.instance_id, index, 0, command),
+                        id=record_id(*trajectory_key(trajectory), index, 0, command),
                         source=trajectory.source,
                         instance_id=trajectory.instance_id,
                         repo=trajectory.repo,

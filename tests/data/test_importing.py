@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +140,47 @@ def test_sweworld_records_go_through_the_driver(tmp_path, capsys):
         assert main(["data", "import", "--source", str(src), "--out", str(out),
                      "--format", "sweworld", "--no-replay"]) == 0  # fmt: skip
     assert [r.id for r in load_split(out, "swt", "test")] == ["own-1"]
+
+
+R2E_FIXTURE = Path(__file__).parent / "importers/fixtures/r2e/fixture.jsonl"
+
+
+def test_several_rollouts_of_one_instance_are_all_kept_and_resume(tmp_path):
+    """Two R2E-Gym rollouts of one instance are two units: neither's records are lost to the
+    other's ids, and a second run redoes neither."""
+    out = tmp_path / "r2e"
+    kw = dict(replay=False, progress=False, model="default", workers=1)
+    summary = import_source(R2E_FIXTURE, out, **kw)
+    assert summary["import"]["counts"]["trajectories_trajectory"] == 2
+    swt = list(iter_records(out, "swt"))
+    # rollout 1: reproduce + pytest; rollout 2: its own reproduce run (same command, step)
+    assert Counter(r.command for r in swt) == {
+        "python reproduce.py": 2,
+        "python -m pytest -q test_requests.py::test_x": 1,
+    }
+    assert len({r.id for r in swt}) == 3
+    units = [json.loads(line)["unit"] for line in _lines(out, "done") if "r2e-gym:" in line]
+    assert len(units) == len(set(units)) == 2
+    again = import_source(R2E_FIXTURE, out, **kw)
+    assert again["import"]["counts"]["trajectories_already_done"] == 2
+    assert len(list(iter_records(out, "swt"))) == 3
+
+
+def test_instances_and_limit_apply_to_every_format(tmp_path):
+    kw = dict(replay=False, progress=False, model="default", workers=1)
+    none = import_source(R2E_FIXTURE, tmp_path / "a", instances=["other__x-1"], **kw)
+    assert "trajectories_trajectory" not in none["import"]["counts"]
+    assert none["swt"]["total"] == none["swr"]["total"] == 0
+    one = import_source(R2E_FIXTURE, tmp_path / "b", limit=1, **kw)
+    assert one["import"]["counts"]["trajectories_trajectory"] == 1
+
+
+def test_bad_import_arguments_are_one_line_errors(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    base = ["data", "import", "--source", str(R2E_FIXTURE), "--no-replay"]
+    assert main([*base, "--out", str(afile)]) == 2
+    assert main([*base, "--out", str(tmp_path / "o"), "--workers", "0"]) == 2
+    assert main([*base, "--out", str(tmp_path / "o"), "--step-timeout", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Not a directory" in err and "--workers" in err

@@ -316,4 +316,6 @@ def read(
                     yield Skip(where, f"duplicate trajectory for {result.instance_id}")
                     continue
                 seen.add(key)
+                # an instance may have several rollouts: each is its own unit and id prefix
+                result.meta["trajectory_id"] = key
             yield result

@@ -296,6 +296,8 @@ def _test_run(
             "candidate_patch": patch,
             "test_patch": test_patch,
             "model_name_or_path": model,
+            # several models' runs of one instance: each is its own unit and id prefix
+            "trajectory_id": _model_key(model),
             "test_statuses": statuses,
             "log": str(log_path),
         },

@@ -34,6 +34,7 @@ from sweworld.data.schema import (
     Trajectory,
     TrajectoryStep,
     record_from_dict,
+    record_id,
 )
 
 __all__ = ["NAME", "detect", "read", "record_row", "schema_compatible", "trajectory_from_dict"]
@@ -145,6 +146,11 @@ def trajectory_from_dict(row: Any, where: str) -> Trajectory | Skip:
     submission = row.get("submission") or ""
     if not isinstance(meta, Mapping) or not isinstance(submission, str):
         return Skip(where, "trajectory whose meta or submission has the wrong type")
+    meta = dict(meta)
+    if not meta.get("trajectory_id"):  # several runs of one instance (collect policies)
+        meta["trajectory_id"] = str(meta.get("unit") or "") or record_id(
+            row["instance_id"], submission, *(s.action or s.command for s in steps)
+        )
     return Trajectory(
         source=row["source"],
         instance_id=row["instance_id"],
@@ -153,7 +159,7 @@ def trajectory_from_dict(row: Any, where: str) -> Trajectory | Skip:
         steps=steps,
         submission=submission,
         report=dict(report) if report is not None else None,
-        meta=dict(meta),
+        meta=meta,
     )
 
 

@@ -74,6 +74,8 @@ def test_records_revalidated_and_trajectories_rebuilt(tmp_path):
     assert swt[0] == _swt(1)
     assert [i.id for i in items if isinstance(i, SWRRecord)] == ["r1"]
     (rebuilt,) = [i for i in items if isinstance(i, Trajectory)]
+    # several runs of one instance stay apart: each has its own id (here from its content)
+    assert len(rebuilt.meta.pop("trajectory_id")) == 24
     assert rebuilt == traj and isinstance(rebuilt.steps[0], TrajectoryStep)
     reasons = sorted(
         s.reason.split(" (")[0].split(" 'sweworld")[0] for s in items if isinstance(s, Skip)
