@@ -1,8 +1,9 @@
 """The library a factory run injects bugs into: from the package index or a local folder.
 
-:func:`from_package` downloads a source distribution (``pip download --no-deps
---no-binary :all:``), :func:`from_repo` takes a local git repository (bare mirrors too) or
-a plain folder. Either way the sources become one commit of a bare repository
+:func:`from_package` downloads a source distribution from the indexes pip is configured
+with (only the archive is fetched: nothing of the package runs on the host, where ``pip
+download`` would run its build backend), :func:`from_repo` takes a local git repository
+(bare mirrors too) or a plain folder. Either way the sources become one commit of a bare repository
 ``<out>/repos/<owner>__<name>.git`` that sessions find with ``SWEWORLD_REPO_CACHE=<out>/repos``
 (see :mod:`sweworld.sandbox.repos`). A folder or sdist is committed with a fixed identity and
 date, so the same sources give the same commit on every machine; a git repository keeps its
@@ -13,6 +14,9 @@ own ``HEAD`` commit. Package-index sources are named ``pypi/<name>``.
 
 from __future__ import annotations
 
+import hashlib
+import http.client
+import logging
 import os
 import re
 import shutil
@@ -20,8 +24,11 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.parse
+import urllib.request
 import zipfile
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 from sweworld.sandbox.repos import RepoError, git
@@ -34,6 +41,8 @@ __all__ = [
     "library_files",
     "test_files",
 ]
+
+log = logging.getLogger(__name__)
 
 _NOT_LIBRARY_DIRS = frozenset(
     {
@@ -103,7 +112,8 @@ def _walk_py(root: Path) -> list[str]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
         for name in sorted(filenames):
-            if name.endswith(".py"):
+            # a link may lead out of the checkout (a host file read by the mutator)
+            if name.endswith(".py") and not os.path.islink(os.path.join(dirpath, name)):
                 out.append(str(Path(dirpath, name).relative_to(root)).replace(os.sep, "/"))
     return out
 
@@ -203,38 +213,186 @@ def _unpack(archive: Path, dest: Path) -> Path:
 
 
 _SPEC_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:==([A-Za-z0-9._+!-]+))?$")
+_ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".zip", ".tar")
+_MAX_INDEX_PAGE = 32 * 1024 * 1024
+_MAX_SDIST = 512 * 1024 * 1024
 
 
-def from_package(spec: str, out: Path, *, timeout: float = 600) -> LibrarySource:
-    """Download ``NAME`` or ``NAME==VERSION``'s sdist and make it ``pypi/<name>``."""
+def normalize_name(name: str) -> str:
+    """A project name as the package index spells it (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class _Links(HTMLParser):
+    """The ``<a href>`` links of a simple-index page: ``(href, yanked)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, bool]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            values = dict(attrs)
+            if values.get("href"):
+                self.links.append((str(values["href"]), "data-yanked" in values))
+
+
+def _pip_settings() -> dict[str, str]:
+    """pip's effective ``index-url``, ``extra-index-url``, ``find-links`` and ``no-index``
+    (``pip config list``: environment variables, then the ``download``, then the
+    ``global`` section)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    found: dict[tuple[str, str], str] = {}
+    for line in proc.stdout.splitlines():
+        match = re.match(r"^([^.=]*)\.([a-z-]+)=(.*)$", line.strip())
+        if match:
+            value = match.group(3).strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            found[(match.group(1), match.group(2))] = value
+    settings = {}
+    for key in ("index-url", "extra-index-url", "find-links", "no-index"):
+        for section in (":env:", "download", "global"):
+            if (section, key) in found:
+                settings[key] = found[(section, key)]
+                break
+    return settings
+
+
+def _read_url(url: str, limit: int, timeout: float) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        data = response.read(limit + 1)
+    if len(data) > limit:
+        raise FactorySourceError(f"{url}: more than {limit} bytes")
+    return data
+
+
+def _index_pages(settings: dict[str, str], name: str) -> list[str]:
+    """The pages (URLs) that may link ``name``'s files: each index's project page, each
+    find-links page or folder."""
+    pages = []
+    if settings.get("no-index", "").lower() not in ("1", "true", "yes", "on"):
+        indexes = [settings.get("index-url") or "https://pypi.org/simple"]
+        indexes += settings.get("extra-index-url", "").split()
+        pages += [f"{index.rstrip('/')}/{name}/" for index in indexes]
+    for link in settings.get("find-links", "").split():
+        pages.append(link if "://" in link else Path(link).resolve().as_uri())
+    return pages
+
+
+def _links_of(page: str, timeout: float) -> list[tuple[str, bool]]:
+    """``(absolute URL, yanked)`` of the files a page or a local folder lists."""
+    parsed = urllib.parse.urlparse(page)
+    if parsed.scheme == "file":
+        folder = Path(urllib.request.url2pathname(parsed.path))
+        if folder.is_dir() and not (folder / "index.html").is_file():
+            return [(p.resolve().as_uri(), False) for p in sorted(folder.iterdir()) if p.is_file()]
+        page = (folder / "index.html").as_uri() if folder.is_dir() else page
+    try:
+        text = _read_url(page, _MAX_INDEX_PAGE, timeout).decode("utf-8", "replace")
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # not there, or down
+        log.info("package index page %s: %s", page, exc)
+        return []
+    links = _Links()
+    links.feed(text)
+    return [(urllib.parse.urljoin(page, href), yanked) for href, yanked in links.links]
+
+
+def _pick_sdist(
+    links: list[tuple[str, bool]], name: str, version: str | None
+) -> tuple[str, str] | None:
+    """``(url, version)`` of the newest non-yanked final release's sdist among ``links``
+    (``version``'s when given)."""
+    from packaging.version import InvalidVersion, Version
+
+    best: tuple[Version, str, str] | None = None
+    for url, yanked in links:
+        filename = urllib.parse.unquote(urllib.parse.urlparse(url).path.rsplit("/", 1)[-1])
+        ext = next((e for e in _ARCHIVES if filename.endswith(e)), None)
+        if ext is None or (yanked and version is None):
+            continue
+        stem = filename[: -len(ext)]
+        head, sep, text = stem.rpartition("-")
+        if not sep or normalize_name(head) != name:
+            continue
+        try:
+            parsed = Version(text)
+        except InvalidVersion:
+            continue
+        if version is not None:
+            try:
+                if parsed != Version(version):
+                    continue
+            except InvalidVersion:
+                if text != version:
+                    continue
+        elif parsed.is_prerelease:
+            continue
+        if best is None or parsed > best[0]:
+            best = (parsed, url, text)
+    return (best[1], best[2]) if best else None
+
+
+def _download_sdist(spec: str, dest: Path, timeout: float) -> tuple[Path, str]:
+    """Fetch ``spec``'s source distribution into ``dest`` from the indexes pip is
+    configured with, checking its ``sha256`` when the index gives one. Only files are
+    read: nothing of the package runs (``pip download`` would run its build backend to
+    prepare metadata). Returns the archive and its version."""
     match = _SPEC_RE.match(spec.strip())
     if not match:
         raise FactorySourceError(f"{spec!r}: expected NAME or NAME==VERSION")
-    name = match.group(1).lower().replace("_", "-")
+    name, version = normalize_name(match.group(1)), match.group(2)
+    links: list[tuple[str, bool]] = []
+    for page in _index_pages(_pip_settings(), name):
+        links += _links_of(page, timeout)
+    chosen = _pick_sdist(links, name, version)
+    if chosen is None:
+        raise FactorySourceError(f"sdist download {spec} failed: no source distribution found")
+    url, found_version = chosen
+    filename = urllib.parse.unquote(urllib.parse.urlparse(url).path.rsplit("/", 1)[-1])
+    archive = dest / Path(filename).name
+    digest = hashlib.sha256()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response, open(archive, "wb") as out:
+            size = 0
+            while chunk := response.read(1 << 20):
+                size += len(chunk)
+                if size > _MAX_SDIST:
+                    raise FactorySourceError(f"{url}: more than {_MAX_SDIST} bytes")
+                digest.update(chunk)
+                out.write(chunk)
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        raise FactorySourceError(f"sdist download {spec} failed: {url}: {exc}") from exc
+    expected = urllib.parse.parse_qs(urllib.parse.urlparse(url).fragment).get("sha256")
+    if expected and expected[0].lower() != digest.hexdigest():
+        raise FactorySourceError(f"sdist download {spec}: {filename}: sha256 mismatch")
+    return archive, found_version
+
+
+def from_package(spec: str, out: Path, *, timeout: float = 600) -> LibrarySource:
+    """Download ``NAME`` or ``NAME==VERSION``'s sdist and make it ``pypi/<name>``.
+
+    The archive is fetched from pip's configured indexes without running anything of the
+    package (see :func:`_download_sdist`); its tests and build run only in the sandbox."""
+    match = _SPEC_RE.match(spec.strip())
+    if not match:
+        raise FactorySourceError(f"{spec!r}: expected NAME or NAME==VERSION")
+    name = normalize_name(match.group(1))
     download = Path(tempfile.mkdtemp(prefix="factory-sdist-"))
     try:
-        proc = subprocess.run(
-            [
-                *(sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"),
-                *("--disable-pip-version-check", "-q", "-d", str(download), spec.strip()),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        archives = sorted(download.iterdir())
-        if proc.returncode != 0 or not archives:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise FactorySourceError(f"pip download {spec} failed: {' '.join(tail)}")
-        archive = archives[0]
-        version = _version_of(archive.name, name)
+        archive, version = _download_sdist(spec, download, timeout)
         tree = _unpack(archive, download / "unpacked")
         _require_tests(tree, spec)
         repo = f"pypi/{name}"
         bare = out / "repos" / f"pypi__{name}.git"
         commit = _commit_folder(tree, bare)
     except subprocess.TimeoutExpired as exc:
-        raise FactorySourceError(f"pip download {spec} timed out after {timeout:g} s") from exc
+        raise FactorySourceError(f"sdist download {spec} timed out after {timeout:g} s") from exc
     except RepoError as exc:
         raise FactorySourceError(str(exc)) from exc
     finally:
@@ -243,11 +401,7 @@ def from_package(spec: str, out: Path, *, timeout: float = 600) -> LibrarySource
     return LibrarySource(repo=repo, bare=bare, commit=commit, checkout=checkout, version=version)
 
 
-def _version_of(archive_name: str, name: str) -> str | None:
-    stem = re.sub(r"\.(tar\.gz|tgz|tar\.bz2|zip|tar)$", "", archive_name)
-    norm = stem.lower().replace("_", "-")
-    prefix = name + "-"
-    return stem[len(prefix) :] if norm.startswith(prefix) else None
+_REPO_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def repo_name_of(path: Path) -> str:
@@ -269,6 +423,8 @@ def from_repo(path: str | Path, out: Path, *, name: str | None = None) -> Librar
     if not src.is_dir():
         raise FactorySourceError(f"{path}: not a folder")
     repo = name or repo_name_of(src)
+    if not _REPO_NAME_RE.match(repo):  # it names folders under ``out`` that are replaced
+        raise FactorySourceError(f"{repo!r}: expected OWNER/NAME (letters, digits, . _ -)")
     owner, _, short = repo.partition("/")
     bare = out / "repos" / f"{owner}__{short}.git"
     try:
