@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import ast
 import random
+from collections import deque
 from dataclasses import dataclass
 
-__all__ = ["OPERATORS", "Mutation", "apply_mutation", "mutations", "sample"]
+__all__ = ["OPERATORS", "Mutation", "apply_mutation", "mutations", "parses", "sample"]
 
 
 @dataclass(frozen=True)
@@ -385,9 +386,20 @@ OPERATORS: tuple[str, ...] = (
 )
 
 
-def mutations(source: str, path: str) -> list[Mutation]:
+def parses(source: str, mutation: Mutation) -> bool:
+    """Whether ``source`` with ``mutation`` applied still parses."""
+    try:
+        ast.parse(apply_mutation(source, mutation))
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def mutations(source: str, path: str, *, check: bool = True) -> list[Mutation]:
     """Every mutation of ``source`` (the text of ``path``) that still parses, in source
-    order; ``[]`` for a source that does not parse."""
+    order; ``[]`` for a source that does not parse. Checking parses the whole mutant once
+    per mutation (quadratic in the file's size): with ``check=False`` the caller checks
+    only those it uses (:func:`parses`)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -400,11 +412,8 @@ def mutations(source: str, path: str) -> list[Mutation]:
         if m.key in seen:
             continue
         seen.add(m.key)
-        try:
-            ast.parse(apply_mutation(source, m))
-        except SyntaxError:
-            continue
-        out.append(m)
+        if not check or parses(source, m):
+            out.append(m)
     return out
 
 
@@ -422,10 +431,10 @@ def sample(
         by_op.setdefault(m.operator, []).append(m)
     for items in by_op.values():
         rng.shuffle(items)
-    queues = [by_op[op] for op in OPERATORS if op in by_op]
+    queues = [deque(by_op[op]) for op in OPERATORS if op in by_op]
     out: list[Mutation] = []
     while any(queues) and (limit is None or len(out) < limit):
         for queue in queues:
             if queue and (limit is None or len(out) < limit):
-                out.append(queue.pop(0))
+                out.append(queue.popleft())
     return out

@@ -35,6 +35,7 @@ from sweworld.data.store import RecordStore, finalize
 __all__ = [
     "FactoryConfig",
     "FactoryError",
+    "first_parsing",
     "library_roots",
     "make_tasks",
     "relevant_test_files",
@@ -97,6 +98,20 @@ def library_roots(paths: Iterable[str]) -> list[str]:
             parts = parts[1:]
         roots.add(parts[0].removesuffix(".py"))
     return sorted(roots)
+
+
+def first_parsing(
+    ordered: Iterable[mutate.Mutation], originals: dict[str, str], limit: int
+) -> list[mutate.Mutation]:
+    """The first ``limit`` mutations of ``ordered`` whose mutant parses (only those are
+    parsed: checking every mutation of a library is quadratic in its files' sizes)."""
+    chosen: list[mutate.Mutation] = []
+    for m in ordered:
+        if len(chosen) >= limit:
+            break
+        if mutate.parses(originals[m.path], m):
+            chosen.append(m)
+    return chosen
 
 
 def _base_task(lib: source.LibrarySource, python: str) -> Any:
@@ -255,8 +270,8 @@ def _run(
     tests_text = {p: (root / p).read_text(encoding="utf-8") for p in source.test_files(root)}
     found: list[mutate.Mutation] = []
     for path in sorted(originals):
-        found += mutate.mutations(originals[path], path)
-    chosen = mutate.sample(found, cfg.seed, cfg.max_mutants)
+        found += mutate.mutations(originals[path], path, check=False)
+    chosen = first_parsing(mutate.sample(found, cfg.seed), originals, cfg.max_mutants)
     counts["mutants_candidates"] = len(found)
     files_of = {p: relevant_test_files(p, tests_text) for p in originals}
 

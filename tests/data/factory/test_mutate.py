@@ -110,3 +110,21 @@ def test_sample_is_seeded_balanced_and_limited() -> None:
     assert len({m.operator for m in one}) == 10  # round robin: one of each kind first
     assert sample(found, 8, 10) != one
     assert all(m.function for m in sample(found, 1))
+
+
+def test_mutants_are_parsed_only_when_used(monkeypatch) -> None:
+    """Listing a library's mutations parses each file once, not once per mutation (that was
+    quadratic: minutes for one 3,000-line module); only the mutants used are parsed."""
+    from sweworld.data.factory import mutate
+    from sweworld.data.factory.pipeline import first_parsing
+
+    body = "".join(f"def f{i}(a, b=1):\n    return a + b < {i} and a * 2\n\n\n" for i in range(200))
+    real_parse = ast.parse
+    calls = []
+    monkeypatch.setattr(mutate.ast, "parse", lambda *a, **k: calls.append(1) or real_parse(*a, **k))
+    found = mutate.mutations(body, "m.py", check=False)
+    assert len(found) > 1000 and len(calls) == 1
+    broken = mutate.Mutation("m.py", "arith", 0, 3, "def", "(", 1, "f0")
+    chosen = first_parsing([broken, *mutate.sample(found, 0)], {"m.py": body}, 5)
+    assert len(chosen) == 5 and broken not in chosen and len(calls) == 1 + 6
+    assert all(mutate.parses(body, m) for m in chosen)
