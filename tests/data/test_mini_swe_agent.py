@@ -151,3 +151,40 @@ def test_shared_tarball_instances_repositories_and_labels():
     assert 14000 < sum(len(t.steps) for t in trajs) < 16000
     gold = [r for r in swr if r.candidate_kind == "gold"]
     assert len(gold) == 402 and all(r.resolved for r in swr)
+
+
+def test_bash_blocks_match_mini_swe_agent_regex_in_linear_time():
+    import random
+    import time
+
+    pieces = ["```bash", "```", "\n", " ", "\t", "a", "b\n", "`", "bash", "\n```", "\r\n"]
+    rng = random.Random(7)
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert msa._bash_blocks(text) == msa._BASH_BLOCK.findall(text), repr(text)
+    hostile = [
+        "```bash" + "\n" * 100_000,  # quadratic backtracking for the regex
+        "```bash\n " * 50_000,  # many fences never closed
+        "<returncode>0</returncode><output_head>" + "1" * 100_000 + "</output_head>",
+    ]
+    started = time.perf_counter()
+    for text in hostile:
+        msa._bash_blocks(text)
+        msa.parse_observation(text)
+        msa.parse_trajectory(
+            {"messages": [{"role": "user", "content": "<pr_description>" * 50_000}]}
+        )
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_member_over_the_size_bound_is_a_skip(tmp_path, monkeypatch):
+    iid = "nobody__nothing-1"
+    data = trajectory(iid, [user_task("x" * 500)])
+    folder = tmp_path / "run"
+    (folder / "trajs" / iid).mkdir(parents=True)
+    (folder / "trajs" / iid / f"{iid}.traj.json").write_text(json.dumps(data))
+    tar = write_tarball(tmp_path / "run.tar.gz", [traj_member(iid, data)])
+    monkeypatch.setattr(msa, "MAX_FILE_BYTES", 200)
+    for source in (folder, tar):
+        trajs, _, skips = _items(source)
+        assert trajs == [] and [s.reason for s in skips] == ["trajectory: larger than 200 bytes"]

@@ -29,6 +29,7 @@ yielded), a report without ``resolved``, a duplicate instance: :class:`Skip` wit
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import re
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from sweworld.data.importers import Skip
+from sweworld.data.importers.readers import MAX_FILE_BYTES
 from sweworld.data.schema import SWRRecord, Trajectory, TrajectoryStep, record_id, to_json
 
 __all__ = [
@@ -55,13 +57,16 @@ VERIFIED_FILE = "swebench_verified_resolved_patches.jsonl.gz"
 LITE_FILE = "swebench_lite.jsonl.gz"
 SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
 
-# mini-swe-agent's own action regex (one fenced bash block)
+# mini-swe-agent's own action regex (one fenced bash block); matched by _bash_blocks, which
+# gives the same blocks in linear time (the regex backtracks quadratically on long runs of
+# whitespace after an opening fence, or on many fences that are never closed)
 _BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+_OPEN, _CLOSE = "```bash", "\n```"
 _RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>")
-_PR = re.compile(r"<pr_description>(.*?)</pr_description>", re.DOTALL)
+_PR_OPEN, _PR_CLOSE = "<pr_description>", "</pr_description>"
 _PR_PREFIX = "Consider the following PR description:"
 _TIMEOUT_PREFIX = "The last command <command>"
-_ELIDED = re.compile(r"(\d+) characters elided")
+_ELIDED = re.compile(r"(?<!\d)(\d+) characters elided")  # one try per run of digits
 _TRAJ = re.compile(r"(?:^|/)trajs/([^/]+)/([^/]+)\.traj\.json$")
 _REPORT = re.compile(r"(?:^|/)logs/([^/]+)/report\.json$")
 
@@ -112,6 +117,37 @@ def _text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
     return "" if content is None else str(content)
+
+
+def _bash_blocks(text: str) -> list[str]:
+    """``_BASH_BLOCK.findall(text)``, in time linear in ``text``."""
+    blocks: list[str] = []
+    close = -2  # the first "\n```" at or after a position (-1: none), reused while valid
+    pos = 0
+    while (start := text.find(_OPEN, pos)) >= 0:
+        run_start = run_end = start + len(_OPEN)
+        while run_end < len(text) and text[run_end].isspace():
+            run_end += 1
+        last_nl = text.rfind("\n", run_start, run_end)
+        if last_nl < 0:  # no newline after the fence: \s*\n cannot match here
+            pos = start + 1
+            continue
+        if close == -2 or (close >= 0 and close < last_nl + 1):
+            close = text.find(_CLOSE, last_nl + 1)
+        if close >= 0:  # greedy \s*: the body starts after the run's last newline
+            blocks.append(text[last_nl + 1 : close])
+            pos = close + len(_CLOSE)
+            continue
+        # no closing fence after the run; only "\n```" ending the run itself can close
+        if last_nl == run_end - 1 and text.startswith("```", run_end):
+            prev_nl = text.rfind("\n", run_start, last_nl)
+            if prev_nl >= 0:
+                blocks.append(text[prev_nl + 1 : last_nl])
+                pos = run_end + 3
+                close = -2
+                continue
+        pos = start + 1
+    return blocks
 
 
 def _between(text: str, open_tag: str, close_tag: str) -> str | None:
@@ -167,9 +203,11 @@ def parse_trajectory(data: Any) -> tuple[list[TrajectoryStep], dict[str, Any]]:
     problem = ""
     for msg in messages:
         if isinstance(msg, dict) and msg.get("role") == "user":
-            m = _PR.search(_text(msg.get("content")))
-            if m:
-                problem = m.group(1).strip()
+            content = _text(msg.get("content"))
+            start = content.find(_PR_OPEN)  # the first opening tag, then the first closing
+            end = content.find(_PR_CLOSE, start + len(_PR_OPEN)) if start >= 0 else -1
+            if end >= 0:
+                problem = content[start + len(_PR_OPEN) : end].strip()
                 if problem.startswith(_PR_PREFIX):
                     problem = problem[len(_PR_PREFIX) :].strip()
             break
@@ -178,7 +216,7 @@ def parse_trajectory(data: Any) -> tuple[list[TrajectoryStep], dict[str, Any]]:
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or msg.get("role") != "assistant":
             continue
-        blocks = _BASH_BLOCK.findall(_text(msg.get("content")))
+        blocks = _bash_blocks(_text(msg.get("content")))
         if len(blocks) != 1:
             facts["format_errors"] += 1
             continue
@@ -278,7 +316,7 @@ def _members(path: Path) -> Iterator[tuple[str, Any]]:
     ``reader()`` returns the bytes (or raises)."""
     if path.is_dir():
         for p in sorted(path.rglob("*.json")):
-            yield p.relative_to(path).as_posix(), p.read_bytes
+            yield p.relative_to(path).as_posix(), functools.partial(_read_bounded, p)
         return
     with tarfile.open(path, mode="r|*") as tar:
         for member in tar:
@@ -287,7 +325,13 @@ def _members(path: Path) -> Iterator[tuple[str, Any]]:
             f: IO[bytes] | None = tar.extractfile(member)
             if f is None:
                 continue
-            yield member.name, f.read
+            # never more than the bound in memory: a larger member is a skip
+            yield member.name, functools.partial(f.read, MAX_FILE_BYTES + 1)
+
+
+def _read_bounded(path: Path) -> bytes:
+    with path.open("rb") as f:
+        return f.read(MAX_FILE_BYTES + 1)
 
 
 def _load(reader: Any) -> tuple[Any, str | None]:
@@ -295,6 +339,8 @@ def _load(reader: Any) -> tuple[Any, str | None]:
         raw = reader()
     except (OSError, tarfile.TarError, EOFError) as exc:
         return None, f"unreadable: {type(exc).__name__}"
+    if len(raw) > MAX_FILE_BYTES:
+        return None, f"larger than {MAX_FILE_BYTES} bytes"
     try:
         return json.loads(raw), None
     except (ValueError, RecursionError):
