@@ -38,6 +38,7 @@ __all__ = [
     "first_parsing",
     "library_roots",
     "make_tasks",
+    "read_sources",
     "relevant_test_files",
 ]
 
@@ -98,6 +99,23 @@ def library_roots(paths: Iterable[str]) -> list[str]:
             parts = parts[1:]
         roots.add(parts[0].removesuffix(".py"))
     return sorted(roots)
+
+
+def read_sources(
+    root: Path, paths: Iterable[str], store: RecordStore, counts: Counter
+) -> dict[str, str]:
+    """The texts of ``paths`` under ``root``; a file that is not UTF-8 text (a Latin-1
+    module, a binary named ``.py``) is left out, with a skip reason (``file_not_utf8``,
+    ``file_unreadable``): one file never stops the run."""
+    texts = {}
+    for path in paths:
+        try:
+            texts[path] = (root / path).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError) as exc:
+            reason = "file_not_utf8" if isinstance(exc, UnicodeDecodeError) else "file_unreadable"
+            store.skip(f"file:{path}", reason, detail=f"{type(exc).__name__}: {exc}")
+            counts[f"files_skipped_{reason.removeprefix('file_')}"] += 1
+    return texts
 
 
 def first_parsing(
@@ -266,8 +284,8 @@ def _run(
 ) -> None:
     counts = cfg.counts
     root = lib.checkout
-    originals = {p: (root / p).read_text(encoding="utf-8") for p in source.library_files(root)}
-    tests_text = {p: (root / p).read_text(encoding="utf-8") for p in source.test_files(root)}
+    originals = read_sources(root, source.library_files(root), store, counts)
+    tests_text = read_sources(root, source.test_files(root), store, counts)
     found: list[mutate.Mutation] = []
     for path in sorted(originals):
         found += mutate.mutations(originals[path], path, check=False)

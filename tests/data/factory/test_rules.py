@@ -157,3 +157,27 @@ def test_two_runs_never_write_one_folder(tmp_path) -> None:
         with pytest.raises(FactoryError, match="another factory run"):
             make_tasks(FactoryConfig(out=tmp_path, package="inflection"), echo=lambda _: None)
     assert not (tmp_path / "records").exists()
+
+
+def test_a_module_that_is_not_utf8_is_a_skip_reason_not_a_crash(tmp_path) -> None:
+    from collections import Counter
+
+    from sweworld.data.factory.pipeline import read_sources
+    from sweworld.data.store import RecordStore
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "ok.py").write_text("X = 1\n")
+    (tmp_path / "pkg" / "old.py").write_bytes(b"# -*- coding: latin-1 -*-\nNAME = '\xe9'\n")
+    counts: Counter = Counter()
+    with RecordStore(tmp_path / "out") as store:
+        texts = read_sources(tmp_path, ["pkg/ok.py", "pkg/old.py", "pkg/gone.py"], store, counts)
+    assert texts == {"pkg/ok.py": "X = 1\n"}
+    assert counts == {"files_skipped_not_utf8": 1, "files_skipped_unreadable": 1}
+    rows = [
+        json.loads(line)
+        for line in (tmp_path / "out" / "records" / "skipped.jsonl").read_text().splitlines()
+    ]
+    assert sorted((r["unit"], r["reason"]) for r in rows) == [
+        ("file:pkg/gone.py", "file_unreadable"),
+        ("file:pkg/old.py", "file_not_utf8"),
+    ]
