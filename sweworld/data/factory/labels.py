@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sweworld.data.factory.mutate import Mutation
@@ -72,9 +72,11 @@ def label_records(
     executor: Any,
     known: Mapping[str, Any],
     timeout: float = 600.0,
+    skip: Callable[[str, str], None] | None = None,
 ) -> list[SWRRecord]:
     """One :class:`SWRRecord` per candidate, labelled by a real run (``known``: results
-    already run, by kind, reused)."""
+    already run, by kind, reused). A candidate whose run did not run the tests (timeout,
+    environment or executor failure) is no label: ``skip(kind, reason)`` is told why."""
     from sweworld.reward.real import real_reward
 
     records = []
@@ -84,8 +86,11 @@ def label_records(
         if result is None:
             result = real_reward(task, patch, manager=manager, executor=executor, timeout=timeout)
         entry = result.report.get(task.instance_id, {})
-        if result.status not in ("ok", "patch_failed"):
-            continue  # not a label: the run itself failed
+        if result.status not in ("ok", "patch_failed"):  # not a label: the run failed
+            if skip is not None:
+                reason = result.info.get("reason") or result.info.get("error") or ""
+                skip(kind, f"{result.status}: {reason}".rstrip(": "))
+            continue
         records.append(
             SWRRecord(
                 id=record_id("factory", task.instance_id, kind, patch),

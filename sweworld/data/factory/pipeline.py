@@ -483,6 +483,12 @@ def _build_task(
         n_swr = 0
         if cfg.labels:
             known = {"right": check.gold, "empty": check.buggy}
+
+            def no_label(kind: str, reason: str) -> None:
+                status = reason.split(":", 1)[0]
+                store.skip(f"{unit}:swr:{kind}", f"swr_{status}", detail=reason[-2000:])
+                counts[f"swr_{kind}_no_label_{status}"] += 1
+
             for record in labels.label_records(
                 task,
                 cands,
@@ -490,6 +496,7 @@ def _build_task(
                 executor=executor,
                 known=known,
                 timeout=cfg.timeout,
+                skip=no_label,
             ):
                 n_swr += int(store.add(record))
                 counts[

@@ -181,3 +181,35 @@ def test_a_module_that_is_not_utf8_is_a_skip_reason_not_a_crash(tmp_path) -> Non
         ("file:pkg/gone.py", "file_unreadable"),
         ("file:pkg/old.py", "file_not_utf8"),
     ]
+
+
+def test_a_candidate_whose_run_failed_is_a_counted_skip_not_a_silent_drop() -> None:
+    from sweworld.data.factory.labels import label_records
+    from sweworld.reward.real import RealRewardResult
+
+    m = next(x for x in mutations(LIB, "lib/core.py") if x.operator == "arith")
+    screened = Screened([m], ["t.py"], "kept", ["t.py::test_a"], ["t.py::test_a", "t.py::test_b"])
+    row = make_row(
+        repo="pypi/lib",
+        base_commit="a" * 40,
+        version="1.0",
+        python="3.11",
+        screened=screened,
+        originals={"lib/core.py": LIB},
+        problem_statement="x is wrong",
+        seed=0,
+    )
+    task = Task.from_row(row)
+
+    def result(status: str, resolved: bool = False) -> RealRewardResult:
+        info = {} if status == "ok" else {"reason": f"{status} here"}
+        return RealRewardResult(task.instance_id, resolved, status, {}, info=info)
+
+    known = {"right": result("ok", True), "empty": result("ok"), "wrong": result("timeout")}
+    cands = [("right", task.patch), ("empty", ""), ("wrong", "diff")]
+    skipped: list[tuple[str, str]] = []
+    records = label_records(
+        task, cands, manager=None, executor=None, known=known, skip=lambda *a: skipped.append(a)
+    )
+    assert [(r.candidate_kind, r.resolved) for r in records] == [("right", True), ("empty", False)]
+    assert skipped == [("wrong", "timeout: timeout here")]
