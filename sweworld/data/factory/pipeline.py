@@ -35,11 +35,13 @@ from sweworld.data.store import RecordStore, finalize
 __all__ = [
     "FactoryConfig",
     "FactoryError",
+    "append_task_row",
     "first_parsing",
     "library_roots",
     "make_tasks",
     "read_sources",
     "relevant_test_files",
+    "written_task_ids",
 ]
 
 log = logging.getLogger(__name__)
@@ -175,6 +177,48 @@ class _MutantLog:
                 self.done[item.key] = item
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115
         self._lock = threading.Lock()
+
+
+def written_task_ids(path: Path) -> set[str]:
+    """The instance ids of the rows already in ``tasks.jsonl`` (created when missing). A torn
+    last line (a run killed mid-write) is cut first, so that the next row starts a line of
+    its own instead of being glued to it and lost."""
+    path.touch()
+    with open(path, "r+b") as f:
+        end = pos = f.seek(0, os.SEEK_END)
+        while pos > 0:
+            start = max(0, pos - 65536)
+            f.seek(start)
+            chunk = f.read(pos - start)
+            if pos == end and chunk.endswith(b"\n"):
+                break
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                f.truncate(start + newline + 1)
+                break
+            pos = start
+        else:
+            f.truncate(0)
+    ids = set()
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                ids.add(str(json.loads(line)["instance_id"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return ids
+
+
+def append_task_row(path: Path, row: dict[str, Any], made: set[str]) -> bool:
+    """Append a verified task row to ``tasks.jsonl`` unless its instance is already there (a
+    run killed between the row and its unit's ``done`` rebuilds the task on resume)."""
+    with _lock:
+        if row["instance_id"] in made:
+            return False
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        made.add(row["instance_id"])
+        return True
 
     def add(self, item: tasks.Screened) -> None:
         with self._lock:
@@ -350,10 +394,10 @@ def _run(
             runner,
             base_passed,
             rejected,
+            made,
         )
 
-    tasks_file = cfg.out / "tasks.jsonl"
-    tasks_file.touch()
+    made = written_task_ids(cfg.out / "tasks.jsonl")
     bar = _progress(len(jobs), f"tasks {lib.name}", cfg.progress)
     with ThreadPoolExecutor(max_workers=max(1, cfg.workers)) as pool:
         for _ in pool.map(build, jobs):
@@ -398,6 +442,7 @@ def _build_task(
     runner: run_tests.SuiteRunner,
     base_passed: set[str],
     rejected: list[tasks.Screened],
+    made: set[str],
 ) -> None:
     from sweworld.tasks.environment import HOST_PYTHON
     from sweworld.tasks.schema import Task
@@ -502,8 +547,7 @@ def _build_task(
                 counts[
                     f"swr_{record.candidate_kind}_{'resolved' if record.resolved else 'unresolved'}"
                 ] += 1
-        with _lock, open(cfg.out / "tasks.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_task_row(cfg.out / "tasks.jsonl", row, made)
         counts["tasks_made"] += 1
         counts["swt_records"] += n_swt
         store.done(unit, swt=n_swt, swr=n_swr, bugs=len(bugs))

@@ -213,3 +213,19 @@ def test_a_candidate_whose_run_failed_is_a_counted_skip_not_a_silent_drop() -> N
     )
     assert [(r.candidate_kind, r.resolved) for r in records] == [("right", True), ("empty", False)]
     assert skipped == [("wrong", "timeout: timeout here")]
+
+
+def test_task_rows_survive_a_torn_line_and_a_rebuild(tmp_path) -> None:
+    """A run killed mid-row leaves a torn line: the next row must not be glued to it (and
+    lost); a task rebuilt after a kill between its row and its ``done`` is written once."""
+    from sweworld.data.factory.pipeline import append_task_row, written_task_ids
+
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({"instance_id": "a"}) + "\n" + '{"instance_id": "b", "pat')
+    made = written_task_ids(path)
+    assert made == {"a"}
+    assert append_task_row(path, {"instance_id": "c"}, made)
+    assert not append_task_row(path, {"instance_id": "a"}, made)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["instance_id"] for r in rows] == ["a", "c"]
+    assert written_task_ids(tmp_path / "new.jsonl") == set()
