@@ -93,6 +93,12 @@ class TrainConfig:
         "attention mask and positions restarting per example: no example sees another), 'eos' "
         "(EOS-separated, shared attention), or 'none'",
     )
+    include_inconsistent: bool = _f(
+        False,
+        "SWT: also train on records whose replayed step did not reproduce the recorded "
+        "output (consistent=False: other commands of the step printed into it, or the "
+        "state drifted)",
+    )
     include_trajectory_state: bool = _f(
         True,
         "SWT: also train on records whose state could not be rebuilt (state_source="

@@ -89,6 +89,11 @@ def build_examples(
         ):
             skipped["trajectory state (include_trajectory_state is off)"] += 1
             continue
+        if config.target == "swt" and not config.include_inconsistent and not rec.consistent:
+            # the step's recorded output was not reproduced by the replay (other commands of
+            # the step printed into it, or the state drifted): not a clean target
+            skipped["inconsistent replay (include_inconsistent is off)"] += 1
+            continue
         for mode in config.modes:
             try:
                 if config.target == "swt":

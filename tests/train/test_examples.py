@@ -190,3 +190,22 @@ def test_isolated_packing_computes_what_each_example_computes_alone(attn):
     eos = Collator(0, packing="eos")([rows[0], exs[0]])
     assert eos["attention_mask"].tolist() == [[1] * 8, [1] * 5 + [0] * 3]
     assert eos["labels"][1, 5:].tolist() == [IGNORE] * 3
+
+
+def test_build_examples_leaves_out_inconsistent_and_trajectory_records_when_told(tokenizer):
+    from sweworld.train.config import TrainConfig
+    from sweworld.train.main import build_examples
+
+    clean, drifted, shown = make_swt_record(1), make_swt_record(2), make_swt_record(3)
+    drifted.consistent = False
+    shown.state_source = "trajectory"
+    config = TrainConfig(target="swt", mode="blind")
+    examples, skipped = build_examples([clean, drifted, shown], config, tokenizer)
+    assert len(examples) == 2
+    assert skipped == {"inconsistent replay (include_inconsistent is off)": 1}
+    config = TrainConfig(
+        target="swt", mode="blind", include_inconsistent=True, include_trajectory_state=False
+    )
+    examples, skipped = build_examples([clean, drifted, shown], config, tokenizer)
+    assert len(examples) == 2
+    assert skipped == {"trajectory state (include_trajectory_state is off)": 1}
