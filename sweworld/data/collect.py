@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -161,6 +162,7 @@ class _Collector:
         self.stats = CollectStats()
         self._lock = threading.Lock()
         self._traj_path = out / TRAJECTORIES
+        _cut_torn_tail(self._traj_path)  # else the next line is glued to it and lost
         self._traj_units = {
             str((row.get("meta") or {}).get("unit"))
             for row in _read_rows(self._traj_path)
@@ -362,6 +364,26 @@ def _call_policy(method: Callable[..., Any], *args: Any) -> Any:
         return method(*args)
     except Exception as exc:
         raise PolicyFailed(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Drop a torn last line (a run killed mid-write); reads only the file's tail."""
+    if not path.is_file():
+        return
+    with open(path, "r+b") as handle:
+        end = pos = handle.seek(0, os.SEEK_END)
+        while pos > 0:
+            start = max(0, pos - 65536)
+            handle.seek(start)
+            chunk = handle.read(pos - start)
+            if pos == end and chunk.endswith(b"\n"):
+                return
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                handle.truncate(start + newline + 1)
+                return
+            pos = start
+        handle.truncate(0)
 
 
 def _read_rows(path: Path) -> Iterable[dict[str, Any]]:

@@ -221,3 +221,18 @@ def test_openai_policy_against_a_loopback_server(tmp_path, manager, toy_tasks):
     ]
     (swr,) = _rows(out / "records" / "swr.jsonl")
     assert swr["patch"] == "" and swr["candidate_kind"] == "empty" and swr["resolved"] is False
+
+
+def test_a_torn_trajectory_line_does_not_swallow_the_next_one(tmp_path, manager, toy_tasks):
+    """A run killed mid-line leaves a torn last line: the next task's trajectory must start a
+    line of its own (glued to the torn text it was lost, its unit marked done)."""
+    from sweworld.data.collect import collect
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "trajectories.jsonl").write_text('{"source": "collect", "instance_id": "x", "st')
+    spec = f"scripted:{_script_file(tmp_path, ['ls /testbed', SUBMIT])}"
+    stats = collect([toy_tasks[0]], spec, out=out, manager=manager, label=False)
+    assert stats.done == 1
+    (traj,) = _rows(out / "trajectories.jsonl")
+    assert traj["instance_id"] == toy_tasks[0].instance_id and len(traj["steps"]) == 2
