@@ -20,7 +20,9 @@ What the log does not hold, and what that means for the records:
 * the request's ``argv``, ``env`` and ``stdin``, and the agent's step index: the command is
   split with ``shlex``; env and stdin are empty; ``step`` is the line's index in its session;
 * a line without a ``real`` side (``shadow=False`` and a simulated command) has no truth and
-  is skipped with the reason; one without a ``simulated`` side keeps an empty prediction.
+  is skipped with the reason, as is one whose real side did not run the command (the
+  environment did not build, the executor failed: ``info.executed`` false); one without a
+  ``simulated`` side keeps an empty prediction.
 
 For training data with the state, use collect mode with a predictor (``sweworld data
 collect --predict MODEL``): it records truth and prediction of every command in full.
@@ -70,6 +72,17 @@ def _side(row: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
     if not isinstance(side.get("stdout", ""), str) or not isinstance(side.get("stderr", ""), str):
         return None
     return side
+
+
+def _not_run(side: Mapping[str, Any]) -> str:
+    """Why a real answer is not the command's outcome (an environment that did not build, an
+    executor error, a command the executor never started), or ``""``: such an answer is an
+    error message, not a truth to learn."""
+    info = side.get("info") if isinstance(side.get("info"), Mapping) else {}
+    status = info.get("status")
+    if status in ("env_failed", "error") or info.get("executed") is False:
+        return f"{status or 'not executed'}: {info.get('reason') or info.get('error') or ''}"
+    return ""
 
 
 def _argv(command: str) -> tuple[str, ...]:
@@ -137,6 +150,10 @@ def read_hybrid_log(
                     else "malformed real result (needs stdout, stderr and an integer exit_code)"
                 )
                 yield HybridLogSkip(unit, reason)
+                continue
+            failed = _not_run(real)
+            if failed:
+                yield HybridLogSkip(unit, f"the real side did not run the command: {failed}")
                 continue
             task = tasks.get(str(row.get("task")))
             if task is None:

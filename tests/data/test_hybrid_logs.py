@@ -53,12 +53,26 @@ def test_a_real_shadow_log_becomes_records(tmp_path, manager, toy_tasks):
 def test_lines_without_truth_or_task_are_skipped_with_reasons(tmp_path, toy_tasks):
     task = toy_tasks[0]
     real = {"stdout": "ok\n", "stderr": "", "exit_code": 0, "info": {}}
+    # answers of an executor that did not run the command: error messages, not truths
+    env_failed = {
+        "stdout": "",
+        "stderr": "sweworld: the environment could not be built\n",
+        "exit_code": 1,
+        "info": {"status": "env_failed", "executed": False, "reason": "pip failed"},
+    }
+    not_started = {
+        **env_failed,
+        "exit_code": 126,
+        "info": {"status": "exec_failed", "executed": False},
+    }
     lines = [
         "{torn",
         json.dumps({"no": "command"}),
         json.dumps({"command": "python a.py", "task": task.instance_id, "simulated": real}),
         json.dumps({"command": "python a.py", "task": "other__repo-1", "real": real}),
         json.dumps({"command": "python a.py", "task": task.instance_id, "real": {"stdout": 1}}),
+        json.dumps({"command": "python a.py", "task": task.instance_id, "real": env_failed}),
+        json.dumps({"command": "python a.py", "task": task.instance_id, "real": not_started}),
         json.dumps({"command": "python a.py", "task": task.instance_id, "real": real}),
     ]
     log = tmp_path / "log.jsonl"
@@ -71,6 +85,8 @@ def test_lines_without_truth_or_task_are_skipped_with_reasons(tmp_path, toy_task
         "no real result (the command was simulated only)",
         "unknown task 'other__repo-1'",
         "malformed real result (needs stdout, stderr and an integer exit_code)",
+        "the real side did not run the command",
+        "the real side did not run the command",
     ]
     (record,) = [i for i in items if not isinstance(i, HybridLogSkip)]
     assert record.stdout == "ok\n" and record.prediction == "" and record.context_oracle == ""
