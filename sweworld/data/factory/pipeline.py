@@ -169,56 +169,16 @@ class _MutantLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.done: dict[str, tasks.Screened] = {}
         if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    item = tasks.Screened.from_json(json.loads(line))
-                except (ValueError, KeyError, TypeError):
-                    continue  # a torn last line
-                self.done[item.key] = item
+            _cut_torn_tail(path)  # else the next mutant is glued to it and lost
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    try:
+                        item = tasks.Screened.from_json(json.loads(line))
+                    except (ValueError, KeyError, TypeError):
+                        continue
+                    self.done[item.key] = item
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115
         self._lock = threading.Lock()
-
-
-def written_task_ids(path: Path) -> set[str]:
-    """The instance ids of the rows already in ``tasks.jsonl`` (created when missing). A torn
-    last line (a run killed mid-write) is cut first, so that the next row starts a line of
-    its own instead of being glued to it and lost."""
-    path.touch()
-    with open(path, "r+b") as f:
-        end = pos = f.seek(0, os.SEEK_END)
-        while pos > 0:
-            start = max(0, pos - 65536)
-            f.seek(start)
-            chunk = f.read(pos - start)
-            if pos == end and chunk.endswith(b"\n"):
-                break
-            newline = chunk.rfind(b"\n")
-            if newline >= 0:
-                f.truncate(start + newline + 1)
-                break
-            pos = start
-        else:
-            f.truncate(0)
-    ids = set()
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                ids.add(str(json.loads(line)["instance_id"]))
-            except (ValueError, KeyError, TypeError):
-                continue
-    return ids
-
-
-def append_task_row(path: Path, row: dict[str, Any], made: set[str]) -> bool:
-    """Append a verified task row to ``tasks.jsonl`` unless its instance is already there (a
-    run killed between the row and its unit's ``done`` rebuilds the task on resume)."""
-    with _lock:
-        if row["instance_id"] in made:
-            return False
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-        made.add(row["instance_id"])
-        return True
 
     def add(self, item: tasks.Screened) -> None:
         with self._lock:
@@ -428,6 +388,52 @@ def _task_jobs(
 
 
 _lock = threading.Lock()
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Drop a torn last line (a run killed mid-write); reads only the file's tail."""
+    with open(path, "r+b") as f:
+        end = pos = f.seek(0, os.SEEK_END)
+        while pos > 0:
+            start = max(0, pos - 65536)
+            f.seek(start)
+            chunk = f.read(pos - start)
+            if pos == end and chunk.endswith(b"\n"):
+                return
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                f.truncate(start + newline + 1)
+                return
+            pos = start
+        f.truncate(0)
+
+
+def written_task_ids(path: Path) -> set[str]:
+    """The instance ids of the rows already in ``tasks.jsonl`` (created when missing). A torn
+    last line (a run killed mid-write) is cut first, so that the next row starts a line of
+    its own instead of being glued to it and lost."""
+    path.touch()
+    _cut_torn_tail(path)
+    ids = set()
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                ids.add(str(json.loads(line)["instance_id"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return ids
+
+
+def append_task_row(path: Path, row: dict[str, Any], made: set[str]) -> bool:
+    """Append a verified task row to ``tasks.jsonl`` unless its instance is already there (a
+    run killed between the row and its unit's ``done`` rebuilds the task on resume)."""
+    with _lock:
+        if row["instance_id"] in made:
+            return False
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        made.add(row["instance_id"])
+        return True
 
 
 def _build_task(
