@@ -73,6 +73,16 @@ def apply_patch(session: Any, patch: str, name: str) -> tuple[bool, str]:
     return False, "".join(output)
 
 
+def reset_files(task: Any) -> list[str]:
+    """The files restored from the base before the tests run: those the test patch touches
+    (as the SWE-bench harness does) and those the task row lists in ``reset_files`` (tasks
+    whose tests exist at the base, such as the task factory's: a candidate that edits them
+    cannot make them pass)."""
+    listed = task.extra.get("reset_files") if isinstance(task.extra, dict) else None
+    extra = [str(f) for f in listed if isinstance(f, str) and f] if isinstance(listed, list) else []
+    return sorted({*task.test_files(), *extra})
+
+
 def real_reward(
     task: Any,
     patch: str | None,
@@ -136,13 +146,13 @@ def real_reward(
                 info["apply_log"] = out[-4000:]
                 if not ok:
                     return finish("patch_failed", applied=False)
+            files = " ".join(shlex.quote(f) for f in reset_files(task))
+            if files:  # reset the tests to the base, as the harness does
+                session.run(
+                    f"cd /testbed && git ls-files -z -- {files} | "
+                    "xargs -0 -r git checkout -q HEAD --"
+                )
             if task.test_patch:
-                files = " ".join(shlex.quote(f) for f in task.test_files())
-                if files:  # reset the tests to the base, as the harness does
-                    session.run(
-                        f"cd /testbed && git ls-files -z -- {files} | "
-                        "xargs -0 -r git checkout -q HEAD --"
-                    )
                 ok, out = apply_patch(session, task.test_patch, "sweworld_tests.patch")
                 if not ok:
                     info["test_patch_log"] = out[-4000:]

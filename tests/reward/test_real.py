@@ -125,3 +125,32 @@ def test_a_run_that_reached_no_real_executor_is_exec_failed(manager, toy_task):
     entry = result.report[toy_task.instance_id]
     assert entry["sweworld_status"] == "exec_failed" and "tests_status" not in entry
     assert result.info["reason"]
+
+
+def test_tests_listed_in_reset_files_are_restored_before_they_run(manager, toy_task, local):
+    """A task whose tests exist at the base (no test patch: the task factory's) names them
+    in ``reset_files``; a candidate that rewrites them to pass is then not resolved."""
+    from sweworld.tasks.schema import Task
+
+    row = {**toy_task.to_row(), "test_patch": "", "setup_patch": toy_task.test_patch}
+    row["instance_id"] = toy_task.instance_id + "-tests-at-base"
+    ids = toy_task.FAIL_TO_PASS + toy_task.PASS_TO_PASS
+    body = "".join(f"def {i.split('::')[1]}():\n    pass\n\n\n" for i in ids)
+    path = toy_task.test_files()[0]
+    cheat_lines = body.rstrip("\n").split("\n")
+    # a rewrite of the whole test file (as its state after the test patch) into stubs
+    after = Task.from_row(row)
+    cheat = f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+    session = manager.open(after, executor=None)
+    try:
+        old = session.read_file(f"/testbed/{path}").splitlines()
+    finally:
+        session.destroy()
+    cheat += f"@@ -1,{len(old)} +1,{len(cheat_lines)} @@\n"
+    cheat += "".join(f"-{line}\n" for line in old) + "".join(f"+{line}\n" for line in cheat_lines)
+    unprotected = real_reward(after, cheat, manager=manager, executor=local)
+    assert unprotected.status == "ok" and unprotected.resolved is True  # the hole
+    protected = Task.from_row({**row, "reset_files": [path]})
+    result = real_reward(protected, cheat, manager=manager, executor=local)
+    assert result.status == "ok" and result.resolved is False
+    assert real_reward(protected, toy_task.patch, manager=manager, executor=local).resolved

@@ -154,6 +154,9 @@ def make_row(
         "version": version or "",
         "environment_setup_commit": base_commit,
         "environment": {"python": python, "test_cmd": test_command(screened.files)},
+        # the tests exist at the base (no test patch): the real reward restores these files
+        # before running them, so a candidate that edits the tests cannot pass them
+        "reset_files": sorted(screened.files),
         "factory": {
             "operators": [m.operator for m in screened.mutations],
             "bugs": len(screened.mutations),
