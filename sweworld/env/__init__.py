@@ -1,0 +1,50 @@
+"""Episodes and drop-in environments for RL trainers.
+
+:class:`Episode` is the core (task, session, executor, reward, limits, sync and async
+stepping); the framework adapters are thin modules over it, each importing its framework
+only when used:
+
+========================  ===============================================================
+``gymnasium_env``         Gymnasium 1.x ``Env[str, str]``, registered as
+                          ``sweworld/SWEWorld-v0``; wrappers for time limits and shaping
+``minisweagent_env``      a mini-swe-agent 2.x ``Environment`` (by dotted path in YAML)
+``skyrl_env``             a SkyRL ``BaseTextEnv``
+``trl_env``               TRL's GRPO ``environment_factory`` interface (multi-turn tools)
+``r2egym_env``            R2E-Gym's ``RepoEnv(EnvArgs(ds=row))``
+``rllm_env``              rLLM's ``BaseEnv``
+``pool``                  many episodes at once (threads, asyncio), one batched LM
+``ray_pool``              the same pool on Ray actors
+========================  ===============================================================
+"""
+
+from sweworld.env.config import END_REASONS, PROMPT_FORMATS, REWARD_SOURCES, EpisodeConfig
+from sweworld.env.episode import (
+    Episode,
+    EpisodeBusy,
+    EpisodeError,
+    EpisodeFinished,
+    StepOutcome,
+    build_executor,
+    coerce_task,
+)
+from sweworld.env.prompts import first_observation, prompt_messages, tool_schemas
+from sweworld.env.rewards import EpisodeRewarder, FinalReward
+
+__all__ = [
+    "END_REASONS",
+    "PROMPT_FORMATS",
+    "REWARD_SOURCES",
+    "Episode",
+    "EpisodeBusy",
+    "EpisodeConfig",
+    "EpisodeError",
+    "EpisodeFinished",
+    "EpisodeRewarder",
+    "FinalReward",
+    "StepOutcome",
+    "build_executor",
+    "coerce_task",
+    "first_observation",
+    "prompt_messages",
+    "tool_schemas",
+]
