@@ -4,6 +4,7 @@
     sweworld tasks show --file TASKS --id ID [--field NAME] [--json]
     sweworld shell --file TASKS --id ID [--executor NAME]
     sweworld run --file TASKS --id ID --actions ACTIONS.jsonl [--executor NAME]
+    sweworld episode --id ID --actions ACTIONS.jsonl [--executor NAME] [--reward swr|real]
     sweworld grade --file TASKS --id ID [--patch FILE | --log FILE] [--executor local]
     sweworld simulate --file TASKS --id ID --command "python -m pytest tests -rA"
     sweworld reward --file TASKS --id ID --patch P [--mode oracle|blind]
@@ -191,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_reward_parsers(sub, _add_task_args)
 
+    from sweworld.env.cli import add_episode_parser
+
+    add_episode_parser(sub, _add_task_args)
+
     from sweworld.data.cli import add_data_parsers
     from sweworld.train.cli import add_train_parsers
 
@@ -229,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "verify":
                 return reward_cli.cmd_verify(args)
             return reward_cli.cmd_calibrate(args)
+        if args.command == "episode":
+            from sweworld.env import cli as env_cli
+
+            return env_cli.run(args)
         if args.command == "data":
             from sweworld.data import cli as data_cli
 
