@@ -565,21 +565,31 @@ def _executor_failure(calls: list[dict[str, Any]]) -> str | None:
 def _with_deadline(fn: Callable[[], Any], timeout: float) -> tuple[Any, str | None]:
     """``(fn(), None)``, or ``(None, why)`` when it raised or did not return in ``timeout``
     seconds (the thread is left to finish on its own; its result is dropped)."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # reported to the caller below
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, name="sweworld-step", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
+    # A long-lived worker, not a thread per step: the sandbox server a step starts dies with
+    # the thread that started it (bwrap --die-with-parent is per thread), so a thread that
+    # exits after its step killed the server (restarted at every step, and a command in
+    # flight when it died ended with exit 137).
+    future = _step_pool().submit(fn)
+    try:
+        return future.result(timeout), None
+    except concurrent.futures.TimeoutError:
         return None, f"the step did not finish within {timeout:.0f} s"
-    if "error" in box:
-        exc = box["error"]
+    except Exception as exc:
         log.error("session step failed: %s: %s", type(exc).__name__, exc)
         return None, f"the session failed: {type(exc).__name__}: {exc}"
-    return box["value"], None
+
+
+_step_workers: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _step_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads that run session steps (``$SWEWORLD_STEP_WORKERS``, 1024); they live as
+    long as the process, like the sandboxes they start."""
+    global _step_workers
+    with _async_lock:
+        if _step_workers is None:
+            workers = int(os.environ.get("SWEWORLD_STEP_WORKERS", "1024"))
+            _step_workers = concurrent.futures.ThreadPoolExecutor(
+                max_workers=workers, thread_name_prefix="sweworld-step"
+            )
+        return _step_workers
