@@ -1,0 +1,455 @@
+"""Many episodes at once in one process: threads, asyncio, one batched LM.
+
+:class:`EnvPool` holds ``size`` :class:`~sweworld.env.episode.Episode` objects that share
+ONE session manager, ONE executor and ONE :class:`~sweworld.env.rewards.EpisodeRewarder`.
+For a simulated (or hybrid) executor the SWT language model is loaded once and wrapped in a
+:class:`~sweworld.env.batching.BatchingLM`, so the model calls of concurrent episodes are
+merged into batches. Three ways to drive it:
+
+- **vectorised**: ``reset(tasks)`` / ``step(actions)`` step every slot in parallel (a
+  thread pool sized to the pool); ``None`` as an action skips that slot;
+- **asyncio**: ``areset`` / ``astep`` for a trainer's event loop;
+- **rollouts**: ``rollout(tasks, policy_factory)`` runs one policy per task to the end
+  (``size`` at a time) and returns a :class:`RolloutResult` per task, in order.
+
+A failure stays in its episode: an executor or reward that fails ends that episode with
+reason ``error`` (the episode's rule); a slot whose call raises (a bad task row, a step
+after the end) is reported by :class:`PoolError` after every other slot finished, and the
+other slots' results are in ``PoolError.results``. ``rollout`` never raises for one task:
+its result has ``reason="error"`` and the error text.
+
+A warm pool (:class:`~sweworld.env.warm.WarmSessions`) given as ``warm=`` opens sessions
+ahead of time; it is bound to the pool's manager and executor when it has none of its own.
+
+The Ray version (:mod:`sweworld.env.ray_pool`) has the same public API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweworld.env.config import EpisodeConfig
+from sweworld.env.episode import Episode, EpisodeError, StepOutcome, coerce_task
+from sweworld.env.rewards import EpisodeRewarder
+
+__all__ = ["EnvPool", "PoolError", "RolloutResult", "build_pool_executor"]
+
+log = logging.getLogger(__name__)
+
+
+class PoolError(EpisodeError):
+    """Some slots of a pool call raised. ``errors`` maps a slot to its exception;
+    ``results`` holds every slot's result (None for the failed and skipped ones)."""
+
+    def __init__(self, what: str, errors: dict[int, BaseException], results: list[Any]):
+        first = min(errors)
+        exc = errors[first]
+        super().__init__(
+            f"{what}: {len(errors)} slot(s) failed ({sorted(errors)}); slot {first}: "
+            f"{type(exc).__name__}: {exc}"
+        )
+        self.errors = errors
+        self.results = results
+
+
+@dataclass
+class RolloutResult:
+    """The end of one rollout.
+
+    Attributes:
+        instance_id: the task's id ("" when the task row could not be read).
+        reward: the final reward (plus dense rewards when they are on), summed over steps.
+        reason: why it ended: an episode end reason (``submitted``, ``max_steps``, ...),
+            ``policy_stopped`` (the policy returned None before the end: not scored) or
+            ``error``.
+        steps: actions run.
+        patch: the episode's patch (``git diff`` against the base).
+        resolved: whether the patch resolves the task, when the reward knows.
+        info: the last step's info (the reward and its evidence under ``"reward"``).
+        trajectory: the data-schema trajectory (None when the episode never started).
+        error: what went wrong, for reason ``error``.
+    """
+
+    instance_id: str
+    reward: float
+    reason: str | None
+    steps: int
+    patch: str
+    resolved: bool | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    trajectory: Any = None
+    error: str | None = None
+
+
+def build_pool_executor(config: EpisodeConfig, lm: Any) -> Any:
+    """The executor a pool shares: for ``simulated`` / ``hybrid``, built around ``lm`` (an
+    LM instance, typically a :class:`~sweworld.env.batching.BatchingLM`); otherwise the one
+    :func:`~sweworld.env.episode.build_executor` makes."""
+    from sweworld.env.episode import build_executor
+
+    spec = config.executor
+    if spec not in ("simulated", "hybrid"):
+        return build_executor(config)
+    from sweworld.transition.simulated import SimulatedExecutor
+
+    options: dict[str, Any] = {
+        "mode": config.mode,
+        "step_timeout": config.step_timeout_s,
+        "seed": config.seed,
+    }
+    if _is_embedded_lm(config.model, lm):
+        # What SimulatedExecutor picks for the embedded spec: a short answer budget and the
+        # small context that fits a CPU model.
+        from sweworld.transition.context import ContextConfig
+        from sweworld.transition.simulated import EMBEDDED_BUDGETS, EMBEDDED_MAX_TOKENS
+
+        options["max_tokens"] = EMBEDDED_MAX_TOKENS
+        options["context"] = ContextConfig(mode=config.mode, **EMBEDDED_BUDGETS)
+    simulated = SimulatedExecutor(lm, **options)
+    if spec == "simulated":
+        return simulated
+    from sweworld.execution.local import LocalExecutor
+    from sweworld.transition.hybrid import EveryK, HybridExecutor
+
+    return HybridExecutor(simulated, LocalExecutor(timeout=config.step_timeout_s), policy=EveryK(5))
+
+
+def _is_embedded_lm(spec: Any, lm: Any) -> bool:
+    inner = getattr(lm, "wrapped", lm)
+    info = getattr(inner, "_extra_info", None)
+    if isinstance(info, dict) and info.get("embedded"):
+        return True
+    return isinstance(spec, str) and spec.startswith("embedded") and lm is None
+
+
+class EnvPool:
+    """``size`` episodes sharing one manager, executor, rewarder and (batched) LM.
+
+    Args:
+        config: the episodes' rules; keyword ``overrides`` are applied on top.
+        size: number of episode slots (and worker threads).
+        lm: the SWT model for a simulated / hybrid executor: an LM instance or a
+            ``make_lm`` spec (default: ``config.model``). It is wrapped in a
+            :class:`~sweworld.env.batching.BatchingLM` (unless it already is one).
+        manager: a :class:`~sweworld.sandbox.manager.SessionManager` to share (one is made
+            and closed with the pool otherwise).
+        warm: a :class:`~sweworld.env.warm.WarmSessions` to take sessions from.
+        max_batch: most model requests merged into one call.
+        batch_wait_s: how long a model request waits for others to join its batch.
+    """
+
+    def __init__(
+        self,
+        config: EpisodeConfig | None = None,
+        *,
+        size: int,
+        lm: Any = None,
+        manager: Any = None,
+        warm: Any = None,
+        max_batch: int = 32,
+        batch_wait_s: float = 0.005,
+        **overrides: Any,
+    ):
+        if not isinstance(size, int) or size < 1:
+            raise ValueError(f"size must be a positive integer, got {size!r}")
+        config = config or EpisodeConfig()
+        self.config = config.replace(**overrides) if overrides else config
+        self.size = size
+        self._closed = False
+        self._own_manager = manager is None
+        if manager is None:
+            from sweworld.sandbox.manager import SessionManager
+
+            manager = SessionManager()
+        self.manager = manager
+        self.lm: Any = None
+        try:
+            if self.config.executor in ("simulated", "hybrid"):
+                self.lm = self._batched_lm(lm, max_batch, batch_wait_s)
+            self.executor = build_pool_executor(self.config, self.lm)
+            self.rewarder = EpisodeRewarder(self.config, manager=self.manager)
+            self.warm = warm
+            if warm is not None and hasattr(warm, "bind"):
+                warm.bind(
+                    manager=self.manager, executor=self.executor, config=self._session_config()
+                )
+            open_session = warm.acquire if warm is not None else None
+            self._open_session = open_session
+            self.episodes: list[Episode] = [self._new_episode(self.config) for _ in range(size)]
+            self._threads = concurrent.futures.ThreadPoolExecutor(
+                max_workers=size, thread_name_prefix="sweworld-pool"
+            )
+        except BaseException:
+            self._close_shared()
+            raise
+
+    def _batched_lm(self, lm: Any, max_batch: int, batch_wait_s: float) -> Any:
+        from sweworld.env.batching import BatchingLM
+
+        if isinstance(lm, BatchingLM):
+            return lm
+        if lm is None or isinstance(lm, str):
+            from sweworld.models import check_lm_spec, make_lm
+
+            spec = lm if lm is not None else self.config.model
+            check_lm_spec(spec)
+            lm = make_lm(spec)
+            return BatchingLM(lm, max_batch=max_batch, batch_wait_s=batch_wait_s)
+        # An LM the caller made: shared with them, not closed with the pool.
+        return BatchingLM(lm, max_batch=max_batch, batch_wait_s=batch_wait_s, close_wrapped=False)
+
+    def _session_config(self) -> Any:
+        from sweworld.sandbox.bwrap import SandboxLimits
+        from sweworld.sandbox.session import SessionConfig
+
+        return SessionConfig(
+            limits=SandboxLimits(timeout=self.config.step_timeout_s),
+            observation_format=self.config.observation_format,
+        )
+
+    def _new_episode(self, config: EpisodeConfig) -> Episode:
+        return Episode(
+            config=config,
+            manager=self.manager,
+            executor=self.executor,
+            rewarder=self.rewarder,
+            open_session=self._open_session,
+        )
+
+    def __enter__(self) -> EnvPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"<EnvPool size={self.size} executor={self.config.executor}>"
+
+    # ------------------------------------------------------------------ vectorised
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EpisodeError("the pool is closed")
+
+    def _slots(self, items: Sequence[Any], what: str) -> list[Any]:
+        items = list(items)
+        if len(items) != self.size:
+            raise ValueError(f"{what}: expected {self.size} items (one per slot), got {len(items)}")
+        return items
+
+    def _gather(self, what: str, calls: list[Callable[[], Any] | None]) -> list[Any]:
+        futures = [self._threads.submit(c) if c is not None else None for c in calls]
+        results: list[Any] = [None] * len(calls)
+        errors: dict[int, BaseException] = {}
+        for slot, fut in enumerate(futures):
+            if fut is None:
+                continue
+            try:
+                results[slot] = fut.result()
+            except Exception as exc:
+                errors[slot] = exc
+        if errors:
+            raise PoolError(what, errors, results)
+        return results
+
+    def reset(
+        self, tasks: Sequence[Any], seeds: Sequence[int | None] | None = None
+    ) -> list[tuple[str, dict[str, Any]] | None]:
+        """Reset every slot on its task (in parallel): ``[(prompt, info), ...]``. A ``None``
+        task skips its slot (None in the result). Raises :class:`PoolError` when a slot
+        failed (a task row that is not one, ...) after the others were reset."""
+        self._check_open()
+        tasks = self._slots(tasks, "reset")
+        seeds = self._slots(seeds, "reset seeds") if seeds is not None else [None] * self.size
+        calls = [
+            None if task is None else _bind(ep.reset, task, seed)
+            for ep, task, seed in zip(self.episodes, tasks, seeds, strict=True)
+        ]
+        return self._gather("reset", calls)
+
+    def step(self, actions: Sequence[Any | None]) -> list[StepOutcome | None]:
+        """Step every slot whose action is not None (in parallel). Raises
+        :class:`PoolError` when a slot's call raised (a step after its end, ...), after
+        the others stepped."""
+        self._check_open()
+        actions = self._slots(actions, "step")
+        calls = [
+            None if action is None else _bind_step(ep, action)
+            for ep, action in zip(self.episodes, actions, strict=True)
+        ]
+        return self._gather("step", calls)
+
+    async def areset(
+        self, tasks: Sequence[Any], seeds: Sequence[int | None] | None = None
+    ) -> list[tuple[str, dict[str, Any]] | None]:
+        """``reset`` for an event loop (each slot's ``areset``)."""
+        self._check_open()
+        tasks = self._slots(tasks, "reset")
+        seeds = self._slots(seeds, "reset seeds") if seeds is not None else [None] * self.size
+        coros = [
+            ep.areset(task, seed=seed) if task is not None else None
+            for ep, task, seed in zip(self.episodes, tasks, seeds, strict=True)
+        ]
+        return await _agather("reset", coros)
+
+    async def astep(self, actions: Sequence[Any | None]) -> list[StepOutcome | None]:
+        """``step`` for an event loop (each slot's ``astep``)."""
+        self._check_open()
+        actions = self._slots(actions, "step")
+        coros = [
+            ep.astep(action) if action is not None else None
+            for ep, action in zip(self.episodes, actions, strict=True)
+        ]
+        return await _agather("step", coros)
+
+    # ------------------------------------------------------------------ rollouts
+
+    def rollout(
+        self,
+        tasks: Sequence[Any],
+        policy_factory: Callable[[], Any],
+        *,
+        max_steps: int | None = None,
+    ) -> list[RolloutResult]:
+        """Run a fresh policy (``policy_factory()``) on each task to the end, ``size``
+        episodes at a time; one :class:`RolloutResult` per task, in order. Uses episodes
+        of its own (the pool's slots are left as they are)."""
+        self._check_open()
+        config = self.config.replace(max_steps=max_steps) if max_steps else self.config
+        tasks = list(tasks)
+        results: list[RolloutResult | None] = [None] * len(tasks)
+        todo: queue.Queue[int] = queue.Queue()
+        for index in range(len(tasks)):
+            todo.put(index)
+
+        def worker() -> None:
+            while True:
+                try:
+                    index = todo.get_nowait()
+                except queue.Empty:
+                    return
+                results[index] = self._rollout_one(tasks[index], policy_factory, config)
+
+        workers = min(self.size, len(tasks))
+        futures = [self._threads.submit(worker) for _ in range(workers)]
+        for fut in futures:
+            fut.result()
+        return [r for r in results if r is not None]
+
+    def _rollout_one(
+        self, task: Any, policy_factory: Callable[[], Any], config: EpisodeConfig
+    ) -> RolloutResult:
+        instance_id = ""
+        episode: Episode | None = None
+        total = 0.0
+        info: dict[str, Any] = {}
+        try:
+            task = coerce_task(task)
+            instance_id = task.instance_id
+            episode = self._new_episode(config)
+            observation, _ = episode.reset(task)
+            policy = policy_factory()
+            policy.reset(task, observation)
+            while not episode.done:
+                action = policy.act(observation)
+                if action is None:
+                    patch = episode.session.get_patch() if episode.session is not None else ""
+                    return RolloutResult(
+                        instance_id, total, "policy_stopped", episode.steps, patch or "",
+                        None, info, episode.trajectory(),
+                    )  # fmt: skip
+                outcome = episode.step(action)
+                observation, info = outcome.observation, outcome.info
+                total += outcome.reward
+            final = episode.final
+            return RolloutResult(
+                instance_id,
+                total,
+                episode.reason,
+                episode.steps,
+                episode.patch or "",
+                final.resolved if final is not None else None,
+                info,
+                episode.trajectory(),
+                info.get("error"),
+            )
+        except Exception as exc:
+            log.warning("rollout of %s failed: %s: %s", instance_id or "?", type(exc).__name__, exc)
+            steps = episode.steps if episode is not None else 0
+            trajectory = None
+            if episode is not None and episode.task is not None:
+                try:
+                    trajectory = episode.trajectory()
+                except Exception:
+                    trajectory = None
+            return RolloutResult(
+                instance_id, total, "error", steps, "", None, info, trajectory,
+                f"{type(exc).__name__}: {exc}",
+            )  # fmt: skip
+        finally:
+            if episode is not None:
+                episode.close()
+
+    # ------------------------------------------------------------------ close
+
+    def close(self) -> None:
+        """Close every episode (their sessions), the thread pool, the model, the rewarder,
+        and the manager when the pool made it. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for episode in getattr(self, "episodes", []):
+            try:
+                episode.close()
+            except Exception:
+                log.exception("closing episode %s failed", episode.id)
+        threads = getattr(self, "_threads", None)
+        if threads is not None:
+            threads.shutdown(wait=True)
+        self._close_shared()
+
+    def _close_shared(self) -> None:
+        # A warm pool given to the pool belongs to the caller (close it yourself).
+        for part in (getattr(self, "rewarder", None), getattr(self, "executor", None), self.lm):
+            closer = getattr(part, "close", None)
+            if callable(closer):
+                try:
+                    closer()
+                except Exception:
+                    log.exception("closing the pool's %s failed", type(part).__name__)
+        if self._own_manager:
+            self.manager.close_all()
+
+
+def _bind(reset: Callable[..., Any], task: Any, seed: int | None) -> Callable[[], Any]:
+    return lambda: reset(task, seed=seed)
+
+
+def _bind_step(episode: Episode, action: Any) -> Callable[[], Any]:
+    return lambda: episode.step(action)
+
+
+async def _agather(what: str, coros: list[Any]) -> list[Any]:
+    live = [(slot, c) for slot, c in enumerate(coros) if c is not None]
+    outcomes = await asyncio.gather(*(c for _, c in live), return_exceptions=True)
+    results: list[Any] = [None] * len(coros)
+    errors: dict[int, BaseException] = {}
+    for (slot, _), outcome in zip(live, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            if not isinstance(outcome, Exception):
+                raise outcome
+            errors[slot] = outcome
+        else:
+            results[slot] = outcome
+    if errors:
+        raise PoolError(what, errors, results)
+    return results
