@@ -511,7 +511,8 @@ class SimulatedExecutor:
             return ""
         from sweworld.models.transformers_lm import TransformersLM
 
-        return '{"stdout": "' if isinstance(self.lm, TransformersLM) else ""
+        lm = getattr(self.lm, "wrapped", self.lm)  # a pool's BatchingLM wraps the model
+        return '{"stdout": "' if isinstance(lm, TransformersLM) else ""
 
     # ------------------------------------------------------------------ ledger and history
 
