@@ -13,6 +13,7 @@ pluggable executor (simulated by a language model, or real); rewards come from a
 from __future__ import annotations
 
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -63,3 +64,50 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     return getattr(importlib.import_module(module), name)
+
+
+# Gymnasium 1.x finds environments only in its registry (it has no plugin entry points), so
+# ``gymnasium.make("sweworld/SWEWorld-v0")`` works once this package is imported: at once
+# when gymnasium is already loaded, else right after gymnasium's own import finishes (a
+# one-shot import hook). ``import sweworld`` never imports gymnasium itself.
+_GYMNASIUM_ENV = ("sweworld/SWEWorld-v0", "sweworld.env.gymnasium_env:SWEWorldEnv")
+
+
+def _register_gymnasium_env() -> None:
+    try:
+        from gymnasium.envs.registration import register, registry
+    except ImportError:  # gymnasium absent or broken: nothing to register with
+        return
+    env_id, entry_point = _GYMNASIUM_ENV
+    if env_id not in registry:
+        register(id=env_id, entry_point=entry_point)
+
+
+class _AfterGymnasiumImport:
+    """A ``sys.meta_path`` finder that registers the env once ``gymnasium`` is imported."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "gymnasium":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)  # one shot; the real finders locate the package
+        import importlib.util
+
+        spec = importlib.util.find_spec(fullname)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_then_register(module: Any) -> None:
+            exec_module(module)
+            _register_gymnasium_env()
+
+        loader.exec_module = exec_then_register
+        return spec
+
+
+if "gymnasium.envs.registration" in sys.modules:
+    _register_gymnasium_env()
+elif not any(isinstance(f, _AfterGymnasiumImport) for f in sys.meta_path):
+    sys.meta_path.insert(0, _AfterGymnasiumImport())
