@@ -1,0 +1,191 @@
+"""RayEnvPool on a local Ray cluster started by this module (one cluster for all tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from sweworld.env import EpisodeError, EpisodeFinished, StepOutcome  # noqa: E402
+from sweworld.env.ray_pool import RayEnvPool  # noqa: E402
+from tests.conftest import requires_sandbox  # noqa: E402
+
+pytestmark = [pytest.mark.slow, requires_sandbox]
+
+PROJECT = Path(__file__).resolve().parents[2]
+FINISH = "<function=finish>\n<parameter=command>submit</parameter>\n</function>"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def demo_actions() -> list[str]:
+    lines = (PROJECT / "data/toy/demo_actions.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _sessions_left(runtime_root: Path) -> list[str]:
+    folder = runtime_root / "sessions"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def _step_scripts(pool: RayEnvPool, scripts: list[list[str]]) -> list[StepOutcome]:
+    """Step each slot through its script (None once it is done); the last outcome per slot."""
+    last: list[StepOutcome | None] = [None] * pool.size
+    for turn in range(max(map(len, scripts))):
+        actions = [
+            s[turn] if turn < len(s) and not pool.episodes[i].done else None
+            for i, s in enumerate(scripts)
+        ]
+        for slot, outcome in enumerate(pool.step(actions)):
+            if actions[slot] is None:
+                assert outcome is None
+            else:
+                assert isinstance(outcome, StepOutcome)
+                last[slot] = outcome
+    assert all(outcome is not None for outcome in last)
+    return last  # type: ignore[return-value]
+
+
+def test_episodes_on_two_actors_are_graded_with_their_own_patches(
+    cluster, toy_task, demo_actions, tmp_path
+):
+    """4 episodes on 2 actors: slots 0 and 2 run the demo fix, 1 and 3 an edit of their own;
+    each gets its own patch and the real reward grades it."""
+    runtime = tmp_path / "runtime"
+    scripts = []
+    for slot in range(4):
+        if slot % 2 == 0:
+            scripts.append(demo_actions)
+        else:
+            scripts.append([f"echo '# slot {slot}' >> stockroom/textutil.py", FINISH])
+    with RayEnvPool(
+        size=4,
+        n_actors=2,
+        executor="local",
+        reward="real",
+        max_steps=20,
+        manager={"runtime_root": runtime},
+    ) as pool:
+        assert pool.n_actors == 2
+        resets = pool.reset([toy_task] * 4, seeds=[0, 1, 2, 3])
+        ids = [info["episode_id"] for _, info in resets]
+        assert len(set(ids)) == 4
+        assert [i.split(".")[0] for i in ids] == ["a0", "a1", "a0", "a1"]  # slot i -> actor i % 2
+        assert all(
+            "stockroom" in prompt or toy_task.problem_statement[:40] in prompt
+            for prompt, _ in resets
+        )
+        assert pool.live_sessions() == 4
+        last = _step_scripts(pool, scripts)
+        for slot, outcome in enumerate(last):
+            assert outcome.terminated and not outcome.truncated
+            info = outcome.info
+            assert info["reason"] == "submitted", info
+            assert info["episode_id"] == ids[slot]
+            if slot % 2 == 0:
+                assert info["reward"]["resolved"] is True and outcome.reward == 1.0
+                assert "strip(separator)" in info["patch"] and "# slot" not in info["patch"]
+            else:
+                assert info["reward"]["resolved"] is False and outcome.reward == 0.0
+                assert f"# slot {slot}" in info["patch"]
+                assert f"# slot {4 - slot}" not in info["patch"]  # no cross-talk (1 vs 3)
+                assert "strip(separator)" not in info["patch"]
+        assert [e.reason for e in pool.episodes] == ["submitted"] * 4
+        assert pool.episodes[0].steps == len(demo_actions)
+        assert pool.episodes[0].trajectory().submission == last[0].info["patch"]
+        assert pool.live_sessions() == 0  # sessions are freed when episodes end
+        actors = list(pool._actors)
+    assert _sessions_left(runtime) == []
+    for actor in actors:  # close() killed the actors
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(actor.live_sessions.remote(), timeout=30)
+
+
+def test_bad_input_is_refused_in_the_driver(cluster, toy_task, tmp_path):
+    runtime = tmp_path / "runtime"
+    pool = RayEnvPool(
+        size=2,
+        n_actors=2,
+        executor="none",
+        reward="none",
+        max_steps=3,
+        manager={"runtime_root": runtime},
+    )
+    try:
+        with pytest.raises(EpisodeError, match="reset"):
+            pool.step(["ls", "ls"])
+        with pytest.raises(ValueError, match="3 items; the pool has 2 slots"):
+            pool.reset([toy_task] * 3)
+        row = toy_task.to_row()
+        del row["repo"]
+        with pytest.raises(ValueError, match=r"slot 1.*repo"):
+            pool.reset([toy_task, row])
+        with pytest.raises(TypeError, match="one item per slot"):
+            pool.step("ls")
+        with pytest.raises(ValueError, match="unknown executor"):
+            RayEnvPool(size=1, executor="no-such-executor")
+        pool.reset([toy_task, toy_task])
+        with pytest.raises(ValueError, match="1 items; the pool has 2 slots"):
+            pool.step(["ls"])
+        out = pool.step(["ls", None])
+        assert out[1] is None and not out[0].done and "stockroom" in out[0].observation
+        # a slot may run to its limit while the other waits; then it refuses steps
+        assert pool.step(["ls", None])[0].info.get("reason") is None
+        end = pool.step(["ls", None])[0]
+        assert end.truncated and end.info["reason"] == "max_steps"
+        with pytest.raises(EpisodeFinished, match="slot 0"):
+            pool.step(["ls", "ls"])
+        assert pool.step([None, "ls"])[1].info["step"] == 1  # the other slot is untouched
+
+        async def go():
+            await pool.areset([toy_task, toy_task])
+            return await pool.astep(["echo hi", FINISH])
+
+        first, second = asyncio.run(go())
+        assert "hi" in first.observation and not first.done
+        assert second.terminated and second.info["reason"] == "submitted"
+    finally:
+        pool.close()
+    assert _sessions_left(runtime) == []
+    with pytest.raises(EpisodeError, match="closed"):
+        pool.reset([toy_task, toy_task])
+
+
+def test_a_failed_or_slow_actor_ends_its_episodes_never_hangs(cluster, toy_task, tmp_path):
+    runtime = tmp_path / "runtime"
+    with RayEnvPool(
+        size=2,
+        n_actors=2,
+        executor="none",
+        reward="none",
+        max_steps=5,
+        manager={"runtime_root": runtime},
+        call_timeout_s=2.0,
+    ) as pool:
+        pool.reset([toy_task, toy_task])
+        ray.kill(pool._actors[1], no_restart=True)  # actor 1 dies (node lost, OOM, ...)
+        alive, dead = pool.step(["ls", "ls"])
+        assert not alive.done
+        assert dead.terminated and dead.info["reason"] == "error"
+        assert "actor 1 failed" in dead.info["error"]
+        slow, _ = pool.step(["sleep 8", None])  # overruns the 2 s call deadline
+        assert slow.terminated and slow.info["reason"] == "error"
+        assert "did not answer within 2 s" in slow.info["error"]
+        # the slots start again on fresh actors
+        pool.reset([toy_task, toy_task])
+        out = pool.step(["ls", FINISH])
+        assert "stockroom" in out[0].observation and out[1].info["reason"] == "submitted"
+    assert _sessions_left(runtime) == []
