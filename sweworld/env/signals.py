@@ -30,6 +30,11 @@ class TestTracker:
     tests: tuple[str, ...]
     repo: str | None = None
     known: dict[str, str] = field(default_factory=dict)
+    _index: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.tests = tuple(self.tests)
+        self._index = frozenset(self.tests)  # built once: update() stays linear in its input
 
     @classmethod
     def for_task(cls, task: Any) -> TestTracker:
@@ -57,10 +62,6 @@ class TestTracker:
         fixed = sorted(t for t in relevant if now[t] and not was[t])
         broken = sorted(t for t in relevant if was[t] and not now[t])
         return self.passing() - before, {"fixed": fixed, "broken": broken}
-
-    @property
-    def _index(self) -> frozenset[str]:
-        return frozenset(self.tests)
 
 
 def dense_signal(delta_passing: float, *, step_penalty: float, test_weight: float) -> float:
