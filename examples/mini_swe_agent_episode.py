@@ -19,8 +19,7 @@ A real model instead of the script: drop ``DeterministicModel`` and let mini pic
 litellm model by name, e.g. ``get_model("anthropic/claude-sonnet-4-5-20250929",
 config["model"])`` here, or mini's own CLI on the same YAML::
 
-    mini -c examples/mini_swe_agent.yaml -m anthropic/claude-sonnet-4-5-20250929 \
-        -y --exit-immediately
+    mini -c examples/mini_swe_agent.yaml -y --exit-immediately -m MODEL_NAME
 """
 
 from __future__ import annotations
