@@ -30,6 +30,7 @@ gymnasium's own ``TimeLimit``), not options of the env.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -40,7 +41,14 @@ from gymnasium import spaces
 from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import Episode, EpisodeError, coerce_task, truncate_text
 
-__all__ = ["ENV_ID", "MEASUREMENT_KEYS", "SWEWorldEnv", "UnicodeText", "split_measurements"]
+__all__ = [
+    "ENV_ID",
+    "MEASUREMENT_KEYS",
+    "SWEWorldEnv",
+    "Shared",
+    "UnicodeText",
+    "split_measurements",
+]
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +127,38 @@ def split_measurements(data: Any, path: str = "") -> tuple[Any, dict[str, Any]]:
     return data, found
 
 
+class Shared:
+    """A reference that copies as itself.
+
+    gymnasium deep-copies an env's ``spec`` (wrappers read ``env.spec``; ``check_env`` and
+    users call ``env.spec.make()``); a session manager, an executor or a reward model must be
+    shared, not copied (they hold locks, threads and loaded models). The env keeps such
+    constructor arguments in its spec inside a ``Shared``, and unwraps them when built.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __copy__(self) -> Shared:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Shared:
+        return self
+
+    def __repr__(self) -> str:
+        return f"Shared({type(self.value).__name__})"
+
+
+def _unshared(value: Any) -> Any:
+    return value.value if isinstance(value, Shared) else value
+
+
+#: Constructor arguments that are shared objects rather than settings (when not strings).
+_SHARED_ARGS = ("manager", "executor", "rewarder", "token_counter", "config")
+
+
 class SWEWorldEnv(gymnasium.Env[str, str]):
     """A software-engineering task as a Gymnasium environment (text in, text out).
 
@@ -145,6 +185,7 @@ class SWEWorldEnv(gymnasium.Env[str, str]):
 
     #: ``render_fps`` only paces a viewer that replays ``ansi`` frames (one step a second).
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    _spec: Any = None
 
     def __init__(
         self,
@@ -159,6 +200,9 @@ class SWEWorldEnv(gymnasium.Env[str, str]):
         token_counter: Callable[[str], int] | None = None,
         **overrides: Any,
     ) -> None:
+        config, manager, executor, rewarder, token_counter = map(
+            _unshared, (config, manager, executor, rewarder, token_counter)
+        )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be 'ansi' or None, got {render_mode!r}")
         self.render_mode = render_mode
@@ -193,6 +237,23 @@ class SWEWorldEnv(gymnasium.Env[str, str]):
         self.timings: dict[str, Any] = {}
         self._last_action: str | None = None
         self._last_observation: str | None = None
+
+    @property
+    def spec(self) -> Any:
+        """The ``EnvSpec`` ``gymnasium.make`` built this env from (None otherwise)."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: Any) -> None:
+        # shared objects ride in the spec's kwargs inside Shared, so copies of the spec
+        # (and envs made from it) share them instead of copying them
+        kwargs = getattr(value, "kwargs", None)
+        if kwargs:
+            wrapped = {k: Shared(v) if _is_shared_arg(k, v) else v for k, v in kwargs.items()}
+            if wrapped != kwargs:
+                value = copy.copy(value)
+                value.kwargs = wrapped
+        self._spec = value
 
     # ------------------------------------------------------------------ tasks
 
@@ -312,3 +373,14 @@ class SWEWorldEnv(gymnasium.Env[str, str]):
         Calling it again does nothing."""
         self.episode.close()
         super().close()
+
+
+def _is_shared_arg(name: str, value: Any) -> bool:
+    if name not in _SHARED_ARGS or value is None or isinstance(value, (str, Shared)):
+        return False
+    if name == "config":  # a config is copied, unless it holds an executor instance
+        executor = getattr(value, "executor", None)
+        if isinstance(value, Mapping):
+            executor = value.get("executor")
+        return executor is not None and not isinstance(executor, str)
+    return True

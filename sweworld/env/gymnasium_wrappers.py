@@ -34,7 +34,7 @@ def _sweworld_env(env: gymnasium.Env) -> Any:
     return inner
 
 
-class DenseReward(gymnasium.Wrapper):
+class DenseReward(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     """Adds each step's dense signal to its reward.
 
     Args:
@@ -57,7 +57,10 @@ class DenseReward(gymnasium.Wrapper):
         step_penalty: float | None = None,
         test_weight: float | None = None,
     ) -> None:
-        super().__init__(env)
+        gymnasium.utils.RecordConstructorArgs.__init__(
+            self, step_penalty=step_penalty, test_weight=test_weight
+        )
+        gymnasium.Wrapper.__init__(self, env)
         if _sweworld_env(env).config.dense:
             raise ValueError(
                 "the env already adds the dense signal (dense=True); wrap an env with "
@@ -81,7 +84,7 @@ class DenseReward(gymnasium.Wrapper):
         return weight * float(signals.get("tests_delta", 0.0)) - penalty
 
 
-class ShapedOutcome(gymnasium.Wrapper):
+class ShapedOutcome(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     """Replaces the final reward with an outcome reward.
 
     On the step that ends an episode, the reward of the patch (``info["reward"]["value"]``,
@@ -111,7 +114,16 @@ class ShapedOutcome(gymnasium.Wrapper):
         step_penalty: float | None = None,
         min_success: float | None = None,
     ) -> None:
-        super().__init__(env)
+        gymnasium.utils.RecordConstructorArgs.__init__(
+            self,
+            success=success,
+            failure=failure,
+            timeout=timeout,
+            error=error,
+            step_penalty=step_penalty,
+            min_success=min_success,
+        )
+        gymnasium.Wrapper.__init__(self, env)
         _sweworld_env(env)
         from sweworld.reward.presets import preset
 

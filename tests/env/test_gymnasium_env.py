@@ -105,6 +105,34 @@ def test_check_env_with_the_defaults(toy_task):
         env.close()
 
 
+def test_shared_backends_survive_gymnasium_spec_copies(toy_task, tmp_path):
+    """gymnasium deep-copies specs (wrappers, check_env's re-makes): a shared manager and
+    executor are shared by the copies, not copied."""
+    from sweworld.sandbox.manager import SessionManager
+    from sweworld.sandbox.registry import make_executor
+
+    manager = SessionManager(runtime_root=tmp_path)
+    executor = make_executor("none")
+    env = DenseReward(
+        gymnasium.make(ENV_ID, task=toy_task, manager=manager, executor=executor, reward="none")
+    )
+    try:
+        assert [w for w in checked(env) if WRAPPED_WARNING not in w] == []
+        again = gymnasium.make(env.spec)  # the wrappers come back too
+        assert isinstance(again, DenseReward)
+        assert again.unwrapped.episode.manager is manager
+        assert again.unwrapped.episode.executor is executor
+        assert len(manager.sessions) == 1  # check_env closed the envs it made; env is live
+        again.reset()
+        assert len(manager.sessions) == 2
+        again.close()
+        env.close()
+        assert manager.sessions == []
+    finally:
+        env.close()
+        manager.close_all()
+
+
 def test_spaces_hold_any_text_within_the_bounds(toy_task):
     env = SWEWorldEnv(toy_task, max_observation_chars=500, max_action_chars=300, **FAST)
     try:
