@@ -148,6 +148,26 @@ def test_mini_agent_resolves_the_toy_task_through_sweworld(config, tmp_path):
     assert not any((tmp_path / "rt" / "sessions").iterdir())  # no leaked sandbox
 
 
+def test_simulated_execution_real_files_and_a_real_grade(config, manager):
+    """executor=simulated: SWT (here a replay model) answers `python -m pytest`; the sed edit
+    is real, so the patch is real and the real reward grades it."""
+    from sweworld.models.replay import ReplayLM
+    from sweworld.transition.simulated import SimulatedExecutor
+
+    answer = json.dumps(
+        {"stdout": ".........  [100%]\n9 passed in 0.05s\n", "stderr": "", "exit_code": 0}
+    )
+    lm = ReplayLM(lambda messages: answer)
+    executor = SimulatedExecutor(lm, mode="blind", step_timeout=30)
+    with make_env(manager, executor=executor, reward="real") as env:
+        test = "THOUGHT: test.\n\n```bash\npython -m pytest tests/test_textutil.py -q\n```"
+        agent, info = run_agent(config, env, [FIX, test, SUBMIT])
+        assert "9 passed in 0.05s" in agent.messages[5]["content"]  # the model's prediction
+        assert lm.calls and info["exit_status"] == "Submitted"
+        assert "slug.strip" in info["submission"]
+        assert env.result()["resolved"] is True
+
+
 # ---------------------------------------------------------------------- submission
 
 
