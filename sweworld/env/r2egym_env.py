@@ -369,7 +369,8 @@ class RepoEnv:
             naming the field.
         logger: where to log (``logging.getLogger(__name__)`` otherwise).
         backend: R2E-Gym's container backend; accepted, unused.
-        verbose: False silences ``logger`` below CRITICAL, as R2E-Gym does.
+        verbose: False logs only failures (and sets a ``logger`` given here to CRITICAL,
+            as R2E-Gym does; the module's own logger is left alone).
         step_timeout: seconds per step (the episode's ``step_timeout_s``); None keeps the
             config's.
         reward_timeout: seconds for the real test run of the reward; None keeps the
@@ -403,8 +404,9 @@ class RepoEnv:
         self.args = args
         self.task = coerce_task(args.ds)  # ValueError naming a missing or bad field
         self.logger = logger or log
-        if not verbose:
-            self.logger.setLevel(logging.CRITICAL)
+        self.verbose = verbose
+        if not verbose and logger is not None:  # R2E-Gym silences the logger it is given
+            logger.setLevel(logging.CRITICAL)
         self.backend = backend
         options: dict[str, Any] = {
             "prompt_format": "r2egym",
@@ -521,7 +523,8 @@ class RepoEnv:
                 )
             commands.append(Command(tool, source))
         self.commands = commands
-        self.logger.info("recorded %d commands: %s", len(commands), [c.name for c in commands])
+        if self.verbose:
+            self.logger.info("recorded commands %s", [c.name for c in commands])
 
     def step(
         self, action: Action | str | Mapping[str, Any], timeout: float | None = None
