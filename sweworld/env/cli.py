@@ -130,10 +130,6 @@ def _config(args: argparse.Namespace, n_actions: int) -> Any:
                 f"use a comma-separated subset of {','.join(STAGE_NAMES)}"
             )
     max_steps = min(args.max_steps or n_actions, n_actions)
-    if args.executor in ("simulated", "hybrid"):
-        from sweworld.models import check_lm_spec
-
-        check_lm_spec(args.model)
     return EpisodeConfig(
         max_steps=max_steps,
         step_timeout_s=args.step_timeout,
@@ -163,14 +159,15 @@ def _read_actions(args: argparse.Namespace) -> list[Any]:
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``sweworld episode``; the exit status (see the module docstring)."""
     from sweworld.cli import _get
-    from sweworld.env.episode import Episode
+    from sweworld.env.episode import Episode, build_executor
 
     out = out or sys.stdout
     actions = _read_actions(args)
     config = _config(args, len(actions))
     task = _get(args)
+    executor = build_executor(config)  # a bad executor or model spec is said before anything runs
     view = JsonView(out) if args.json else HumanView(out)
-    with Episode(task, config) as episode:
+    with Episode(task, config, executor=executor) as episode:
         view.start(episode)
         prompt, info = episode.reset()
         view.prompt(prompt, info)
@@ -220,7 +217,11 @@ class HumanView:
     def _block(self, text: str, limit: int | None = None) -> None:
         if limit is not None and len(text) > limit:
             cut = len(text) - limit
-            text = text[: limit // 2] + f"\n[... {cut} characters not shown ...]\n" + text[-limit // 2 :]
+            text = (
+                text[: limit // 2]
+                + f"\n[... {cut} characters not shown ...]\n"
+                + text[-limit // 2 :]
+            )
         self._print(textwrap.indent(text.rstrip("\n") or "(empty)", "    ", lambda _: True))
 
     def start(self, episode: Any) -> None:
@@ -260,7 +261,7 @@ class HumanView:
         if signals.get("tests_delta"):
             facts.append(f"tests passing {signals['tests_passing']:.0%}")
         if info.get("executor_error"):
-            facts.append(f"executor error: {info['executor_error']}")
+            facts.append(f"executor: {info['executor_error']}")
         self._print("   " + " · ".join(facts))
 
     def end(self, episode: Any, outcome: Any) -> None:
