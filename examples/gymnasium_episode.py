@@ -7,9 +7,10 @@ final reward with its evidence from ``info`` at the end. ``--random`` runs a ran
 (samples of the action space) instead, cut by the time limit.
 
 It runs real commands in the sandbox and grades the patch by running the task's tests
-(``executor="local", reward="real"``, about 5 s on a CPU). To run it in the simulated
-world instead (the embedded SWT model predicts execution, SWR scores the patch; slower on
-a CPU, 5-60 s per model call), pass ``--simulated``.
+(``executor="local", reward="real"``, a few seconds on a CPU). To run it in the simulated
+world instead, the env's defaults, pass ``--simulated``: the embedded SWT model predicts
+the two execution steps and SWR scores the patch (minutes on a 2-core CPU: 5-60 s per
+model call).
 
     python examples/gymnasium_episode.py [--simulated] [--random]
 """

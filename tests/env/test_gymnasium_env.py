@@ -256,6 +256,26 @@ def test_step_after_the_end_raises(toy_task):
         env.close()
 
 
+def test_a_failing_reward_ends_the_episode_in_error(toy_task):
+    from sweworld.env import EpisodeRewarder
+
+    class BrokenRewarder(EpisodeRewarder):
+        def score(self, *args, **kwargs):
+            raise RuntimeError("reward backend down")
+
+    env = ShapedOutcome(
+        gymnasium.make(ENV_ID, task=toy_task, executor="none", rewarder=BrokenRewarder())
+    )
+    try:
+        env.reset()
+        _, reward, terminated, truncated, info = env.step(SUBMIT)
+        assert (terminated, truncated, info["reason"]) == (True, False, "error")
+        assert "reward backend down" in info["error"]
+        assert info["shaped_outcome"] == "error" and reward == pytest.approx(env.error)
+    finally:
+        env.close()
+
+
 def test_full_toy_episode_to_a_resolved_real_reward(toy_task):
     env = ShapedOutcome(
         gymnasium.make(ENV_ID, task=toy_task, executor="local", reward="real", render_mode="ansi")
