@@ -14,14 +14,11 @@ real reward) instead of a container::
     obs, reward, done, info = env.step(action)   # an Action, or its "<function=...>" text
     env.compute_reward(); env.get_patch(); env.apply_patch(diff); env.close()
 
-What matches R2E-Gym: the ``<function=NAME><parameter=KEY>VALUE</parameter></function>``
-actions with R2E-Gym's tool and parameter names (``file_editor``, ``search``,
-``execute_bash`` with ``cmd`` or ``command``, ``finish``/``submit``), the observation strings
-(``str(obs)``, rendered by :mod:`sweworld.sandbox.render`), ``info["total_time"]``, ``done``
-after ``finish``, ``reset()`` returning ``"Environment reset"``, the ``runtime`` attributes
-R2E-Gym's agent reads (``get_task_instruction``, ``get_patch``, ``commit.get_patch``,
-``docker_image``, ``repo_name``, ``run``, ``apply_patch``) and ``apply_patch`` /
-``compute_reward`` for validating patches.
+What matches R2E-Gym: its ``<function=...>`` actions, tool and parameter names, the
+observation strings (``str(obs)``, from :mod:`sweworld.sandbox.render`), ``info["total_time"]``,
+``done`` after ``finish``, ``reset()`` returning ``"Environment reset"``, and the ``runtime``
+attributes its agent reads (``get_task_instruction``, ``get_patch``, ``commit.get_patch``,
+``docker_image``, ``repo_name``, ``run``, ``apply_patch``).
 
 What differs, on purpose:
 
@@ -48,6 +45,7 @@ here with the attributes and string forms R2E-Gym's agent reads.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shlex
@@ -94,6 +92,7 @@ RESET_OBSERVATION = "Environment reset"
 #: R2E-Gym's per-command default deadline (``CMD_TIMEOUT``), for ``runtime.run``.
 CMD_TIMEOUT = 120
 _ISSUE_OPEN, _ISSUE_CLOSE = "[ISSUE]", "[/ISSUE]"
+_R2E_FORMATS = {"prompt_format": "r2egym", "action_format": "r2e", "observation_format": "r2egym"}
 
 
 # --------------------------------------------------------------------------- action
@@ -250,9 +249,6 @@ class Observation:
     def __str__(self) -> str:
         return self.text if self.text is not None else self.render()
 
-    def __repr__(self) -> str:
-        return f"Observation({str(self)[:60]!r}...)"
-
 
 # --------------------------------------------------------------------------- args, runtime
 
@@ -320,6 +316,9 @@ class SandboxRuntime:
     def get_task_instruction(self) -> str:
         return self._env.get_task_instruction()
 
+    def get_patch(self) -> str:
+        return self._env.get_patch()
+
     def run(
         self, code: str, timeout: float = CMD_TIMEOUT, args: str = "", workdir: str | None = None
     ) -> tuple[str, str]:
@@ -329,9 +328,6 @@ class SandboxRuntime:
         if workdir:
             command = f"cd {shlex.quote(workdir)} && {command}"
         return self._env._shell(command, timeout)
-
-    def get_patch(self) -> str:
-        return self._env.get_patch()
 
     def apply_patch(self, patch: str) -> tuple[str, str]:
         return self._env.apply_patch(patch)
@@ -344,18 +340,11 @@ class SandboxRuntime:
         if not get_test_output:
             return reward
         final = self._env.last_reward
-        return reward, _evidence_text(final)
+        evidence = json.dumps(final.to_dict(), indent=1, default=str) if final else ""
+        return reward, evidence
 
     def close(self) -> None:
         self._env.close()
-
-
-def _evidence_text(final: FinalReward | None) -> str:
-    if final is None:
-        return ""
-    import json
-
-    return json.dumps(final.to_dict(), indent=1, default=str)
 
 
 # --------------------------------------------------------------------------- the env
@@ -408,11 +397,7 @@ class RepoEnv:
         if not verbose and logger is not None:  # R2E-Gym silences the logger it is given
             logger.setLevel(logging.CRITICAL)
         self.backend = backend
-        options: dict[str, Any] = {
-            "prompt_format": "r2egym",
-            "action_format": "r2e",
-            "observation_format": "r2egym",
-        }
+        options: dict[str, Any] = dict(_R2E_FORMATS)
         if step_timeout is not None:
             options["step_timeout_s"] = float(step_timeout)
         options.update(episode_options)
@@ -614,10 +599,6 @@ class RepoEnv:
 
     def get_stats(self) -> Mapping[str, Any]:
         return self.args.ds
-
-    def trajectory(self) -> Any:
-        """The episode in sweworld's data schema (see :meth:`Episode.trajectory`)."""
-        return self.episode.trajectory()
 
     def close(self) -> None:
         """Free the sandbox (and the manager and rewarder the env made itself)."""
