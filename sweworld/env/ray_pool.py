@@ -38,7 +38,9 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import os
 import pickle
+import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -134,18 +136,26 @@ class EpisodeGroup:
             seed=config.seed,
         )
 
-    def _episode(self, slot: int) -> Episode:
-        episode = self.episodes.get(slot)
+    def _episode(self, key: int | str, max_steps: int | None = None) -> Episode:
+        episode = self.episodes.get(key)
+        config = self.config
+        if max_steps is not None and max_steps != config.max_steps:
+            config = config.replace(max_steps=max_steps)
+        if episode is not None and episode.config.max_steps != config.max_steps:
+            self._drop(key)
+            episode = None
         if episode is None:
             episode = Episode(
-                config=self.config,
-                manager=self.manager,
-                executor=self.executor,
-                rewarder=self.rewarder,
+                config=config, manager=self.manager, executor=self.executor, rewarder=self.rewarder
             )
             episode.id = f"{self.name}.{episode.id}"  # unique across the pool's actors
-            self.episodes[slot] = episode
+            self.episodes[key] = episode
         return episode
+
+    def _drop(self, key: int | str) -> None:
+        episode = self.episodes.pop(key, None)
+        if episode is not None:
+            episode.close()
 
     def _run_all(self, calls: list[Callable[[], Any]]) -> list[tuple[str, Any]]:
         def guarded(call: Callable[[], Any]) -> tuple[str, Any]:
@@ -158,41 +168,71 @@ class EpisodeGroup:
             return [guarded(calls[0])]
         return list(self._threads.map(guarded, calls))
 
-    def reset(self, items: Sequence[tuple[int, Any, int | None]]) -> list[tuple[str, Any]]:
-        """Reset the episodes of the given slots: ``(prompt, info)`` per item."""
-        calls = [
-            (lambda s=slot, t=task, d=seed: self._episode(s).reset(t, seed=d))
-            for slot, task, seed in items
-        ]
-        return self._run_all(calls)
+    def reset(self, items: Sequence[tuple[Any, Any, Any, Any]]) -> list[tuple[str, Any]]:
+        """Reset ``(key, task, seed, max_steps)`` items: ``(prompt, info)`` per item. A key
+        is a pool slot (int) or a rollout's own episode (str)."""
+        return self._run_all(
+            [
+                (lambda k=k, t=t, s=s, m=m: self._episode(k, m).reset(t, seed=s))
+                for k, t, s, m in items
+            ]
+        )
 
-    def step(self, items: Sequence[tuple[int, Any]]) -> list[tuple[str, Any]]:
-        """Step the episodes of the given slots: a :class:`StepOutcome` per item."""
-        calls = [(lambda s=slot, a=action: self._episode(s).step(a)) for slot, action in items]
-        return self._run_all(calls)
+    def step(self, items: Sequence[tuple[Any, Any]]) -> list[tuple[str, Any]]:
+        """Step ``(key, action)`` items: a :class:`StepOutcome` per item; for a rollout's
+        episode ``(outcome, end)``, ``end`` being ``(trajectory, resolved)`` once it ended
+        (the episode is then dropped)."""
+        return self._run_all([(lambda k=k, a=a: self._step_one(k, a)) for k, a in items])
 
-    def trajectory(self, slot: int) -> Any:
-        """The data-schema trajectory of a slot's episode."""
-        episode = self.episodes.get(slot)
+    def _step_one(self, key: int | str, action: Any) -> Any:
+        episode = self.episodes.get(key)
         if episode is None:
-            raise EpisodeError(f"slot {slot}: no episode has started")
+            raise EpisodeError(f"slot {key}: call reset() before step()")
+        outcome = episode.step(action)
+        if isinstance(key, int):
+            return outcome
+        if not outcome.done:
+            return outcome, None
+        end = (episode.trajectory(), episode.final.resolved if episode.final else None)
+        self._drop(key)
+        return outcome, end
+
+    def stop(self, keys: Sequence[str]) -> list[tuple[str, Any]]:
+        """End rollouts whose policy stopped: ``(patch, trajectory)`` each; dropped."""
+
+        def one(key: str) -> tuple[str, Any]:
+            episode = self.episodes[key]
+            try:
+                session = episode.session
+                patch = session.get_patch() if session is not None else episode.patch
+                return patch or "", episode.trajectory()
+            finally:
+                self._drop(key)
+
+        return self._run_all([(lambda k=k: one(k)) for k in keys])
+
+    def trajectory(self, key: int | str) -> Any:
+        """The data-schema trajectory of a slot's episode."""
+        episode = self.episodes.get(key)
+        if episode is None:
+            raise EpisodeError(f"slot {key}: no episode has started")
         return episode.trajectory()
+
+    def where(self) -> tuple[str, int]:
+        """The host name and process id of this actor."""
+        return socket.gethostname(), os.getpid()
 
     def live_sessions(self) -> int:
         """How many sessions this actor's manager holds open."""
         return len(self.manager.sessions)
 
-    def sessions_dir(self) -> str:
-        return str(self.manager.sessions_dir)
-
     def close(self) -> int:
-        """Close every episode, the rewarder and the manager; the sessions left (0)."""
-        for episode in self.episodes.values():
+        """Close every episode, the model, the rewarder and the manager; sessions left."""
+        for key in list(self.episodes):
             try:
-                episode.close()
+                self._drop(key)
             except Exception:
-                log.exception("closing episode %s failed", episode.id)
-        self.episodes.clear()
+                log.exception("closing the episode of %s failed", key)
         try:
             self.rewarder.close()
             if self.lm is not None:
@@ -217,12 +257,9 @@ def _portable(exc: BaseException) -> BaseException:
 
 @dataclass
 class RemoteEpisode:
-    """The driver's view of an episode held by an actor (what ``pool.episodes`` lists).
-
-    It mirrors the read-only state of an :class:`~sweworld.env.episode.Episode` (``id``,
-    ``steps``, ``reason``, ``done``, ``patch``, ``reward``), updated from each outcome;
-    ``trajectory()`` fetches the record from the actor.
-    """
+    """The driver's view of an episode held by an actor (what ``pool.episodes`` lists):
+    ``id``, ``steps``, ``reason``, ``done``, ``patch`` and ``reward`` as the outcomes said;
+    ``trajectory()`` fetches the record from the actor."""
 
     slot: int
     actor: int
@@ -234,7 +271,7 @@ class RemoteEpisode:
     patch: str | None = None
     reward: float = 0.0
     started: bool = False
-    lost: str | None = None  # why the actor holding it is gone
+    lost: str | None = None  # why the actor that held it is gone
 
     @property
     def done(self) -> bool:
@@ -245,15 +282,14 @@ class RemoteEpisode:
         return self.pool.trajectory(self.slot)
 
     def _reset(self, info: Mapping[str, Any]) -> None:
-        self.id = info.get("episode_id")
-        self.instance_id = info.get("instance_id")
+        self.id, self.instance_id = info.get("episode_id"), info.get("instance_id")
         self.steps, self.reason, self.patch, self.reward = 0, None, None, 0.0
         self.started, self.lost = True, None
 
     def _record(self, outcome: StepOutcome) -> None:
         self.steps = outcome.info.get("step", self.steps + 1)
         self.reward += outcome.reward
-        if outcome.terminated or outcome.truncated:
+        if outcome.done:
             self.reason = outcome.info.get("reason") or "error"
             self.patch = outcome.info.get("patch")
 
@@ -271,9 +307,9 @@ class RayEnvPool:
             :class:`~sweworld.sandbox.manager.SessionManager` options (``runtime_root``,
             ``backend``, ``checkout_root``) or a manager whose options are copied (a live
             manager cannot cross processes).
-        warm: not supported on Ray (each actor opens its own sessions); must be None.
-        max_batch, batch_wait_s: accepted for API parity; batching happens at the model
-            endpoint (vLLM batches the requests of all actors).
+        warm: must be None: warm sessions live in one process (each actor opens its own).
+        max_batch, batch_wait_s: how each actor's :class:`~sweworld.env.batching.BatchingLM`
+            merges its episodes' model requests (a vLLM endpoint also batches across actors).
         address: a Ray cluster to join (``"auto"``, ``"ray://host:10001"``); without it a
             local Ray is started when none is running.
         n_actors: number of actors (default: one per alive node, at most ``size``).
@@ -305,28 +341,25 @@ class RayEnvPool:
         if not isinstance(size, int) or size < 1:
             raise ValueError(f"size must be a positive integer, got {size!r}")
         if warm is not None:
-            raise ValueError(
-                "warm sessions live in one process; RayEnvPool's actors open their own "
-                "sessions (pass warm=None)"
-            )
+            raise ValueError("RayEnvPool's actors open their own sessions: pass warm=None")
+        if n_actors is not None and (not isinstance(n_actors, int) or n_actors < 1):
+            raise ValueError(f"n_actors must be a positive integer, got {n_actors!r}")
         config = config or EpisodeConfig()
-        lm_object = None
         if isinstance(lm, str):
             overrides.setdefault("model", lm)
-        elif lm is not None:
-            lm_object = lm
+            lm = None
         self.config = config.replace(**overrides) if overrides else config
-        executor = self.config.executor
-        executor_object = None if isinstance(executor, str) else executor
-        if executor_object is None:
-            build_executor_check(self.config)
+        executor = None if isinstance(self.config.executor, str) else self.config.executor
+        if executor is None:
+            check_executor_spec(self.config)
         self.size = size
         self.max_batch, self.batch_wait_s = max_batch, batch_wait_s
         self.call_timeout_s = call_timeout_s or (
             2 * self.config.step_timeout_s + STEP_GRACE_S + REWARD_ALLOWANCE_S + CALL_GRACE_S
         )
-        self._manager_options = _manager_options(manager)
+        manager_options = self._manager_options = _manager_options(manager)
         self._closed = False
+        self._actors: list[Any] = []
 
         import ray
 
@@ -335,268 +368,365 @@ class RayEnvPool:
                 "include_dashboard": False,
                 "log_to_driver": False,
                 "logging_level": logging.WARNING,
-                "configure_logging": True,
             }
             if address is None:
-                options["num_cpus"] = max(2, int(num_cpus * min(size, 2)))
+                options["num_cpus"] = max(2, int(num_cpus * min(size, n_actors or 1)))
             else:
                 options["address"] = address
-            options.update(ray_init or {})
-            ray.init(**options)
+            ray.init(**{**options, **(ray_init or {})})
         if n_actors is None:
-            alive = [node for node in ray.nodes() if node.get("Alive")]
-            n_actors = max(1, len(alive))
-        if not isinstance(n_actors, int) or n_actors < 1:
-            raise ValueError(f"n_actors must be a positive integer, got {n_actors!r}")
+            n_actors = max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
         self.n_actors = min(n_actors, size)
         actor_options: dict[str, Any] = {"num_cpus": num_cpus, "scheduling_strategy": "SPREAD"}
         if runtime_env:
             actor_options["runtime_env"] = dict(runtime_env)
         self._actor_class = ray.remote(EpisodeGroup).options(**actor_options)
-        self._actor_args = (self.config, self._manager_options, lm_object, executor_object)
+        self._actor_args = (self.config, manager_options, lm, executor)
         self._starts = 0
-        self._actors: list[Any] = [self._start_actor(i) for i in range(self.n_actors)]
+        self._rollouts = 0
+        self._whereabouts: list[Any] = []  # (host, pid) of every actor started
+        self._actors = [self._start_actor(i) for i in range(self.n_actors)]
         self.episodes: list[RemoteEpisode] = [
             RemoteEpisode(slot=i, actor=i % self.n_actors, pool=self) for i in range(size)
         ]
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return (
+            f"<RayEnvPool size={self.size} actors={self.n_actors} executor={self.config.executor}>"
+        )
 
     # ------------------------------------------------------------------ actors
 
     def _start_actor(self, index: int) -> Any:
         self._starts += 1
-        return self._actor_class.remote(
+        actor = self._actor_class.remote(
             *self._actor_args,
             name=f"a{index}" if self._starts <= self.n_actors else f"a{index}r{self._starts}",
             max_batch=self.max_batch,
             batch_wait_s=self.batch_wait_s,
             slots=len(range(index, self.size, self.n_actors)),
         )
+        self._whereabouts.append(actor.where.remote())
+        return actor
+
+    def _actor(self, index: int) -> Any:
+        """Actor ``index``, started afresh when it was lost."""
+        if self._actors[index] is None:
+            self._actors[index] = self._start_actor(index)
+        return self._actors[index]
 
     def _lose_actor(self, index: int, why: str) -> None:
-        """Kill actor ``index`` (it failed or overran) and mark its episodes lost."""
+        """Kill actor ``index`` (it failed or overran) and mark its live episodes lost."""
         import ray
 
         actor, self._actors[index] = self._actors[index], None
         if actor is not None:
-            try:
+            with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
-            except Exception:
-                log.debug("killing actor %d failed", index, exc_info=True)
         for episode in self.episodes:
             if episode.actor == index and episode.started and not episode.done:
                 episode.lost = why
 
-    # ------------------------------------------------------------------ checks
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise EpisodeError("the pool is closed")
-
-    def _check_length(self, name: str, values: Sequence[Any]) -> None:
-        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
-            raise TypeError(f"{name} must be a sequence with one item per slot")
-        if len(values) != self.size:
-            raise ValueError(f"{name} has {len(values)} items; the pool has {self.size} slots")
-
-    def _reset_plan(
-        self, tasks: Sequence[Any], seeds: Sequence[int | None] | None
-    ) -> dict[int, list[tuple[int, Any, int | None]]]:
-        self._check_open()
-        self._check_length("tasks", tasks)
-        if seeds is not None:
-            self._check_length("seeds", seeds)
-        coerced = []
-        for slot, task in enumerate(tasks):
-            if task is None:
-                raise EpisodeError(f"slot {slot}: reset needs a task")
-            try:
-                coerced.append(coerce_task(task))
-            except ValueError as exc:
-                raise ValueError(f"slot {slot}: {exc}") from exc
-        plan: dict[int, list[tuple[int, Any, int | None]]] = {}
-        for slot, task in enumerate(coerced):
-            seed = seeds[slot] if seeds is not None else None
-            plan.setdefault(slot % self.n_actors, []).append((slot, task, seed))
-        for index in plan:
-            if self._actors[index] is None:  # lost earlier: its slots start on a fresh actor
-                self._actors[index] = self._start_actor(index)
-        return plan
-
-    def _step_plan(
-        self, actions: Sequence[Any | None]
-    ) -> tuple[dict[int, list[tuple[int, Any]]], dict[int, StepOutcome]]:
-        self._check_open()
-        self._check_length("actions", actions)
-        plan: dict[int, list[tuple[int, Any]]] = {}
-        lost: dict[int, StepOutcome] = {}
-        for slot, action in enumerate(actions):
-            if action is None:
-                continue
-            episode = self.episodes[slot]
-            if not episode.started:
-                raise EpisodeError(f"slot {slot}: call reset() before step()")
-            if episode.done:
-                raise EpisodeFinished(
-                    f"slot {slot}: episode ended ({episode.reason}); reset it or pass None"
-                )
-        for slot, action in enumerate(actions):
-            if action is None:
-                continue
-            episode = self.episodes[slot]
-            if episode.lost is not None or self._actors[episode.actor] is None:
-                lost[slot] = _error_outcome(episode, episode.lost or "its actor is gone")
-            else:
-                plan.setdefault(episode.actor, []).append((slot, action))
-        return plan, lost
-
-    # ------------------------------------------------------------------ reset
-
-    def reset(
-        self, tasks: Sequence[Any], seeds: Sequence[int | None] | None = None
-    ) -> list[tuple[str, dict[str, Any]]]:
-        """Start an episode in every slot: ``tasks[i]`` (a Task or a task row) in slot ``i``.
-
-        Returns ``(prompt, info)`` per slot. Raises ``ValueError`` for a task row that is not
-        one (naming the slot and the field) before anything is sent, and re-raises what an
-        actor's reset raised (a repository that cannot be found, ...).
-        """
-        plan = self._reset_plan(tasks, seeds)
-        refs = {i: self._actors[i].reset.remote(items) for i, items in plan.items()}
-        return self._finish_reset(plan, self._collect(refs))
-
-    async def areset(
-        self, tasks: Sequence[Any], seeds: Sequence[int | None] | None = None
-    ) -> list[tuple[str, dict[str, Any]]]:
-        """``reset`` for an event loop (awaits the actors without blocking the loop)."""
-        plan = self._reset_plan(tasks, seeds)
-        refs = {i: self._actors[i].reset.remote(items) for i, items in plan.items()}
-        return self._finish_reset(plan, await self._acollect(refs))
-
-    def _finish_reset(
-        self, plan: dict[int, list[tuple[int, Any, int | None]]], replies: dict[int, Any]
-    ) -> list[tuple[str, dict[str, Any]]]:
-        results: list[Any] = [None] * self.size
-        first_error: BaseException | None = None
-        for index, items in plan.items():
-            reply = replies[index]
-            if isinstance(reply, BaseException):
-                self._lose_actor(index, str(reply))
-                for slot, _, _ in items:
-                    self.episodes[slot].started = False
-                first_error = first_error or EpisodeError(f"actor {index}: {reply}")
-                continue
-            for (slot, _, _), (status, value) in zip(items, reply, strict=True):
-                if status == "ok":
-                    self.episodes[slot]._reset(value[1])
-                    results[slot] = value
-                else:
-                    self.episodes[slot].started = False
-                    first_error = first_error or _with_slot(value, slot)
-        if first_error is not None:
-            raise first_error
-        return results
-
-    # ------------------------------------------------------------------ step
-
-    def step(self, actions: Sequence[Any | None]) -> list[StepOutcome | None]:
-        """Step every slot whose action is not None (None skips the slot: its result is
-        None). One remote call per actor. Raises :class:`EpisodeError` for a slot not reset,
-        :class:`EpisodeFinished` for a slot whose episode ended, ``ValueError`` when
-        ``actions`` does not have one item per slot: all before anything runs."""
-        plan, lost = self._step_plan(actions)
-        refs = {i: self._actors[i].step.remote(items) for i, items in plan.items()}
-        return self._finish_step(plan, lost, self._collect(refs))
-
-    async def astep(self, actions: Sequence[Any | None]) -> list[StepOutcome | None]:
-        """``step`` for an event loop."""
-        plan, lost = self._step_plan(actions)
-        refs = {i: self._actors[i].step.remote(items) for i, items in plan.items()}
-        return self._finish_step(plan, lost, await self._acollect(refs))
-
-    def _finish_step(
-        self,
-        plan: dict[int, list[tuple[int, Any]]],
-        lost: dict[int, StepOutcome],
-        replies: dict[int, Any],
-    ) -> list[StepOutcome | None]:
-        results: list[StepOutcome | None] = [None] * self.size
-        for slot, outcome in lost.items():
-            results[slot] = outcome
-            self.episodes[slot]._record(outcome)
-        for index, items in plan.items():
-            reply = replies[index]
-            if isinstance(reply, BaseException):
-                self._lose_actor(index, f"the actor failed: {reply}")
-                reply = [("error", reply)] * len(items)
-            for (slot, _), (status, value) in zip(items, reply, strict=True):
-                episode = self.episodes[slot]
-                if status == "ok":
-                    outcome = value
-                else:
-                    outcome = _error_outcome(episode, f"{type(value).__name__}: {value}")
-                episode._record(outcome)
-                results[slot] = outcome
-        return results
-
-    # ------------------------------------------------------------------ waiting
-
-    def _collect(self, refs: dict[int, Any]) -> dict[int, Any]:
-        """Each actor's reply, or the exception that stands for it (failure, deadline)."""
+    def _call(self, method: str, plan: dict[int, list[Any]]) -> dict[int, Any]:
+        """One remote call per actor in ``plan``; each actor's reply, or the exception
+        that stands for it (the actor failed or missed the deadline; it is then killed)."""
         import ray
 
+        refs = {i: getattr(self._actor(i), method).remote(items) for i, items in plan.items()}
         replies: dict[int, Any] = {}
         deadline = time.monotonic() + self.call_timeout_s
         for index, ref in refs.items():
-            left = max(0.0, deadline - time.monotonic())
             try:
-                replies[index] = ray.get(ref, timeout=left)
+                replies[index] = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
             except ray.exceptions.GetTimeoutError:
-                replies[index] = TimeoutError(
-                    f"actor {index} did not answer within {self.call_timeout_s:.0f} s"
-                )
+                replies[index] = self._failed(index, self._late(index))
             except ray.exceptions.RayError as exc:
-                replies[index] = RuntimeError(f"actor {index} failed: {_short(exc)}")
+                replies[index] = self._failed(index, f"actor {index} failed: {_short(exc)}")
         return replies
 
-    async def _acollect(self, refs: dict[int, Any]) -> dict[int, Any]:
+    async def _acall(self, method: str, plan: dict[int, list[Any]]) -> dict[int, Any]:
         import ray
 
         async def one(index: int, ref: Any) -> Any:
             try:
                 return await asyncio.wait_for(ref, self.call_timeout_s)
             except asyncio.TimeoutError:
-                return TimeoutError(
-                    f"actor {index} did not answer within {self.call_timeout_s:.0f} s"
-                )
+                return self._failed(index, self._late(index))
             except ray.exceptions.RayError as exc:
-                return RuntimeError(f"actor {index} failed: {_short(exc)}")
+                return self._failed(index, f"actor {index} failed: {_short(exc)}")
 
+        refs = {i: getattr(self._actor(i), method).remote(items) for i, items in plan.items()}
         values = await asyncio.gather(*(one(i, ref) for i, ref in refs.items()))
         return dict(zip(refs, values, strict=True))
 
-    # ------------------------------------------------------------------ rollouts, records
+    def _late(self, index: int) -> str:
+        return f"actor {index} did not answer within {self.call_timeout_s:g} s"
+
+    def _failed(self, index: int, why: str) -> RuntimeError:
+        self._lose_actor(index, why)
+        return RuntimeError(why)
+
+    # ------------------------------------------------------------------ reset
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EpisodeError("the pool is closed")
+
+    def _slots(self, items: Sequence[Any], what: str) -> list[Any]:
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
+            raise TypeError(f"{what}: expected a sequence with one item per slot")
+        if len(items) != self.size:
+            raise ValueError(f"{what}: expected {self.size} items (one per slot), got {len(items)}")
+        return list(items)
+
+    def _reset_plan(self, tasks: Sequence[Any], seeds: Sequence[int | None] | None) -> Any:
+        self._check_open()
+        tasks = self._slots(tasks, "reset")
+        seeds = self._slots(seeds, "reset seeds") if seeds is not None else [None] * self.size
+        plan: dict[int, list[Any]] = {}
+        errors: dict[int, BaseException] = {}
+        for slot, (task, seed) in enumerate(zip(tasks, seeds, strict=True)):
+            if task is None:
+                continue
+            try:
+                task = coerce_task(task)  # a bad row is refused here, before anything is sent
+            except ValueError as exc:
+                errors[slot] = exc
+                continue
+            plan.setdefault(slot % self.n_actors, []).append((slot, task, seed, None))
+        return plan, errors
+
+    def reset(
+        self, tasks: Sequence[Any], seeds: Sequence[int | None] | None = None
+    ) -> list[tuple[str, dict[str, Any]] | None]:
+        """Start an episode in every slot: ``tasks[i]`` (a Task or a task row; None skips
+        the slot) in slot ``i``, one remote call per actor: ``[(prompt, info), ...]``.
+
+        Raises :class:`~sweworld.env.pool.PoolError` when some slots failed (a task row
+        that is not one, a repository that cannot be found), after the others were reset.
+        """
+        plan, errors = self._reset_plan(tasks, seeds)
+        return self._finish_reset(plan, errors, self._call("reset", plan))
+
+    async def areset(
+        self, tasks: Sequence[Any], seeds: Sequence[int | None] | None = None
+    ) -> list[tuple[str, dict[str, Any]] | None]:
+        """``reset`` for an event loop (awaits the actors without blocking the loop)."""
+        plan, errors = self._reset_plan(tasks, seeds)
+        return self._finish_reset(plan, errors, await self._acall("reset", plan))
+
+    def _finish_reset(
+        self, plan: dict[int, list[Any]], errors: dict[int, BaseException], replies: dict
+    ) -> list[tuple[str, dict[str, Any]] | None]:
+        results: list[Any] = [None] * self.size
+        for index, items in plan.items():
+            reply = replies[index]
+            if isinstance(reply, BaseException):
+                reply = [("error", reply)] * len(items)
+            for (slot, *_), (status, value) in zip(items, reply, strict=True):
+                if status == "ok":
+                    self.episodes[slot]._reset(value[1])
+                    results[slot] = value
+                else:
+                    self.episodes[slot].started = False
+                    errors[slot] = value
+        if errors:
+            from sweworld.env.pool import PoolError
+
+            raise PoolError("reset", errors, results)
+        return results
+
+    # ------------------------------------------------------------------ step
+
+    def _step_plan(self, actions: Sequence[Any | None]) -> Any:
+        self._check_open()
+        actions = self._slots(actions, "step")
+        plan: dict[int, list[Any]] = {}
+        errors: dict[int, BaseException] = {}
+        lost: dict[int, StepOutcome] = {}
+        for slot, action in enumerate(actions):
+            episode = self.episodes[slot]
+            if action is None:
+                continue
+            if not episode.started:
+                errors[slot] = EpisodeError(f"slot {slot}: call reset() before step()")
+            elif episode.done:
+                errors[slot] = EpisodeFinished(
+                    f"slot {slot}: its episode ended ({episode.reason}); reset it or pass None"
+                )
+            elif episode.lost is not None:
+                lost[slot] = _error_outcome(episode.id, episode.steps, episode.lost)
+            else:
+                plan.setdefault(episode.actor, []).append((slot, action))
+        return plan, errors, lost
+
+    def step(self, actions: Sequence[Any | None]) -> list[StepOutcome | None]:
+        """Step every slot whose action is not None (None skips the slot: its result is
+        None), one remote call per actor. An actor that fails or misses the deadline ends
+        its episodes (terminated, reason ``error``). Raises
+        :class:`~sweworld.env.pool.PoolError` for slots whose step raised (not reset,
+        already ended), after the others stepped; ``ValueError`` for a wrong length."""
+        plan, errors, lost = self._step_plan(actions)
+        return self._finish_step(plan, errors, lost, self._call("step", plan))
+
+    async def astep(self, actions: Sequence[Any | None]) -> list[StepOutcome | None]:
+        """``step`` for an event loop."""
+        plan, errors, lost = self._step_plan(actions)
+        return self._finish_step(plan, errors, lost, await self._acall("step", plan))
+
+    def _finish_step(
+        self,
+        plan: dict[int, list[Any]],
+        errors: dict[int, BaseException],
+        lost: dict[int, StepOutcome],
+        replies: dict[int, Any],
+    ) -> list[StepOutcome | None]:
+        results: list[StepOutcome | None] = [None] * self.size
+        for slot, outcome in lost.items():
+            self.episodes[slot]._record(outcome)
+            results[slot] = outcome
+        for index, items in plan.items():
+            reply = replies[index]
+            for n, (slot, _) in enumerate(items):
+                episode = self.episodes[slot]
+                if isinstance(reply, BaseException):  # the actor is gone: the episode ends
+                    outcome = _error_outcome(episode.id, episode.steps, str(reply))
+                elif reply[n][0] == "ok":
+                    outcome = reply[n][1]
+                else:
+                    errors[slot] = reply[n][1]
+                    continue
+                episode._record(outcome)
+                results[slot] = outcome
+        if errors:
+            from sweworld.env.pool import PoolError
+
+            raise PoolError("step", errors, results)
+        return results
+
+    # ------------------------------------------------------------------ rollouts
 
     def rollout(
         self,
         tasks: Sequence[Any],
-        policy_factory: Callable[..., Any],
+        policy_factory: Callable[[], Any],
         *,
         max_steps: int | None = None,
     ) -> list[Any]:
-        """Run one episode per slot to its end, the policies in this process."""
-        from sweworld.env.pool import run_rollout
+        """Run a fresh policy (``policy_factory()``: ``reset(task, first_observation)``,
+        ``act(observation) -> action | None``) on each task to the end, ``size`` episodes
+        at a time; one :class:`~sweworld.env.pool.RolloutResult` per task, in order.
 
-        return run_rollout(self, tasks, policy_factory, max_steps=max_steps)
+        The policies run here, the episodes in the actors (episodes of their own: the
+        pool's slots are left as they are); each turn is one remote call per actor. A
+        failure (a bad task row, a policy that raises, a lost actor) ends only its rollout,
+        with reason ``error``.
+        """
+        from sweworld.env.pool import RolloutResult
+
+        self._check_open()
+        tasks = list(tasks)
+        results: list[Any] = [None] * len(tasks)
+        pending = list(range(len(tasks)))[::-1]
+        live: dict[str, _Rollout] = {}  # key -> rollout, at most ``size`` of them
+
+        def fail(run: _Rollout, why: str) -> None:
+            results[run.index] = RolloutResult(
+                run.instance_id, run.total, "error", run.steps, "", None, run.info, run.end,
+                why,
+            )  # fmt: skip
+
+        while pending or live:
+            starting: dict[int, list[Any]] = {}
+            while pending and len(live) + sum(map(len, starting.values())) < self.size:
+                index = pending.pop()
+                run = _Rollout(index, f"r{self._rollouts}", self._rollouts % self.n_actors)
+                self._rollouts += 1
+                try:
+                    task = coerce_task(tasks[index])
+                except ValueError as exc:
+                    fail(run, f"{type(exc).__name__}: {exc}")
+                    continue
+                run.task, run.instance_id = task, task.instance_id
+                starting.setdefault(run.actor, []).append((run.key, task, None, max_steps))
+                live[run.key] = run
+            replies = self._call("reset", starting)
+            for index, items in starting.items():
+                for n, (key, *_) in enumerate(items):
+                    run, reply = live[key], replies[index]
+                    status, value = ("error", reply) if isinstance(reply, Exception) else reply[n]
+                    if status == "ok":
+                        run.observation = value[0]
+                        run.error = _guard(lambda r=run: r.start(policy_factory))
+                    else:
+                        run.error = f"{type(value).__name__}: {value}"
+            self._rollout_turn(live, results, fail)
+        return results
+
+    def _rollout_turn(self, live: dict[str, _Rollout], results: list[Any], fail: Any) -> None:
+        """One turn of every live rollout: its policy acts, the actors step (one call each)."""
+        from sweworld.env.pool import RolloutResult
+
+        stepping: dict[int, list[Any]] = {}
+        stopping: dict[int, list[Any]] = {}
+        for key, run in list(live.items()):
+            action = None
+            if run.error is None:
+                run.error = _guard(lambda r=run: r.act())
+                action = run.action
+            if run.error is not None or action is None:
+                stopping.setdefault(run.actor, []).append(key)
+            else:
+                stepping.setdefault(run.actor, []).append((key, action))
+        replies = self._call("stop", stopping)
+        for index, keys in stopping.items():
+            for n, key in enumerate(keys):
+                run, reply = live.pop(key), replies[index]
+                ok = not isinstance(reply, Exception) and reply[n][0] == "ok"
+                patch, run.end = reply[n][1] if ok else ("", None)
+                if run.error is not None:
+                    fail(run, run.error)
+                else:
+                    results[run.index] = RolloutResult(
+                        run.instance_id, run.total, "policy_stopped", run.steps, patch or "",
+                        None, run.info, run.end,
+                    )  # fmt: skip
+        replies = self._call("step", stepping)
+        for index, items in stepping.items():
+            for n, (key, _) in enumerate(items):
+                run, reply = live[key], replies[index]
+                if isinstance(reply, Exception) or reply[n][0] != "ok":
+                    value = reply if isinstance(reply, Exception) else reply[n][1]
+                    fail(live.pop(key), f"{type(value).__name__}: {value}")
+                    continue
+                outcome, end = reply[n][1]
+                run.steps += 1
+                run.total += outcome.reward
+                run.observation, run.info = outcome.observation, outcome.info
+                if end is not None:
+                    live.pop(key)
+                    info = outcome.info
+                    results[run.index] = RolloutResult(
+                        run.instance_id, run.total, info.get("reason"), run.steps,
+                        info.get("patch") or "", end[1], info, end[0], info.get("error"),
+                    )  # fmt: skip
+
+    # ------------------------------------------------------------------ records, close
 
     def trajectory(self, slot: int) -> Any:
         """The data-schema trajectory of the episode in ``slot`` (fetched from its actor)."""
         import ray
 
         self._check_open()
-        actor = self._actors[self.episodes[slot].actor]
-        if actor is None:
-            raise EpisodeError(f"slot {slot}: its actor is gone ({self.episodes[slot].lost})")
-        return ray.get(actor.trajectory.remote(slot), timeout=self.call_timeout_s)
+        episode = self.episodes[slot]
+        if episode.lost is not None or self._actors[episode.actor] is None:
+            raise EpisodeError(f"slot {slot}: its actor is gone ({episode.lost})")
+        return ray.get(
+            self._actors[episode.actor].trajectory.remote(slot), timeout=self.call_timeout_s
+        )
 
     def live_sessions(self) -> int:
         """Sessions open in all actors together."""
@@ -606,10 +736,9 @@ class RayEnvPool:
         refs = [a.live_sessions.remote() for a in self._actors if a is not None]
         return sum(ray.get(refs, timeout=self.call_timeout_s))
 
-    # ------------------------------------------------------------------ close
-
     def close(self) -> None:
-        """Close every actor's episodes and sessions, then kill the actors."""
+        """Close every actor's episodes and sessions, then end the actors (idempotent): once
+        it returns, no actor of this pool runs. Ray itself is left running."""
         if self._closed:
             return
         self._closed = True
@@ -617,26 +746,42 @@ class RayEnvPool:
 
         actors = [a for a in self._actors if a is not None]
         self._actors = [None] * len(self._actors)
+        if not actors:
+            self._collect_leftovers()
+            return
         refs = [a.close.remote() for a in actors]
-        if refs:
-            ready, pending = ray.wait(refs, num_returns=len(refs), timeout=CLOSE_TIMEOUT_S)
-            if pending:
-                log.warning("%d actor(s) did not close in time; killing them", len(pending))
-            for ref in ready:
-                try:
-                    ray.get(ref)
-                except ray.exceptions.RayError as exc:
-                    log.warning("an actor failed to close: %s", _short(exc))
-        # Let each actor exit (its queue is empty now), wait for it, then kill what is left:
-        # after close() returns, no actor of this pool runs.
-        exits = [a.__ray_terminate__.remote() for a in actors]
-        if exits:
-            ray.wait(exits, num_returns=len(exits), timeout=CLOSE_TIMEOUT_S)
+        _, pending = ray.wait(refs, num_returns=len(refs), timeout=CLOSE_TIMEOUT_S)
+        if pending:
+            log.warning("%d actor(s) did not close their sessions in time", len(pending))
+        exits = [a.__ray_terminate__.remote() for a in actors]  # after close, in queue order
+        ray.wait(exits, num_returns=len(exits), timeout=CLOSE_TIMEOUT_S)
         for actor in actors:
-            try:
+            with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
-            except Exception:
-                log.debug("killing an actor failed", exc_info=True)
+        self._collect_leftovers()
+
+    def _collect_leftovers(self) -> None:
+        """Remove the session folders of actors that were killed (on this node; on other
+        nodes the next session manager there removes them)."""
+        import ray
+
+        from sweworld.dirs import control_dir, runtime_dir
+        from sweworld.sandbox.manager import gc_stale_sessions
+
+        here = socket.gethostname()
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S / 6
+        for ref in self._whereabouts:  # wait for this node's actors to be gone
+            try:
+                host, pid = ray.get(ref, timeout=1.0)
+            except Exception:  # an actor that never started holds no session
+                continue
+            while host == here and os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+                time.sleep(0.05)
+        root = self._manager_options.get("runtime_root") or runtime_dir()
+        try:
+            gc_stale_sessions(Path(root) / "sessions", control_dir())
+        except OSError:
+            log.debug("collecting stale sessions failed", exc_info=True)
 
     def __enter__(self) -> RayEnvPool:
         return self
@@ -644,19 +789,48 @@ class RayEnvPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        try:
-            if not self._closed:
-                self.close()
-        except Exception:
-            pass
+
+@dataclass
+class _Rollout:
+    """One rollout in flight: its policy and what the driver knows of its episode."""
+
+    index: int
+    key: str
+    actor: int
+    task: Any = None
+    instance_id: str = ""
+    policy: Any = None
+    observation: str = ""
+    action: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+    total: float = 0.0
+    steps: int = 0
+    end: Any = None  # the trajectory, once known
+    error: str | None = None
+
+    def start(self, policy_factory: Callable[[], Any]) -> None:
+        self.policy = policy_factory()
+        self.policy.reset(self.task, self.observation)
+
+    def act(self) -> None:
+        self.action = self.policy.act(self.observation)
 
 
 # ---------------------------------------------------------------------- helpers
 
 
-def build_executor_check(config: EpisodeConfig) -> None:
-    """Refuse an executor spec that cannot work, in the driver (models are not loaded)."""
+def _guard(call: Callable[[], Any]) -> str | None:
+    """None, or the error ``call`` raised (a policy's bug ends its rollout, not the pool)."""
+    try:
+        call()
+    except Exception as exc:
+        log.warning("a rollout's policy failed: %s: %s", type(exc).__name__, exc)
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def check_executor_spec(config: EpisodeConfig) -> None:
+    """Refuse an executor spec that cannot work, in the driver (no model is loaded)."""
     spec = config.executor
     if spec in ("simulated", "hybrid"):
         from sweworld.models import check_lm_spec
@@ -665,8 +839,7 @@ def build_executor_check(config: EpisodeConfig) -> None:
         return
     from sweworld.sandbox.registry import executor_names
 
-    name = spec.partition(":")[0]
-    if name not in executor_names() and "." not in spec:
+    if spec.partition(":")[0] not in executor_names() and "." not in spec:
         raise ValueError(f"unknown executor {spec!r}; known: {', '.join(executor_names())}")
 
 
@@ -675,40 +848,21 @@ def _manager_options(manager: Any) -> dict[str, Any]:
         return {}
     if isinstance(manager, Mapping):
         return dict(manager)
-    options: dict[str, Any] = {}
-    for name in ("runtime_root", "checkout_root"):
-        value = getattr(manager, name, None)
-        if value is not None:
-            options[name] = Path(value)
-    backend = getattr(manager, "backend", None)
-    if isinstance(backend, str):
-        options["backend"] = backend
-    if not options:
+    options = {n: getattr(manager, n, None) for n in ("runtime_root", "checkout_root", "backend")}
+    options = {k: v for k, v in options.items() if v is not None}
+    if "runtime_root" not in options:
         raise TypeError(
-            f"manager must be SessionManager options (a mapping) or a SessionManager, "
+            "manager must be SessionManager options (a mapping) or a SessionManager, "
             f"not {type(manager).__name__}"
         )
     return options
 
 
-def _error_outcome(episode: RemoteEpisode, why: str) -> StepOutcome:
-    info = {
-        "episode_id": episode.id,
-        "step": episode.steps + 1,
-        "reason": "error",
-        "error": why,
-        "submitted": False,
-        "patch": "",
-        "reward": None,
-    }
+def _error_outcome(episode_id: str | None, steps: int, why: str) -> StepOutcome:
+    info = {"episode_id": episode_id, "step": steps + 1, "reason": "error", "error": why}
+    info.update(submitted=False, patch="", reward=None, steps=steps + 1)
     observation = f"sweworld: the environment failed ({why}); the episode ends."
     return StepOutcome(observation, 0.0, True, False, info)
-
-
-def _with_slot(exc: BaseException, slot: int) -> BaseException:
-    with contextlib.suppress(Exception):  # add_note needs a real exception instance
-        exc.add_note(f"(slot {slot})")
-    return exc
 
 
 def _short(exc: BaseException) -> str:

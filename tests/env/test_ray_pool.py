@@ -10,7 +10,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from sweworld.data.policies import ScriptedPolicy  # noqa: E402
 from sweworld.env import EpisodeError, EpisodeFinished, StepOutcome  # noqa: E402
+from sweworld.env.pool import PoolError, RolloutResult  # noqa: E402
 from sweworld.env.ray_pool import RayEnvPool  # noqa: E402
 from tests.conftest import requires_sandbox  # noqa: E402
 
@@ -114,41 +116,39 @@ def test_episodes_on_two_actors_are_graded_with_their_own_patches(
             ray.get(actor.live_sessions.remote(), timeout=30)
 
 
-def test_bad_input_is_refused_in_the_driver(cluster, toy_task, tmp_path):
+def test_bad_input_gives_clear_errors(cluster, toy_task, tmp_path):
     runtime = tmp_path / "runtime"
     pool = RayEnvPool(
-        size=2,
-        n_actors=2,
-        executor="none",
-        reward="none",
-        max_steps=3,
+        size=2, n_actors=2, executor="none", reward="none", max_steps=3,
         manager={"runtime_root": runtime},
-    )
+    )  # fmt: skip
     try:
-        with pytest.raises(EpisodeError, match="reset"):
+        with pytest.raises(PoolError, match="reset\\(\\) before step") as caught:
             pool.step(["ls", "ls"])
-        with pytest.raises(ValueError, match="3 items; the pool has 2 slots"):
+        assert sorted(caught.value.errors) == [0, 1]
+        with pytest.raises(ValueError, match="expected 2 items \\(one per slot\\), got 3"):
             pool.reset([toy_task] * 3)
         row = toy_task.to_row()
         del row["repo"]
-        with pytest.raises(ValueError, match=r"slot 1.*repo"):
+        with pytest.raises(PoolError, match="repo") as caught:  # refused before it is sent
             pool.reset([toy_task, row])
+        assert list(caught.value.errors) == [1] and caught.value.results[0] is not None
         with pytest.raises(TypeError, match="one item per slot"):
             pool.step("ls")
         with pytest.raises(ValueError, match="unknown executor"):
             RayEnvPool(size=1, executor="no-such-executor")
         pool.reset([toy_task, toy_task])
-        with pytest.raises(ValueError, match="1 items; the pool has 2 slots"):
+        with pytest.raises(ValueError, match="expected 2 items"):
             pool.step(["ls"])
         out = pool.step(["ls", None])
         assert out[1] is None and not out[0].done and "stockroom" in out[0].observation
-        # a slot may run to its limit while the other waits; then it refuses steps
-        assert pool.step(["ls", None])[0].info.get("reason") is None
-        end = pool.step(["ls", None])[0]
+        pool.step(["ls", None])
+        end = pool.step(["ls", None])[0]  # slot 0 reaches its limit while slot 1 waits
         assert end.truncated and end.info["reason"] == "max_steps"
-        with pytest.raises(EpisodeFinished, match="slot 0"):
+        with pytest.raises(PoolError, match="slot 0: its episode ended") as caught:
             pool.step(["ls", "ls"])
-        assert pool.step([None, "ls"])[1].info["step"] == 1  # the other slot is untouched
+        assert isinstance(caught.value.errors[0], EpisodeFinished)
+        assert caught.value.results[1].info["step"] == 1  # the other slot stepped
 
         async def go():
             await pool.areset([toy_task, toy_task])
@@ -164,6 +164,45 @@ def test_bad_input_is_refused_in_the_driver(cluster, toy_task, tmp_path):
         pool.reset([toy_task, toy_task])
 
 
+class _Flaky:
+    """A policy that raises at its second action (a bug in one agent)."""
+
+    def reset(self, task, first_observation):
+        self.n = 0
+
+    def act(self, observation):
+        self.n += 1
+        if self.n == 2:
+            raise RuntimeError("policy bug")
+        return "echo flaky > /testbed/flaky.txt"
+
+
+def test_rollouts_run_policies_here_and_episodes_in_actors(
+    cluster, toy_task, demo_actions, tmp_path
+):
+    runtime = tmp_path / "runtime"
+    policies = iter(
+        [ScriptedPolicy(demo_actions), _Flaky(), ScriptedPolicy(["echo x > /testbed/x.txt"])]
+    )
+    bad_row = {"instance_id": "broken"}  # a task row missing its fields
+    with RayEnvPool(
+        size=2, n_actors=2, executor="local", reward="real", manager={"runtime_root": runtime}
+    ) as pool:
+        results = pool.rollout([toy_task, bad_row, toy_task, toy_task], lambda: next(policies))
+        assert pool.live_sessions() == 0
+        assert not any(e.started for e in pool.episodes)  # the slots are left as they were
+    assert _sessions_left(runtime) == []
+    assert all(isinstance(r, RolloutResult) for r in results)
+    solved, broken, flaky, stopped = results
+    assert solved.reason == "submitted" and solved.resolved is True and solved.reward == 1.0
+    assert solved.steps == len(demo_actions) and "strip(separator)" in solved.patch
+    assert solved.trajectory.submission == solved.patch and "flaky" not in solved.patch
+    assert broken.reason == "error" and "repo" in broken.error
+    assert flaky.reason == "error" and "policy bug" in flaky.error and flaky.steps == 1
+    assert stopped.reason == "policy_stopped" and stopped.resolved is None
+    assert "x.txt" in stopped.patch and stopped.steps == 1
+
+
 def test_a_failed_or_slow_actor_ends_its_episodes_never_hangs(cluster, toy_task, tmp_path):
     runtime = tmp_path / "runtime"
     with RayEnvPool(
@@ -173,7 +212,7 @@ def test_a_failed_or_slow_actor_ends_its_episodes_never_hangs(cluster, toy_task,
         reward="none",
         max_steps=5,
         manager={"runtime_root": runtime},
-        call_timeout_s=2.0,
+        call_timeout_s=60.0,
     ) as pool:
         pool.reset([toy_task, toy_task])
         ray.kill(pool._actors[1], no_restart=True)  # actor 1 dies (node lost, OOM, ...)
@@ -181,11 +220,14 @@ def test_a_failed_or_slow_actor_ends_its_episodes_never_hangs(cluster, toy_task,
         assert not alive.done
         assert dead.terminated and dead.info["reason"] == "error"
         assert "actor 1 failed" in dead.info["error"]
+        pool.call_timeout_s = 2.0
         slow, _ = pool.step(["sleep 8", None])  # overruns the 2 s call deadline
+        pool.call_timeout_s = 60.0
         assert slow.terminated and slow.info["reason"] == "error"
         assert "did not answer within 2 s" in slow.info["error"]
         # the slots start again on fresh actors
         pool.reset([toy_task, toy_task])
         out = pool.step(["ls", FINISH])
         assert "stockroom" in out[0].observation and out[1].info["reason"] == "submitted"
+        ray.kill(pool._actors[0], no_restart=True)  # killed with a live session: close collects it
     assert _sessions_left(runtime) == []
