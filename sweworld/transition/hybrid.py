@@ -218,13 +218,15 @@ def hybrid(
     lm: Any = None,
     mode: str = "blind",
     step_timeout: float | None = None,
+    seed: int = 0,
 ) -> HybridExecutor:
     """The registry's ``hybrid``: SWT for most commands, every k-th one run locally
-    (``step_timeout``: the simulated steps' deadline; None: the simulator's default)."""
+    (``step_timeout``: the simulated steps' deadline; None: the simulator's default;
+    ``seed``: the simulator's)."""
     from sweworld.execution.local import LocalExecutor
     from sweworld.transition.simulated import SimulatedExecutor
 
-    options: dict[str, Any] = {"mode": mode}
+    options: dict[str, Any] = {"mode": mode, "seed": seed}
     if step_timeout is not None:
         options["step_timeout"] = step_timeout
     return HybridExecutor(
