@@ -15,6 +15,16 @@ TASK = "sweworld__stockroom-1"
 REAL = ["--executor", "local", "--reward", "real"]
 
 
+@pytest.fixture(autouse=True)
+def own_runtime(tmp_path, monkeypatch):
+    """Each test's sessions live under its own runtime folder, which must end up empty."""
+    runtime = tmp_path / "runtime"
+    monkeypatch.setenv("SWEWORLD_RUNTIME_DIR", str(runtime))
+    yield
+    sessions = runtime / "sessions"
+    assert not sessions.exists() or list(sessions.iterdir()) == []  # no leaked sandbox
+
+
 def episode(*args: str) -> int:
     return main(["episode", "--id", TASK, *args])
 
