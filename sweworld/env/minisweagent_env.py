@@ -198,7 +198,8 @@ class SWEWorldEnvironment:
         manager: a :class:`~sweworld.sandbox.manager.SessionManager` to share (one is made
             and closed with the environment otherwise).
         executor: an executor instance to share (built from the config otherwise).
-        rewarder: an :class:`EpisodeRewarder` to share (built otherwise).
+        rewarder: an :class:`EpisodeRewarder` to share (built otherwise; a given one grades
+            by its own config).
         **kwargs: the config's fields (the YAML ``environment`` section).
 
     Raises:
@@ -240,6 +241,7 @@ class SWEWorldEnvironment:
         self.patch: str | None = None
         self.final: FinalReward | None = None
         self.error: str | None = None
+        self.wall_s: float | None = None
         self._records: list[Any] = []
         self.session = self._open_session()
 
@@ -509,7 +511,7 @@ class SWEWorldEnvironment:
                 reward=self.final.to_dict() if self.final else None,
                 resolved=self.final.resolved if self.final else None,
                 error=self.error,
-                wall_s=getattr(self, "wall_s", None),
+                wall_s=self.wall_s,
             )
         return summary
 

@@ -278,7 +278,9 @@ def test_one_environment_from_two_threads_is_refused(mini, manager):
     with make_env(manager) as env:
         worker = threading.Thread(target=env.execute, args=({"command": "sleep 2"},))
         worker.start()
-        time.sleep(0.5)
+        deadline = time.monotonic() + 10
+        while not env._lock.locked() and time.monotonic() < deadline:  # the worker is in
+            time.sleep(0.01)
         with pytest.raises(EpisodeBusy):
             env.execute({"command": "ls"})
         worker.join()
