@@ -141,3 +141,18 @@ def test_an_unknown_choice_is_refused_by_the_parser(capsys):
         main(["episode", "--id", TASK, "--actions", DEMO, "--reward", "vibes"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'vibes'" in capsys.readouterr().err
+
+
+@requires_sandbox
+def test_the_default_simulated_executor_with_a_replayed_model(capsys, tmp_path):
+    answer = {"stdout": "hello---world-\n", "stderr": "", "exit_code": 0}
+    replay = _write(tmp_path, "swt.jsonl", json.dumps({"text": json.dumps(answer)}) + "\n")
+    lines = PROJECT.joinpath(DEMO).read_text().splitlines()
+    actions = _write(tmp_path, "a.jsonl", "\n".join([*lines[:5], lines[-1]]) + "\n")
+    stages = "syntax,typecheck,semantic"
+    assert episode("--actions", actions, "--model", f"replay:{replay}", "--swr-stages", stages) == 0
+    out = capsys.readouterr().out
+    assert "executor: simulated (SWT model replay:" in out
+    assert "hello---world-\n    </output>\n   exit 0 · execution: simulated" in out
+    assert "== patch\n    (no change)" in out and "SWR: unresolved" in out
+    assert "== end: submitted (terminated) after 6 step(s)" in out
