@@ -377,10 +377,11 @@ class Episode:
                 False,
                 None,
             )
-        if isinstance(action, str) and len(action) > cfg.max_action_chars:
+        size = len(action) if isinstance(action, str) else len(repr(action))
+        if size > cfg.max_action_chars:  # a tool-call mapping is measured by its text
             info["action_error"] = "too_long"
             return (
-                f"sweworld: the action is {len(action)} characters long; the limit is "
+                f"sweworld: the action is {size} characters long; the limit is "
                 f"{cfg.max_action_chars}. Nothing was run.",
                 -1,
                 False,
