@@ -274,6 +274,9 @@ def test_oversized_non_text_and_foreign_actions_run_nothing(episodes, toy_task):
     ep.reset()
     out = ep.step("touch /testbed/long.txt # " + "x" * 500)
     assert out.info["action_error"] == "too_long" and "limit is 200" in out.observation
+    call = {"function": "file_editor", "command": "create", "path": "/testbed/big.txt"}
+    out = ep.step({**call, "file_text": "x" * 500})  # a tool-call mapping is measured too
+    assert out.info["action_error"] == "too_long"
     for bad in (123, None, b"ls"):
         out = ep.step(bad)
         assert out.info["action_error"] == "type" and "must be text" in out.observation
