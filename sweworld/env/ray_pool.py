@@ -41,6 +41,7 @@ import logging
 import os
 import pickle
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import (
     STEP_GRACE_S,
     Episode,
+    EpisodeBusy,
     EpisodeError,
     EpisodeFinished,
     StepOutcome,
@@ -112,29 +114,21 @@ class EpisodeGroup:
         )
 
     def _simulated_executor(self, lm: Any, max_batch: int, batch_wait_s: float, slots: int) -> Any:
-        """The actor's SWT executor: one model (an endpoint client, or an embedded model on
-        the slow path) whose requests from this actor's episodes are merged into batches."""
+        """The actor's SWT executor, as the in-process pool builds it: one model (an endpoint
+        client, or an embedded model: the slow path) behind a BatchingLM that merges the
+        requests of this actor's episodes."""
         from sweworld.env.batching import BatchingLM
+        from sweworld.env.pool import build_pool_executor
         from sweworld.models import make_lm
-        from sweworld.sandbox.registry import make_executor
 
-        config = self.config
-        model = make_lm(lm if lm is not None else config.model)
-        remote = isinstance(config.model, str) and config.model.startswith(("openai:", "vllm:"))
+        remote = str(self.config.model).startswith(("openai:", "vllm:")) and lm is None
         self.lm = BatchingLM(
-            model,
+            make_lm(lm if lm is not None else self.config.model),
             max_batch=max_batch,
             batch_wait_s=batch_wait_s,
-            max_concurrent=max(1, slots) if remote and lm is None else 1,
-            timeout_s=2 * config.step_timeout_s,
+            max_concurrent=max(1, slots) if remote else 1,  # a server batches on its side
         )
-        return make_executor(
-            config.executor,
-            lm=self.lm,
-            mode=config.mode,
-            step_timeout=config.step_timeout_s,
-            seed=config.seed,
-        )
+        return build_pool_executor(self.config, self.lm)
 
     def _episode(self, key: int | str, max_steps: int | None = None) -> Episode:
         episode = self.episodes.get(key)
@@ -359,6 +353,7 @@ class RayEnvPool:
         )
         manager_options = self._manager_options = _manager_options(manager)
         self._closed = False
+        self._busy = threading.Lock()
         self._actors: list[Any] = []
 
         import ray
@@ -475,6 +470,19 @@ class RayEnvPool:
         if self._closed:
             raise EpisodeError("the pool is closed")
 
+    @contextlib.contextmanager
+    def _exclusive(self, what: str) -> Any:
+        """One call of the pool at a time (its slots' state is the driver's)."""
+        if not self._busy.acquire(blocking=False):
+            raise EpisodeBusy(
+                f"{what}() while another call of this pool is running; drive a pool from one "
+                "thread (or one task) at a time"
+            )
+        try:
+            yield
+        finally:
+            self._busy.release()
+
     def _slots(self, items: Sequence[Any], what: str) -> list[Any]:
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
             raise TypeError(f"{what}: expected a sequence with one item per slot")
@@ -508,15 +516,17 @@ class RayEnvPool:
         Raises :class:`~sweworld.env.pool.PoolError` when some slots failed (a task row
         that is not one, a repository that cannot be found), after the others were reset.
         """
-        plan, errors = self._reset_plan(tasks, seeds)
-        return self._finish_reset(plan, errors, self._call("reset", plan))
+        with self._exclusive("reset"):
+            plan, errors = self._reset_plan(tasks, seeds)
+            return self._finish_reset(plan, errors, self._call("reset", plan))
 
     async def areset(
         self, tasks: Sequence[Any], seeds: Sequence[int | None] | None = None
     ) -> list[tuple[str, dict[str, Any]] | None]:
         """``reset`` for an event loop (awaits the actors without blocking the loop)."""
-        plan, errors = self._reset_plan(tasks, seeds)
-        return self._finish_reset(plan, errors, await self._acall("reset", plan))
+        with self._exclusive("areset"):
+            plan, errors = self._reset_plan(tasks, seeds)
+            return self._finish_reset(plan, errors, await self._acall("reset", plan))
 
     def _finish_reset(
         self, plan: dict[int, list[Any]], errors: dict[int, BaseException], replies: dict
@@ -569,13 +579,15 @@ class RayEnvPool:
         its episodes (terminated, reason ``error``). Raises
         :class:`~sweworld.env.pool.PoolError` for slots whose step raised (not reset,
         already ended), after the others stepped; ``ValueError`` for a wrong length."""
-        plan, errors, lost = self._step_plan(actions)
-        return self._finish_step(plan, errors, lost, self._call("step", plan))
+        with self._exclusive("step"):
+            plan, errors, lost = self._step_plan(actions)
+            return self._finish_step(plan, errors, lost, self._call("step", plan))
 
     async def astep(self, actions: Sequence[Any | None]) -> list[StepOutcome | None]:
         """``step`` for an event loop."""
-        plan, errors, lost = self._step_plan(actions)
-        return self._finish_step(plan, errors, lost, await self._acall("step", plan))
+        with self._exclusive("astep"):
+            plan, errors, lost = self._step_plan(actions)
+            return self._finish_step(plan, errors, lost, await self._acall("step", plan))
 
     def _finish_step(
         self,
@@ -625,10 +637,15 @@ class RayEnvPool:
         failure (a bad task row, a policy that raises, a lost actor) ends only its rollout,
         with reason ``error``.
         """
+        with self._exclusive("rollout"):
+            self._check_open()
+            return self._rollout(list(tasks), policy_factory, max_steps)
+
+    def _rollout(
+        self, tasks: list[Any], policy_factory: Callable[[], Any], max_steps: int | None
+    ) -> list[Any]:
         from sweworld.env.pool import RolloutResult
 
-        self._check_open()
-        tasks = list(tasks)
         results: list[Any] = [None] * len(tasks)
         pending = list(range(len(tasks)))[::-1]
         live: dict[str, _Rollout] = {}  # key -> rollout, at most ``size`` of them
@@ -641,7 +658,7 @@ class RayEnvPool:
 
         while pending or live:
             starting: dict[int, list[Any]] = {}
-            while pending and len(live) + sum(map(len, starting.values())) < self.size:
+            while pending and len(live) < self.size:
                 index = pending.pop()
                 run = _Rollout(index, f"r{self._rollouts}", self._rollouts % self.n_actors)
                 self._rollouts += 1

@@ -11,7 +11,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from sweworld.data.policies import ScriptedPolicy  # noqa: E402
-from sweworld.env import EpisodeError, EpisodeFinished, StepOutcome  # noqa: E402
+from sweworld.env import EpisodeBusy, EpisodeError, EpisodeFinished, StepOutcome  # noqa: E402
 from sweworld.env.pool import PoolError, RolloutResult  # noqa: E402
 from sweworld.env.ray_pool import RayEnvPool  # noqa: E402
 from tests.conftest import requires_sandbox  # noqa: E402
@@ -231,3 +231,45 @@ def test_a_failed_or_slow_actor_ends_its_episodes_never_hangs(cluster, toy_task,
         assert "stockroom" in out[0].observation and out[1].info["reason"] == "submitted"
         ray.kill(pool._actors[0], no_restart=True)  # killed with a live session: close collects it
     assert _sessions_left(runtime) == []
+
+
+def test_actors_send_execution_to_a_model_endpoint(cluster, toy_task, tmp_path):
+    """executor="simulated" with model "openai:URL#MODEL": every actor asks one server (a
+    real HTTP server speaking the OpenAI chat API, standing in for vLLM)."""
+    from sweworld.models import ReplayLM
+    from tests.model_fixtures import ChatServer
+
+    answer = json.dumps({"stdout": "served by the endpoint\n", "stderr": "", "exit_code": 0})
+    server = ChatServer(ReplayLM(lambda messages: answer))
+    runtime = tmp_path / "runtime"
+    slug = "python -c 'from stockroom.textutil import slugify; print(slugify(\"{}\"))'"
+    try:
+        with RayEnvPool(
+            size=4, n_actors=2, executor="simulated", lm=f"openai:{server.url}#swt",
+            reward="none", manager={"runtime_root": runtime},
+        ) as pool:  # fmt: skip
+            assert pool.config.model == f"openai:{server.url}#swt"
+            pool.reset([toy_task] * 4)
+            out = pool.step([slug.format(i) for i in range(4)])  # not computable: the model
+            assert all("served by the endpoint" in o.observation for o in out), out
+            assert all(o.info["execution_calls"] for o in out)
+        assert server.count >= 4 and {b["model"] for b in server.bodies} == {"swt"}
+    finally:
+        server.close()
+    assert _sessions_left(runtime) == []
+
+
+def test_one_call_of_a_pool_at_a_time(cluster, toy_task, tmp_path):
+    with RayEnvPool(
+        size=1, executor="none", reward="none", manager={"runtime_root": tmp_path / "rt"}
+    ) as pool:
+        pool.reset([toy_task])
+
+        async def two_at_once():
+            return await asyncio.gather(
+                pool.astep(["sleep 1"]), pool.astep(["ls"]), return_exceptions=True
+            )
+
+        first, second = asyncio.run(two_at_once())
+        assert isinstance(first[0], StepOutcome) and first[0].info["exit_code"] == 0
+        assert isinstance(second, EpisodeBusy)
