@@ -122,7 +122,9 @@ class SWEWorldToolEnv:
             turn when rows carry no task.
         config: the episode rules (:class:`~sweworld.env.EpisodeConfig`); keyword overrides
             are applied on top (``executor=``, ``reward=``, ``max_steps=``, ...).
-        manager, executor, rewarder: backends to share (a factory passes its own).
+        manager, rewarder: backends to share (a factory passes its own).
+        executor: an executor instance to share, or a spec string (``local``,
+            ``simulated``, ...: the config's ``executor``).
     """
 
     def __init__(
@@ -136,6 +138,8 @@ class SWEWorldToolEnv:
         _shared: _Shared | None = None,
         **overrides: Any,
     ):
+        if isinstance(executor, str):  # a spec ("local", "simulated", ...), not an instance
+            overrides["executor"], executor = executor, None
         if _shared is None:
             config = config or EpisodeConfig()
             config = config.replace(**overrides) if overrides else config
@@ -327,6 +331,8 @@ class SWEWorldEnvironmentFactory:
         env_class: type[SWEWorldToolEnv] = SWEWorldToolEnv,
         **overrides: Any,
     ):
+        if isinstance(executor, str):  # a spec ("local", "simulated", ...), not an instance
+            overrides["executor"], executor = executor, None
         config = config or EpisodeConfig()
         config = config.replace(**overrides) if overrides else config
         tasks_list = [coerce_task(t) for t in tasks or ()]

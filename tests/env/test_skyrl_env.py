@@ -190,3 +190,47 @@ def test_episodes_share_no_state(manager, toy_task):
     finally:
         first.close()
         second.close()
+
+
+class BrokenExecutor:
+    """An executor whose backend is down (every call raises)."""
+
+    name = "broken"
+
+    def execute(self, request):
+        raise RuntimeError("the model server is down")
+
+
+def test_failing_executor_and_reward_end_with_the_reason(manager, toy_task):
+    from sweworld.env import EpisodeConfig, EpisodeRewarder
+
+    prompt, extras = _extras(toy_task)
+    env = skyrl_gym.make(
+        ENV_ID,
+        env_config={"reward": "real", "end_on_executor_error": True},
+        extras=extras,
+        manager=manager,
+        executor=BrokenExecutor(),
+    )
+    try:
+        env.init(prompt)
+        out = env.step("python -V")
+        assert out["done"] is True and out["reward"] == 0.0
+        assert out["metadata"]["reason"] == "error"
+        assert "model server is down" in out["metadata"]["error"]
+    finally:
+        env.close()
+    broken = EpisodeRewarder(
+        EpisodeConfig(reward="real"), manager=manager, real_executor="no_such_executor"
+    )
+    env = skyrl_gym.make(
+        ENV_ID, env_config={"executor": "none"}, extras=extras, manager=manager, rewarder=broken
+    )
+    try:
+        env.init(prompt)
+        out = env.step(_call("finish", command="submit"))
+        assert out["done"] is True and out["reward"] == 0.0
+        assert out["metadata"]["reason"] == "error"
+        assert "reward failed" in out["metadata"]["error"]
+    finally:
+        env.close()

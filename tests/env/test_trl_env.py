@@ -231,3 +231,41 @@ def _scripted_tiny_llama(tokenizer, scripts):
         pad_token_id=tokenizer.pad_token_id,
     )
     return ScriptedLlama(config)
+
+
+class BrokenExecutor:
+    """An executor whose backend is down (every call raises)."""
+
+    name = "broken"
+
+    def execute(self, request):
+        raise RuntimeError("the model server is down")
+
+
+def test_failing_executor_and_reward_end_with_the_reason(manager, toy_task):
+    from sweworld.env import EpisodeConfig, EpisodeRewarder
+
+    with make_environment_factory(
+        [toy_task], executor="local", reward="real", manager=manager
+    ) as factory:
+        assert factory.shared.config.executor == "local"  # a spec string is config
+    with make_environment_factory(
+        [toy_task], executor=BrokenExecutor(), end_on_executor_error=True, manager=manager
+    ) as factory:
+        env = factory()
+        env.reset()
+        env.execute_bash("python -V")
+        assert env.episode.done and env.last_info["reason"] == "error"
+        assert "model server is down" in env.last_info["error"]
+        assert env.get_reward() == 0.0
+    broken = EpisodeRewarder(
+        EpisodeConfig(reward="real"), manager=manager, real_executor="no_such_executor"
+    )
+    with make_environment_factory(
+        [toy_task], executor="none", manager=manager, rewarder=broken
+    ) as factory:
+        env = factory()
+        env.reset()
+        env.finish()
+        assert env.get_reward() == 0.0
+        assert env.last_info["reason"] == "error" and "reward failed" in env.last_info["error"]
