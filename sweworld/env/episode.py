@@ -553,23 +553,30 @@ def build_executor(config: EpisodeConfig) -> Any:
 
 
 def _executor_failure(calls: list[dict[str, Any]]) -> str | None:
-    """The error of the first execution call whose executor raised or whose model failed."""
+    """The error of the first execution call whose executor raised or whose model could not
+    be called (unreachable, failed to load); a simulator that fell back to its conservative
+    answer because the model's answers were invalid is not a failure."""
     for call in calls:
         info = call.get("info") or {}
         if not isinstance(info, Mapping):
             continue
-        if info.get("source") == "error" or info.get("error"):
+        if info.get("source") == "error":
             return str(info.get("error") or "executor error")[:2000]
+        if info.get("source") == "fallback":  # the model answered, badly: not a failure
+            for attempt in info.get("attempts") or ():  # ... unless a model call raised
+                if isinstance(attempt, Mapping) and attempt.get("error"):
+                    return str(attempt["error"])[:2000]
+            continue
+        if info.get("error"):
+            return str(info["error"])[:2000]
     return None
 
 
 def _with_deadline(fn: Callable[[], Any], timeout: float) -> tuple[Any, str | None]:
     """``(fn(), None)``, or ``(None, why)`` when it raised or did not return in ``timeout``
     seconds (the thread is left to finish on its own; its result is dropped)."""
-    # A long-lived worker, not a thread per step: the sandbox server a step starts dies with
-    # the thread that started it (bwrap --die-with-parent is per thread), so a thread that
-    # exits after its step killed the server (restarted at every step, and a command in
-    # flight when it died ended with exit 137).
+    # Pooled workers rather than a thread per step (sandboxes themselves are started from
+    # sweworld.sandbox.bwrap.spawn's long-lived threads, whatever thread steps them).
     future = _step_pool().submit(fn)
     try:
         return future.result(timeout), None

@@ -13,6 +13,7 @@ their names are re-exported here.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -22,10 +23,12 @@ import shutil
 import signal
 import stat
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sweworld.sandbox.launch import (
     BASE_ENV,
@@ -47,6 +50,27 @@ from sweworld.sandbox.shims import CTL, SANDBOX_DIR, SERVER_SCRIPT, answer_call
 from sweworld.sandbox.workspace import remove_tree
 
 log = logging.getLogger(__name__)
+
+_spawner: concurrent.futures.ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def spawn(argv: Sequence[str], **options: Any) -> subprocess.Popen:
+    """``subprocess.Popen(argv, **options)`` started from one of sweworld's long-lived
+    spawner threads.
+
+    ``bwrap --die-with-parent`` (``PR_SET_PDEATHSIG``) fires when the *thread* that forked
+    it exits, not the process: a sandbox started from a short-lived thread (a trainer's
+    worker, an asyncio executor thread) was killed when that thread ended, and the command
+    then in flight ended with exit 137. The spawner threads live as long as the process.
+    """
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = concurrent.futures.ThreadPoolExecutor(
+                max_workers=4, thread_name_prefix="sweworld-spawn"
+            )
+    return _spawner.submit(subprocess.Popen, list(argv), **options).result()
 
 
 @dataclass
@@ -207,7 +231,7 @@ class SandboxRunner:
             with open(self.log_path, "wb") as log_file:
                 # env: bwrap's own pid-1 reaper keeps the environment it is started with,
                 # and the sandbox can read it at /proc/1/environ.
-                self._proc = subprocess.Popen(
+                self._proc = spawn(
                     argv,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,

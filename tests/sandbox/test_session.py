@@ -517,3 +517,28 @@ def test_routes_count_the_repositorys_console_scripts(manager, tmp_path):
         }
     finally:
         sess.destroy()
+
+
+def test_sandbox_survives_the_exit_of_the_thread_that_started_it(session):
+    # bwrap --die-with-parent fires when the *thread* that forked it exits: a sandbox started
+    # from a short-lived thread must not die with it, taking a command in flight along.
+    release = threading.Event()
+    started: list[int] = []
+
+    def first_user() -> None:
+        started.append(session.run("true").exit_code)  # starts the sandbox server
+        release.wait(10)
+
+    owner = threading.Thread(target=first_user)
+    owner.start()
+    while not started:
+        owner.join(0.01)
+    results = []
+    worker = threading.Thread(target=lambda: results.append(session.run("sleep 1; echo ok")))
+    worker.start()
+    release.set()  # the thread that started the sandbox exits while `sleep 1` runs
+    owner.join(10)
+    worker.join(30)
+    assert started == [0]
+    assert results[0].exit_code == 0, results[0]
+    assert results[0].stdout == "ok\n"
