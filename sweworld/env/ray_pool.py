@@ -96,6 +96,7 @@ class EpisodeGroup:
         max_batch: int = 32,
         batch_wait_s: float = 0.005,
         slots: int = 1,
+        warm: Mapping[str, Any] | None = None,
     ):
         from sweworld.env.rewards import EpisodeRewarder
         from sweworld.sandbox.manager import SessionManager
@@ -108,7 +109,20 @@ class EpisodeGroup:
             executor = self._simulated_executor(lm, max_batch, batch_wait_s, slots)
         self.executor = executor if executor is not None else build_executor(config)
         self.rewarder = EpisodeRewarder(config, manager=self.manager)
-        self.episodes: dict[int, Episode] = {}
+        self.warm: Any = None
+        if warm is not None:  # this actor's own warm sessions, as the template said
+            from sweworld.env.warm import WarmSessions
+            from sweworld.sandbox.bwrap import SandboxLimits
+            from sweworld.sandbox.session import SessionConfig
+
+            session_config = SessionConfig(
+                limits=SandboxLimits(timeout=config.step_timeout_s),
+                observation_format=config.observation_format,
+            )
+            self.warm = WarmSessions(
+                self.manager, executor=self.executor, config=session_config, **warm
+            )
+        self.episodes: dict[int | str, Episode] = {}
         self._threads = concurrent.futures.ThreadPoolExecutor(
             max_workers=max(4, min(slots, 256)), thread_name_prefix="sweworld-ray-episode"
         )
@@ -140,7 +154,11 @@ class EpisodeGroup:
             episode = None
         if episode is None:
             episode = Episode(
-                config=config, manager=self.manager, executor=self.executor, rewarder=self.rewarder
+                config=config,
+                manager=self.manager,
+                executor=self.executor,
+                rewarder=self.rewarder,
+                open_session=self.warm.acquire if self.warm is not None else None,
             )
             episode.id = f"{self.name}.{episode.id}"  # unique across the pool's actors
             self.episodes[key] = episode
@@ -217,8 +235,12 @@ class EpisodeGroup:
         return socket.gethostname(), os.getpid()
 
     def live_sessions(self) -> int:
-        """How many sessions this actor's manager holds open."""
+        """How many sessions this actor's manager holds open (warm ones included)."""
         return len(self.manager.sessions)
+
+    def warm_stats(self) -> dict[str, Any] | None:
+        """The warm sessions' hits, misses, capacity, ... (None without them)."""
+        return self.warm.stats() if self.warm is not None else None
 
     def close(self) -> int:
         """Close every episode, the model, the rewarder and the manager; sessions left."""
@@ -228,6 +250,8 @@ class EpisodeGroup:
             except Exception:
                 log.exception("closing the episode of %s failed", key)
         try:
+            if self.warm is not None:
+                self.warm.close()
             self.rewarder.close()
             if self.lm is not None:
                 self.lm.close()
@@ -301,7 +325,11 @@ class RayEnvPool:
             :class:`~sweworld.sandbox.manager.SessionManager` options (``runtime_root``,
             ``backend``, ``checkout_root``) or a manager whose options are copied (a live
             manager cannot cross processes).
-        warm: must be None: warm sessions live in one process (each actor opens its own).
+        warm: an unbound :class:`~sweworld.env.warm.WarmSessions` (or a mapping of its
+            options, ``tasks`` included) used as a template: every actor keeps its own warm
+            sessions with the template's ``per_task`` and ``refill`` and an equal share of its
+            memory budget, for the tasks its slots are reset on (live sessions cannot cross
+            processes: a bound one is refused).
         max_batch, batch_wait_s: how each actor's :class:`~sweworld.env.batching.BatchingLM`
             merges its episodes' model requests (a vLLM endpoint also batches across actors).
         address: a Ray cluster to join (``"auto"``, ``"ray://host:10001"``); without it a
@@ -334,8 +362,6 @@ class RayEnvPool:
     ):
         if not isinstance(size, int) or size < 1:
             raise ValueError(f"size must be a positive integer, got {size!r}")
-        if warm is not None:
-            raise ValueError("RayEnvPool's actors open their own sessions: pass warm=None")
         if n_actors is not None and (not isinstance(n_actors, int) or n_actors < 1):
             raise ValueError(f"n_actors must be a positive integer, got {n_actors!r}")
         config = config or EpisodeConfig()
@@ -377,6 +403,7 @@ class RayEnvPool:
             actor_options["runtime_env"] = dict(runtime_env)
         self._actor_class = ray.remote(EpisodeGroup).options(**actor_options)
         self._actor_args = (self.config, manager_options, lm, executor)
+        self._warm = _warm_options(warm, self.n_actors)
         self._starts = 0
         self._rollouts = 0
         self._whereabouts: list[Any] = []  # (host, pid) of every actor started
@@ -403,6 +430,7 @@ class RayEnvPool:
             max_batch=self.max_batch,
             batch_wait_s=self.batch_wait_s,
             slots=len(range(index, self.size, self.n_actors)),
+            warm=self._warm,
         )
         self._whereabouts.append(actor.where.remote())
         return actor
@@ -443,19 +471,8 @@ class RayEnvPool:
         return replies
 
     async def _acall(self, method: str, plan: dict[int, list[Any]]) -> dict[int, Any]:
-        import ray
-
-        async def one(index: int, ref: Any) -> Any:
-            try:
-                return await asyncio.wait_for(ref, self.call_timeout_s)
-            except asyncio.TimeoutError:
-                return self._failed(index, self._late(index))
-            except ray.exceptions.RayError as exc:
-                return self._failed(index, f"actor {index} failed: {_short(exc)}")
-
-        refs = {i: getattr(self._actor(i), method).remote(items) for i, items in plan.items()}
-        values = await asyncio.gather(*(one(i, ref) for i, ref in refs.items()))
-        return dict(zip(refs, values, strict=True))
+        """``_call`` for an event loop (its waiting done in a worker thread)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self._call, method, plan)
 
     def _late(self, index: int) -> str:
         return f"actor {index} did not answer within {self.call_timeout_s:g} s"
@@ -746,12 +763,19 @@ class RayEnvPool:
         )
 
     def live_sessions(self) -> int:
-        """Sessions open in all actors together."""
+        """Sessions open in all actors together (warm ones included)."""
+        return sum(self._ask_all("live_sessions"))
+
+    def warm_stats(self) -> list[dict[str, Any] | None]:
+        """Each live actor's warm-session statistics (None where it keeps none)."""
+        return self._ask_all("warm_stats")
+
+    def _ask_all(self, method: str) -> list[Any]:
         import ray
 
         self._check_open()
-        refs = [a.live_sessions.remote() for a in self._actors if a is not None]
-        return sum(ray.get(refs, timeout=self.call_timeout_s))
+        refs = [getattr(a, method).remote() for a in self._actors if a is not None]
+        return ray.get(refs, timeout=self.call_timeout_s)
 
     def close(self) -> None:
         """Close every actor's episodes and sessions, then end the actors (idempotent): once
@@ -873,6 +897,28 @@ def _manager_options(manager: Any) -> dict[str, Any]:
             f"not {type(manager).__name__}"
         )
     return options
+
+
+def _warm_options(warm: Any, n_actors: int) -> dict[str, Any] | None:
+    """What each actor's WarmSessions is made with, from a template or a mapping."""
+    if warm is None or isinstance(warm, Mapping):
+        return dict(warm) if warm is not None else None
+    if getattr(warm, "manager", None) is not None:
+        raise ValueError(
+            "warm: a WarmSessions bound to a manager holds live sessions of this process; "
+            "give RayEnvPool an unbound one (WarmSessions(tasks=..., per_task=...)) as a "
+            "template for its actors"
+        )
+    try:
+        return {
+            "per_task": warm.per_task,
+            "memory_budget_mb": warm.memory_budget_bytes / (1024 * 1024) / n_actors,
+            "refill": warm.refill,
+        }
+    except AttributeError:
+        raise TypeError(
+            f"warm must be a WarmSessions or a mapping of its options, not {type(warm).__name__}"
+        ) from None
 
 
 def _error_outcome(episode_id: str | None, steps: int, why: str) -> StepOutcome:

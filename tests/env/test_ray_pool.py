@@ -273,3 +273,30 @@ def test_one_call_of_a_pool_at_a_time(cluster, toy_task, tmp_path):
         first, second = asyncio.run(two_at_once())
         assert isinstance(first[0], StepOutcome) and first[0].info["exit_code"] == 0
         assert isinstance(second, EpisodeBusy)
+
+
+def test_each_actor_keeps_its_own_warm_sessions(cluster, toy_task, tmp_path):
+    import time
+
+    from sweworld.env.warm import WarmSessions
+
+    runtime = tmp_path / "runtime"
+    with pytest.raises(ValueError, match="unbound"):
+        RayEnvPool(size=1, executor="none", warm=WarmSessions(object()))
+    template = WarmSessions(per_task=1, memory_budget_mb=512)
+    with RayEnvPool(
+        size=2, n_actors=2, executor="none", reward="none", warm=template,
+        manager={"runtime_root": runtime},
+    ) as pool:  # fmt: skip
+        pool.reset([toy_task, toy_task])  # cold: the actors learn the task
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(s["warm"] for s in pool.warm_stats()):
+            time.sleep(0.2)
+        pool.reset([toy_task, toy_task])  # warm
+        stats = pool.warm_stats()
+        assert [s["misses"] for s in stats] == [1, 1] and [s["hits"] for s in stats] == [1, 1]
+        assert all(s["capacity"] >= 1 for s in stats)
+        out = pool.step(["ls", FINISH])
+        assert "stockroom" in out[0].observation and out[1].info["reason"] == "submitted"
+    assert template.manager is None  # the template itself stays unbound
+    assert _sessions_left(runtime) == []
