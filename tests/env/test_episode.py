@@ -440,3 +440,50 @@ def test_close_leaves_no_session_behind(tmp_path, toy_task):
         assert manager.sessions == []
     finally:
         manager.close_all()
+
+
+class _GarbageLM:
+    """A model that answers, but never with a valid prediction."""
+
+    model_name = "garbage"
+
+    def generate(self, requests):
+        from sweworld.models.base import Generation
+
+        return [[Generation(text="not json at all")] * r.n for r in requests]
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4
+
+    def close(self) -> None:
+        pass
+
+
+class _DownLM(_GarbageLM):
+    """A model whose server is down."""
+
+    def generate(self, requests):
+        from sweworld.models.base import LMUnavailable
+
+        raise LMUnavailable("connection refused: the model server is down")
+
+
+def test_a_simulator_fallback_is_not_an_executor_failure_but_a_dead_model_is(episodes, toy_task):
+    from sweworld.transition.simulated import SimulatedExecutor
+
+    command = "python -c 'import stockroom; print(stockroom.__name__)'"
+    garbage = SimulatedExecutor(lm=_GarbageLM(), step_timeout=30)
+    ep = episodes(toy_task, executor=garbage, end_on_executor_error=True)
+    ep.reset()
+    out = ep.step(command)
+    sources = [call["info"].get("source") for call in out.info["execution_calls"]]
+    assert sources == ["fallback"]  # the model was asked and its answers were invalid
+    assert not out.done, out.info  # the honest fallback answer; the episode goes on
+    assert "executor_error" not in out.info
+
+    down = SimulatedExecutor(lm=_DownLM(), step_timeout=30)
+    ep = episodes(toy_task, executor=down, end_on_executor_error=True)
+    ep.reset()
+    out = ep.step(command)
+    assert out.terminated and out.info["reason"] == "error"
+    assert "server is down" in out.info["error"]
