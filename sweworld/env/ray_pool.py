@@ -398,6 +398,12 @@ class RayEnvPool:
         if n_actors is None:
             n_actors = max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
         self.n_actors = min(n_actors, size)
+        cpus = ray.cluster_resources().get("CPU", 0.0)
+        if self.n_actors * num_cpus > cpus:  # the actors would wait for CPUs forever
+            raise ValueError(
+                f"{self.n_actors} actors x num_cpus={num_cpus} need more CPUs than the Ray "
+                f"cluster has ({cpus:g}); pass a smaller n_actors or num_cpus"
+            )
         actor_options: dict[str, Any] = {"num_cpus": num_cpus, "scheduling_strategy": "SPREAD"}
         if runtime_env:
             actor_options["runtime_env"] = dict(runtime_env)
