@@ -41,7 +41,8 @@ class EpisodeConfig:
         prompt_format: ``r2egym``, ``mini`` or ``plain`` (see :data:`PROMPT_FORMATS`).
         action_format: how actions are parsed: ``auto`` (R2E-Gym calls, bash blocks or raw
             bash), ``r2e`` (function calls only), ``mini_swe_agent`` (one bash block only).
-        observation_format: ``auto``, ``r2egym`` or ``mini`` (how observations are rendered).
+        observation_format: ``auto``, ``r2egym`` or ``mini`` (how observations are rendered),
+            or ``raw`` (the command's output unrendered, for agents that render it themselves).
         executor: what answers execution commands: ``simulated`` (SWT), ``hybrid``,
             ``local`` (real), ``none``, ``scripted:FILE``, a dotted path or an executor.
         model: the SWT model spec for ``simulated`` / ``hybrid`` (``embedded``,
@@ -106,7 +107,7 @@ class EpisodeConfig:
             raise ValueError(f"max_tokens must be positive or None, got {self.max_tokens!r}")
         _choice("prompt_format", self.prompt_format, PROMPT_FORMATS)
         _choice("action_format", self.action_format, ("auto", "r2e", "mini_swe_agent", "bash"))
-        _choice("observation_format", self.observation_format, ("auto", "r2egym", "mini"))
+        _choice("observation_format", self.observation_format, ("auto", "r2egym", "mini", "raw"))
         _choice("mode", self.mode, ("blind", "oracle"))
         _choice("reward", self.reward, REWARD_SOURCES)
         from sweworld.reward.presets import PRESETS

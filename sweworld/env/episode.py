@@ -295,9 +295,10 @@ class Episode:
 
     # ------------------------------------------------------------------ step
 
-    def step(self, action: str | Mapping[str, Any]) -> StepOutcome:
+    def step(self, action: str | Mapping[str, Any], *, timeout: float | None = None) -> StepOutcome:
         """Run one agent action: R2E-Gym ``<function=...>`` text, a response with one bash
         block, a raw command, or a tool-call mapping (as ``action_format`` allows).
+        ``timeout`` bounds a bash command's run (at most ``step_timeout_s``, the default).
 
         Raises :class:`EpisodeFinished` after the end, :class:`EpisodeError` before
         ``reset``, :class:`EpisodeBusy` when called concurrently. Bad actions are answered
@@ -317,21 +318,25 @@ class Episode:
                 )
             if self._session is None or self.task is None:
                 raise EpisodeError(f"episode {self.id}: call reset() before step()")
-            return self._step(action)
+            if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+                raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+            return self._step(action, timeout)
         finally:
             self._call_lock.release()
 
-    async def astep(self, action: str | Mapping[str, Any]) -> StepOutcome:
+    async def astep(
+        self, action: str | Mapping[str, Any], *, timeout: float | None = None
+    ) -> StepOutcome:
         """``step`` for an event loop (runs in a worker thread)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(async_pool(), self.step, action)
+        return await loop.run_in_executor(async_pool(), lambda: self.step(action, timeout=timeout))
 
-    def _step(self, action: str | Mapping[str, Any]) -> StepOutcome:
+    def _step(self, action: str | Mapping[str, Any], timeout: float | None = None) -> StepOutcome:
         cfg = self.config
         self.steps += 1
         info: dict[str, Any] = {"episode_id": self.id, "step": self.steps}
         raw = action if isinstance(action, str) else repr(action)
-        observation, exit_code, submitted, error = self._run_action(action, info)
+        observation, exit_code, submitted, error = self._run_action(action, info, timeout)
         observation, cut = truncate_text(observation, cfg.max_observation_chars)
         if cut:
             info["observation_truncated"] = True
@@ -364,7 +369,7 @@ class Episode:
         return StepOutcome(observation, reward, terminated, truncated, info)
 
     def _run_action(
-        self, action: str | Mapping[str, Any], info: dict[str, Any]
+        self, action: str | Mapping[str, Any], info: dict[str, Any], timeout: float | None = None
     ) -> tuple[str, int, bool, str | None]:
         """Run the action in the session: ``(observation, exit code, submitted, error)``."""
         cfg = self.config
@@ -394,8 +399,9 @@ class Episode:
             return exc.message, -1, False, None
         info["command"] = parsed.command if parsed.kind == "bash" else ""
         info["tool"] = parsed.function if parsed.kind != "bash" else "bash"
+        limit = cfg.step_timeout_s if timeout is None else min(timeout, cfg.step_timeout_s)
         result, error = _with_deadline(
-            lambda: self._session.step(parsed.to_dict()),
+            lambda: self._session.step(parsed.to_dict(), timeout=limit),
             2 * cfg.step_timeout_s + STEP_GRACE_S,
         )
         if result is None:
@@ -404,6 +410,8 @@ class Episode:
         calls = result.info.get("execution_calls") or []
         info["execution_calls"] = calls
         info["latency_s"] = result.info.get("latency_s")
+        if result.info.get("timed_out"):
+            info["timed_out"] = True
         failure = _executor_failure(calls)
         if failure is not None:
             info["executor_error"] = failure

@@ -65,7 +65,9 @@ class SessionConfig:
         limits: resource limits for every command.
         tools: R2E-Gym tool settings (``python_only``, truncation, timeouts).
         observation_format: ``auto`` renders function calls the R2E-Gym way and bash actions
-            the mini-swe-agent way; ``r2egym`` or ``mini`` force one.
+            the mini-swe-agent way; ``r2egym`` or ``mini`` force one; ``raw`` returns the
+            output unrendered (stdout and stderr merged), for agents whose own templates
+            render it (mini-swe-agent's environment protocol).
     """
 
     limits: SandboxLimits = field(default_factory=SandboxLimits)
@@ -169,8 +171,10 @@ class Session:
 
     # ------------------------------------------------------------------ stepping
 
-    def step(self, action: str | Mapping[str, Any]) -> StepResult:
+    def step(self, action: str | Mapping[str, Any], *, timeout: float | None = None) -> StepResult:
         """Run one agent action and return its observation (never raises on bad input).
+
+        ``timeout`` bounds a bash action's command (the session's limit otherwise).
 
         Text is valid Unicode on both sides: a lone surrogate in the action (not encodable
         as UTF-8) is replaced by U+FFFD before anything runs (``info["action_cleaned"]``),
@@ -181,7 +185,7 @@ class Session:
             self.steps += 1
             started = time.perf_counter()
             cleaned = clean_value(action)
-            result = self._step(cleaned)
+            result = self._step(cleaned, timeout)
             if cleaned != action:
                 result.info["action_cleaned"] = True
             result.observation = clean_text(result.observation)
@@ -190,7 +194,7 @@ class Session:
                 self.done = True
             return result
 
-    def _step(self, action: str | Mapping[str, Any]) -> StepResult:
+    def _step(self, action: str | Mapping[str, Any], timeout: float | None = None) -> StepResult:
         try:
             parsed = parse_action(action)
         except ActionParseError as exc:
@@ -202,7 +206,7 @@ class Session:
             )
         fmt = self.config.observation_format
         if parsed.kind == "bash" and fmt != "r2egym":
-            result = self._step_bash(parsed.command)
+            result = self._step_bash(parsed.command, timeout)
         elif parsed.kind == "bash":
             result = self._step_tool("execute_bash", {"cmd": parsed.command})
         else:
@@ -220,7 +224,9 @@ class Session:
         out = run_tool(function, ctx, params)
         info = dict(out.info)
         info["tool"] = function
-        if self.config.observation_format == "mini":
+        if self.config.observation_format == "raw":
+            obs = out.output
+        elif self.config.observation_format == "mini":
             obs = render_mini_swe_agent(out.output, out.exit_code)
         else:
             obs = render_r2egym(function, out.output, out.exit_code)
@@ -228,23 +234,28 @@ class Session:
             info["patch"] = self.get_patch()
         return StepResult(observation=obs, exit_code=out.exit_code, done=out.done, info=info)
 
-    def _step_bash(self, command: str) -> StepResult:
-        outcome = self.run(command, merge_stderr=True)
+    def _step_bash(self, command: str, timeout: float | None = None) -> StepResult:
+        outcome = self.run(command, merge_stderr=True, timeout=timeout)
         info = dict(outcome.info)
+        raw = self.config.observation_format == "raw"
         if outcome.timed_out:
-            obs = render_mini_swe_agent_timeout(command, outcome.output)
+            info["timed_out"] = True
+            obs = outcome.output if raw else render_mini_swe_agent_timeout(command, outcome.output)
             return StepResult(observation=obs, exit_code=-1, info=info)
         # only what really ran submits; the patch is the workspace's diff, never printed text
-        submission = check_submission(outcome.output, None, info.get("execution_calls"))
+        # (raw: mini-swe-agent 2.x's rule, which also wants exit code 0)
+        returncode = outcome.exit_code if raw else None
+        submission = check_submission(outcome.output, returncode, info.get("execution_calls"))
         if submission.accepted:
             info["patch"] = self.get_patch()
-            return StepResult(
-                observation=submission.text, exit_code=outcome.exit_code, done=True, info=info
-            )
+            obs = outcome.output if raw else submission.text
+            return StepResult(observation=obs, exit_code=outcome.exit_code, done=True, info=info)
         if submission.refused:
             info["submission_refused"] = submission.refused
         return StepResult(
-            observation=render_mini_swe_agent(submission.output, outcome.exit_code),
+            observation=submission.output
+            if raw
+            else render_mini_swe_agent(submission.output, outcome.exit_code),
             exit_code=outcome.exit_code,
             info=info,
         )

@@ -487,3 +487,19 @@ def test_a_simulator_fallback_is_not_an_executor_failure_but_a_dead_model_is(epi
     out = ep.step(command)
     assert out.terminated and out.info["reason"] == "error"
     assert "server is down" in out.info["error"]
+
+
+def test_raw_observations_and_a_per_step_timeout(episodes, toy_task):
+    ep = episodes(toy_task, observation_format="raw")
+    ep.reset()
+    out = ep.step("echo hello; echo oops >&2; exit 3")
+    assert out.observation == "hello\noops\n" and out.info["exit_code"] == 3  # unrendered
+    out = ep.step("sleep 5; echo late", timeout=0.5)
+    assert out.info["exit_code"] == -1 and out.info.get("timed_out") and not out.done
+    with pytest.raises(ValueError, match="timeout"):
+        ep.step("ls", timeout=-1)
+    out = ep.step("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; exit 1")  # mini 2.x: needs 0
+    assert not out.done
+    out = ep.step("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
+    assert out.terminated and out.info["reason"] == "submitted"
+    assert out.observation == "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n"
