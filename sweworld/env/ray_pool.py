@@ -20,9 +20,11 @@ for users who outgrow one machine:
 Nothing hangs: every remote call is awaited with a deadline (``call_timeout_s``, by default
 longer than a step's own deadline plus the reward's). An actor that fails or overruns ends
 the episodes it held with reason ``error`` (the cause in ``info["error"]``); the next
-``reset`` of their slots starts a fresh actor. Bad input (a task row missing fields, actions
-of the wrong length, ``step`` before ``reset`` or after the end) is refused in the driver
-before anything is sent, with the exception the in-process pool raises.
+``reset`` of their slots starts a fresh actor. Bad input is answered as the in-process pool
+answers it: actions or tasks of the wrong length are a ``ValueError``; a task row missing
+fields, ``step`` before ``reset`` or after the end fail their slot only (checked in the
+driver, nothing is sent for them), reported by :class:`~sweworld.env.pool.PoolError` after
+the other slots ran; a second call while one runs is :class:`EpisodeBusy`.
 
 Ray is imported only when a pool is made: ``sweworld.env`` imports without it.
 
@@ -725,8 +727,10 @@ class RayEnvPool:
         for index, keys in stopping.items():
             for n, key in enumerate(keys):
                 run, reply = live.pop(key), replies[index]
-                ok = not isinstance(reply, Exception) and reply[n][0] == "ok"
-                patch, run.end = reply[n][1] if ok else ("", None)
+                value = reply if isinstance(reply, Exception) else reply[n][1]
+                if run.error is None and isinstance(value, Exception):  # its patch is lost
+                    run.error = f"{type(value).__name__}: {value}"
+                patch, run.end = ("", None) if isinstance(value, Exception) else value
                 if run.error is not None:
                     fail(run, run.error)
                 else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,8 @@ def test_episodes_on_two_actors_are_graded_with_their_own_patches(
                 assert f"# slot {4 - slot}" not in info["patch"]  # no cross-talk (1 vs 3)
                 assert "strip(separator)" not in info["patch"]
         assert [e.reason for e in pool.episodes] == ["submitted"] * 4
+        again = pickle.loads(pickle.dumps(last[0]))  # outcomes cross processes as they are
+        assert isinstance(again, StepOutcome) and tuple(again) == tuple(last[0])
         assert pool.episodes[0].steps == len(demo_actions)
         assert pool.episodes[0].trajectory().submission == last[0].info["patch"]
         assert pool.live_sessions() == 0  # sessions are freed when episodes end
