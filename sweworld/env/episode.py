@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweworld.env.config import TERMINATED_REASONS, EpisodeConfig
+from sweworld.env.config import END_REASONS, TERMINATED_REASONS, EpisodeConfig
 from sweworld.env.prompts import first_observation, prompt_messages
 from sweworld.env.rewards import EpisodeRewarder, FinalReward
 from sweworld.env.signals import TestTracker, dense_signal, signals_info
@@ -331,6 +331,41 @@ class Episode:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(async_pool(), lambda: self.step(action, timeout=timeout))
 
+    def end(self, reason: str = "max_steps", *, error: str | None = None) -> StepOutcome:
+        """End the running episode without an action: for a limit the trainer or the agent's
+        own loop enforces (its step, token or time budget) or a failure outside the episode.
+
+        The episode ends as after a step with that ``reason`` (one of ``END_REASONS``): the
+        patch is taken and scored (an unsubmitted one only with ``score_unsubmitted``; an
+        ``error`` is not scored) and the session is freed. Returns the final
+        :class:`StepOutcome`: an empty observation, the final reward (also appended to
+        ``rewards``), ``terminated`` / ``truncated`` by the reason, ``info`` as at the end of
+        a step (``reason``, ``patch``, ``reward``, ..., ``error`` when given).
+
+        Raises ``ValueError`` for an unknown reason, and what ``step`` raises after the end,
+        before ``reset`` or while another call runs.
+        """
+        if reason not in END_REASONS:
+            raise ValueError(f"reason must be one of {END_REASONS}, not {reason!r}")
+        if not self._call_lock.acquire(blocking=False):
+            raise EpisodeBusy(f"episode {self.id}: end() while another call is running")
+        try:
+            if self._closed:
+                raise EpisodeError(f"episode {self.id} is closed")
+            if self.reason is not None:
+                raise EpisodeFinished(f"episode {self.id} already ended ({self.reason})")
+            if self._session is None or self.task is None:
+                raise EpisodeError(f"episode {self.id}: call reset() before end()")
+            info: dict[str, Any] = {"episode_id": self.id, "step": self.steps, "ended_by": "end"}
+            if error is not None:
+                info["error"] = error
+            final = self._finish(reason, info)
+            terminated = self.reason in TERMINATED_REASONS
+            self.rewards.append(final.value)
+            return StepOutcome("", final.value, terminated, not terminated, info)
+        finally:
+            self._call_lock.release()
+
     def _step(self, action: str | Mapping[str, Any], timeout: float | None = None) -> StepOutcome:
         cfg = self.config
         self.steps += 1
@@ -410,8 +445,9 @@ class Episode:
         calls = result.info.get("execution_calls") or []
         info["execution_calls"] = calls
         info["latency_s"] = result.info.get("latency_s")
-        if result.info.get("timed_out"):
-            info["timed_out"] = True
+        for key in ("timed_out", "submission_refused"):
+            if result.info.get(key):
+                info[key] = result.info[key]
         failure = _executor_failure(calls)
         if failure is not None:
             info["executor_error"] = failure

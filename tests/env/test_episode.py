@@ -503,3 +503,30 @@ def test_raw_observations_and_a_per_step_timeout(episodes, toy_task):
     out = ep.step("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
     assert out.terminated and out.info["reason"] == "submitted"
     assert out.observation == "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n"
+
+
+def test_end_grades_and_closes_a_running_episode(episodes, toy_task):
+    ep = episodes(toy_task, observation_format="raw")
+    with pytest.raises(EpisodeError, match="reset"):
+        ep.end()
+    ep.reset()
+    refused = ep.step("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; python -V; true")
+    assert not refused.done and refused.info["submission_refused"]  # executor output
+    ep.step("echo 'x = 1' > newmod.py")
+    with pytest.raises(ValueError, match="reason"):
+        ep.end("bored")
+    out = ep.end("max_steps")  # e.g. the agent framework's own step limit
+    assert out.truncated and not out.terminated and out.observation == ""
+    assert out.info["reason"] == "max_steps" and "+x = 1" in out.info["patch"]
+    assert ep.done and ep.session is None and ep.patch == out.info["patch"]
+    assert ep.rewards[-1] == out.reward == ep.final.value
+    with pytest.raises(EpisodeFinished):
+        ep.end()
+    with pytest.raises(EpisodeFinished):
+        ep.step("ls")
+
+    ep.reset()
+    out = ep.end("error", error="the agent gave up")
+    assert out.terminated and out.info["reason"] == "error"
+    assert out.info["error"] == "the agent gave up"
+    assert out.info["reward"]["status"] == "not_scored" and ep.session is None
