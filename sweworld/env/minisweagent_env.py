@@ -1,4 +1,4 @@
-"""A mini-swe-agent 2.x ``Environment`` whose commands run in a sweworld sandbox.
+"""A mini-swe-agent 2.x ``Environment`` over a sweworld :class:`~sweworld.env.Episode`.
 
 Point mini-swe-agent at it by dotted path in its YAML config::
 
@@ -12,64 +12,50 @@ Point mini-swe-agent at it by dotted path in its YAML config::
 
 ``minisweagent.environments.get_environment`` imports the class and passes the section as
 keyword arguments, validated by :class:`SWEWorldEnvironmentConfig` (pydantic, as mini's own
-environments are configured). The environment opens a sandboxed session on the task when it
-is made; each ``execute`` runs one bash command there (file operations for real, execution
-commands through the executor), from ``cwd`` (``/testbed``) in a fresh shell, as mini's
-environments do. It returns mini's output dict (``output``, ``returncode``,
-``exception_info``, ``extra``); mini's model renders it with its own observation template.
+environments are configured). The environment starts an :class:`~sweworld.env.Episode` on
+the task when it is made (``observation_format="raw"``: outputs come back unrendered, and
+mini's model renders them with its own observation template). Every rule of the episode
+(limits, submission, executor failures, the patch, the reward) is the Episode's; this module
+only translates:
 
-Submission follows mini-swe-agent 2.x: a command whose output's first line is
-``COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` and whose exit status is 0 raises mini's
-``Submitted`` with an ``exit`` message. The submission is sweworld's patch (the workspace's
-``git diff`` against the base commit), never what the command printed, and a command during
-which the executor answered an execution call never submits (its output may be predicted).
-The patch is graded at once (``reward``: the real test run or SWR), the session is freed,
-and the verdict is in the exit message's ``extra["sweworld"]``, in
+- ``execute(action, cwd, timeout=)`` -> ``episode.step(script, timeout=)``, where the script
+  is the command run from ``cwd`` (``/testbed``) as in a fresh shell, with the configured
+  environment variables exported -> mini's output dict (``output``, ``returncode``,
+  ``exception_info``, ``extra``).
+- The episode's end -> mini's exceptions: ``submitted`` -> ``Submitted`` (the submission is
+  the episode's patch, the workspace's ``git diff``, never what the command printed),
+  ``max_steps`` / ``max_tokens`` -> ``LimitsExceeded``, ``timeout`` -> ``TimeExceeded``,
+  ``error`` -> ``InterruptAgentFlow`` with exit status ``SWEWorldError``. Submission follows
+  mini 2.x (first output line ``COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` and exit status 0),
+  and a command during which the executor answered an execution call never submits.
+- An agent stopped by mini's own limits (step or cost limit, repeated format errors) ends the
+  episode in :meth:`~SWEWorldEnvironment.result` through :meth:`Episode.end`.
+
+The verdict (reward and its evidence) is in the exit message's ``extra["sweworld"]``, in
 :meth:`~SWEWorldEnvironment.result` and in :meth:`~SWEWorldEnvironment.serialize` (hence in
-mini's trajectory file).
-
-Why the session and not :class:`~sweworld.env.Episode`: ``Episode.step`` returns an
-observation already rendered for the agent, while mini's model renders a raw output dict
-itself; mini passes a per-call ``timeout``; and mini 2.x submits only on exit status 0. So
-this adapter drives the episode's parts directly (the session, :func:`build_executor`,
-:class:`EpisodeRewarder`, :class:`EpisodeConfig`'s limits and reward options) and keeps the
-Episode's end reasons (``submitted``, ``max_steps``, ``timeout``, ``error``).
+mini's trajectory file); :meth:`~SWEWorldEnvironment.trajectory` is the episode's record.
 
 Importing this module needs no mini-swe-agent (only pydantic, a sweworld dependency); its
-exceptions are imported when a command runs.
+exceptions are imported when an episode ends.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import platform
 import re
 import shlex
-import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from sweworld.env.config import EpisodeConfig
-from sweworld.env.episode import (
-    EpisodeBusy,
-    EpisodeError,
-    EpisodeFinished,
-    build_executor,
-    coerce_task,
-    truncate_text,
-)
+from sweworld.env.episode import Episode, EpisodeFinished, coerce_task
 from sweworld.env.prompts import prompt_messages
-from sweworld.env.rewards import EpisodeRewarder, FinalReward
+from sweworld.env.rewards import EpisodeRewarder
 
 __all__ = ["SWEWorldEnvironment", "SWEWorldEnvironmentConfig", "load_task"]
-
-log = logging.getLogger(__name__)
-
-SUBMIT_COMMAND = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 #: How mini-swe-agent's exit statuses map onto the episode's end reasons, for an agent that
 #: stopped on its own (its step, cost or time limit, repeated format errors).
@@ -77,6 +63,13 @@ EXIT_STATUS_REASONS = {
     "Submitted": "submitted",
     "LimitsExceeded": "max_steps",
     "TimeExceeded": "timeout",
+}
+
+#: The step info keys the output dict's ``extra["sweworld"]`` carries, by their names there.
+_STEP_FACTS = {
+    "observation_truncated": "output_truncated",
+    "submission_refused": "submission_refused",
+    "executor_error": "executor_error",
 }
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -162,7 +155,7 @@ class SWEWorldEnvironmentConfig(BaseModel):
             "step_timeout_s": float(self.timeout),
             "prompt_format": "mini",
             "action_format": "bash",
-            "observation_format": "mini",
+            "observation_format": "raw",
         }
         clash = sorted(set(self.episode) & set(options))
         if clash:
@@ -191,19 +184,19 @@ def load_task(config: SWEWorldEnvironmentConfig) -> Any:
 
 
 class SWEWorldEnvironment:
-    """mini-swe-agent's ``Environment`` protocol over one sweworld session.
+    """mini-swe-agent's ``Environment`` protocol over one sweworld :class:`Episode`.
 
     Args:
         config_class: the config model (mini's convention).
         manager: a :class:`~sweworld.sandbox.manager.SessionManager` to share (one is made
             and closed with the environment otherwise).
         executor: an executor instance to share (built from the config otherwise).
-        rewarder: an :class:`EpisodeRewarder` to share (built otherwise; a given one grades
-            by its own config).
-        **kwargs: the config's fields (the YAML ``environment`` section).
+        rewarder: an :class:`EpisodeRewarder` to share (built from the config otherwise).
+        **kwargs: the ``environment`` section (:class:`SWEWorldEnvironmentConfig`).
 
     Raises:
-        ValueError: a bad option or task row; ``KeyError`` (``TaskNotFoundError``) for an
+        ValueError: a bad config or task row (pydantic's ``ValidationError`` is one), or
+            ``KeyError`` (:class:`~sweworld.tasks.loaders.TaskNotFoundError`) for an
             instance id that is not in ``tasks_file``.
     """
 
@@ -217,70 +210,89 @@ class SWEWorldEnvironment:
         **kwargs: Any,
     ):
         self._closed = False
-        self.session: Any = None
+        self._own_manager: Any = None
+        self.episode: Episode | None = None
+        self.exit_status: str | None = None
+        self._end_info: dict[str, Any] = {}  # the info of the episode's last outcome
         self.config = config_class(**kwargs)
-        self.episode_config = self.config.episode_config()
         self.task = load_task(self.config)
-        self.executor = executor if executor is not None else build_executor(self.episode_config)
-        self._own_manager = manager is None
-        if manager is None:
+        if manager is None and self.config.runtime_root:
             from pathlib import Path
 
             from sweworld.sandbox.manager import SessionManager
 
-            root = Path(self.config.runtime_root) if self.config.runtime_root else None
-            manager = SessionManager(runtime_root=root)
-        self.manager = manager
-        self._own_rewarder = rewarder is None
-        self.rewarder = rewarder or EpisodeRewarder(self.episode_config, manager=manager)
-        self._lock = threading.Lock()
-        self.steps = 0
-        self.started = time.monotonic()
-        self.reason: str | None = None
-        self.exit_status: str | None = None
-        self.patch: str | None = None
-        self.final: FinalReward | None = None
-        self.error: str | None = None
-        self.wall_s: float | None = None
-        self._records: list[Any] = []
-        self.session = self._open_session()
-
-    def _open_session(self) -> Any:
-        from sweworld.sandbox.bwrap import SandboxLimits
-        from sweworld.sandbox.session import SessionConfig
-
-        config = SessionConfig(
-            limits=SandboxLimits(timeout=float(self.config.timeout)),
-            observation_format="mini",
+            manager = SessionManager(runtime_root=Path(self.config.runtime_root))
+            self._own_manager = manager
+        self.episode = Episode(
+            self.task,
+            self.config.episode_config(),
+            manager=manager,
+            executor=executor,
+            rewarder=rewarder,
         )
         try:
-            return self.manager.open(self.task, executor=self.executor, config=config)
+            self.episode.reset()
         except BaseException:
             self.close()
             raise
 
+    # ------------------------------------------------------------------ the episode's state
+
+    @property
+    def steps(self) -> int:
+        """Commands run so far."""
+        return self.episode.steps
+
+    @property
+    def reason(self) -> str | None:
+        """Why the episode ended (None while it runs)."""
+        return self.episode.reason
+
+    @property
+    def session(self) -> Any:
+        """The episode's live sandbox session (None once it ended)."""
+        return self.episode.session
+
     # ------------------------------------------------------------------ mini's protocol
 
     def execute(self, action: dict, cwd: str = "", *, timeout: float | None = None) -> dict:
-        """Run ``action["command"]`` in the sandbox: mini's output dict.
+        """Run ``action["command"]`` as one episode step: mini's output dict.
 
-        Raises mini's ``Submitted`` (the submission is the workspace's patch, graded),
-        ``LimitsExceeded`` / ``TimeExceeded`` when the episode's step or wall-time limit is
-        reached (before the command runs), :class:`EpisodeFinished` after the episode ended,
-        :class:`EpisodeBusy` when called from two threads at once.
+        Raises mini's ``Submitted`` (the submission is the episode's patch, graded),
+        ``LimitsExceeded`` / ``TimeExceeded`` when the step ends the episode on a limit,
+        ``InterruptAgentFlow`` (``SWEWorldError``) when it ends in an error,
+        :class:`EpisodeFinished` after the end, :class:`EpisodeBusy` when called from two
+        threads at once. ``timeout`` bounds the command (at most the config's ``timeout``).
         """
-        if not self._lock.acquire(blocking=False):
-            raise EpisodeBusy("execute() while another call of this environment is running")
-        try:
-            if self._closed:
-                raise EpisodeError("the environment is closed")
-            if self.reason is not None:
-                raise EpisodeFinished(
-                    f"the episode ended ({self.reason}); make a new environment for another"
-                )
-            return self._execute(action, cwd, timeout)
-        finally:
-            self._lock.release()
+        if self.episode.done:
+            raise EpisodeFinished(
+                f"the episode ended ({self.episode.reason}); make a new environment for another"
+            )
+        command = action.get("command") if isinstance(action, Mapping) else None
+        if not isinstance(command, str) or not command.strip():
+            message = "sweworld: the action has no command (expected {'command': '...'}); "
+            message += "nothing ran."
+            extra = {"exception_type": "ValueError", "exception": message}
+            return {"output": "", "returncode": -1, "exception_info": message, "extra": extra}
+        outcome = self.episode.step(self._script(command, cwd), timeout=timeout)
+        info = outcome.info
+        facts = {"step": info["step"], "execution_calls": len(info.get("execution_calls") or [])}
+        facts.update({name: info[key] for key, name in _STEP_FACTS.items() if info.get(key)})
+        result: dict[str, Any] = {
+            "output": outcome.observation,
+            "returncode": info["exit_code"],
+            "exception_info": "",
+            "extra": {"sweworld": facts},
+        }
+        if info.get("timed_out"):
+            limit = min(timeout or self.config.timeout, self.config.timeout)
+            message = f"sweworld: the command did not finish within {limit:g} s and was stopped."
+            result["exception_info"] = message
+            result["extra"].update(exception_type="TimeoutExpired", exception=message)
+        if outcome.done:
+            self._end_info = info
+            self._raise_end()
+        return result
 
     def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
         """Variables for mini's templates: the config, the host's ``platform.uname()``
@@ -318,48 +330,41 @@ class SWEWorldEnvironment:
 
     def result(self, exit_status: str | None = None) -> dict[str, Any]:
         """The episode's outcome: ``reason``, ``submitted``, ``patch``, ``reward`` (value,
-        resolved, source, status, evidence), ``steps``, ``wall_s``.
+        resolved, source, status, evidence), ``steps``, ``wall_s``, ``error``.
 
         When the agent stopped on its own (mini's step, cost or time limit, repeated format
-        errors) the episode is still open: it is ended here, its patch taken and scored as
-        unsubmitted (``score_unsubmitted``); ``exit_status`` (what ``agent.run`` returned)
-        names the reason (``LimitsExceeded`` -> ``max_steps``, ``TimeExceeded`` ->
-        ``timeout``, anything else -> ``error``, not scored).
+        errors) the episode is still running: it is ended here with :meth:`Episode.end`
+        (its patch taken and scored as unsubmitted, ``score_unsubmitted``); ``exit_status``
+        (what ``agent.run`` returned) names the reason (``LimitsExceeded`` -> ``max_steps``,
+        ``TimeExceeded`` -> ``timeout``, anything else -> ``error``, not scored).
         """
-        with self._lock:
-            if self.reason is None and not self._closed:
-                reason = EXIT_STATUS_REASONS.get(exit_status or "", "error")
-                self.exit_status = exit_status
-                self._end(reason)
-            return self._summary()
+        if not self.episode.done and not self._closed:
+            self.exit_status = exit_status
+            reason = EXIT_STATUS_REASONS.get(exit_status or "", "error")
+            error = f"the agent stopped: {exit_status or 'no exit status'}"
+            self._end_info = self.episode.end(
+                reason, error=error if reason == "error" else None
+            ).info
+        return self._summary()
 
     def trajectory(self) -> Any:
-        """The episode as a data-schema :class:`~sweworld.data.schema.Trajectory`."""
-        from sweworld.data.schema import Trajectory
-
-        return Trajectory(
-            source="mini-swe-agent",
-            instance_id=self.task.instance_id,
-            repo=self.task.repo,
-            task=self.task.to_row(),
-            steps=list(self._records),
-            submission=(self.patch or "") if self.reason == "submitted" else "",
-            report=None if self.final is None else {"resolved": self.final.resolved},
-            meta={"environment": "sweworld", **self._summary()},
-        )
+        """The episode's data-schema :class:`~sweworld.data.schema.Trajectory`."""
+        record = self.episode.trajectory()
+        record.source = "mini-swe-agent"
+        record.meta.update(environment="sweworld", exit_status=self.exit_status)
+        return record
 
     # ------------------------------------------------------------------ close
 
     def close(self) -> None:
-        """Free the session (and the manager and reward model made here); idempotent."""
+        """Close the episode (and the manager made here); idempotent."""
         if getattr(self, "_closed", True):
             return
         self._closed = True
-        self._drop_session()
-        if getattr(self, "_own_rewarder", False) and self.rewarder is not None:
-            self.rewarder.close()
-        if getattr(self, "_own_manager", False) and self.manager is not None:
-            self.manager.close_all()
+        if self.episode is not None:
+            self.episode.close()
+        if self._own_manager is not None:
+            self._own_manager.close_all()
 
     cleanup = close  # the name mini's docker environment uses
 
@@ -375,114 +380,44 @@ class SWEWorldEnvironment:
 
     # ------------------------------------------------------------------ internals
 
-    def _execute(self, action: Any, cwd: str, timeout: float | None) -> dict:
-        from minisweagent.exceptions import LimitsExceeded, TimeExceeded
-
-        cfg = self.episode_config
-        if self.steps >= cfg.max_steps:
-            self._end("max_steps")
-            raise LimitsExceeded(self._exit_message("LimitsExceeded"))
-        if cfg.max_wall_s is not None and time.monotonic() - self.started > cfg.max_wall_s:
-            self._end("timeout")
-            raise TimeExceeded(self._exit_message("TimeExceeded"))
-        command = action.get("command") if isinstance(action, Mapping) else None
-        if not isinstance(command, str) or not command.strip():
-            return _failure(
-                "sweworld: the action has no command (expected {'command': '...'}); nothing ran.",
-                "ValueError",
+    def _script(self, command: str, cwd: str) -> str:
+        """The command as run from ``cwd`` in a fresh shell with the config's variables (the
+        ``cd`` only when the session's directory differs, so records stay the command)."""
+        lines = []
+        target = cwd or self.config.cwd
+        session = self.episode.session
+        if session is None or session.cwd != target:
+            lines.append(f"cd {shlex.quote(target)} || exit 1")
+        if self.config.env:
+            lines.append(
+                "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in self.config.env.items())
             )
-        self.steps += 1
-        self.session.cwd = cwd or self.config.cwd
-        outcome = self.session.run(
-            self._script(command),
-            timeout=float(timeout) if timeout else float(self.config.timeout),
-            merge_stderr=True,
+        return "\n".join([*lines, command])
+
+    def _raise_end(self) -> None:
+        """Raise mini's exception for the episode's end."""
+        from minisweagent.exceptions import (
+            InterruptAgentFlow,
+            LimitsExceeded,
+            Submitted,
+            TimeExceeded,
         )
-        output, cut = truncate_text(outcome.output, cfg.max_observation_chars)
-        calls = outcome.info.get("execution_calls") or []
-        extra: dict[str, Any] = {"sweworld": {"step": self.steps, "execution_calls": len(calls)}}
-        if cut:
-            extra["sweworld"]["output_truncated"] = True
-        result = {"output": output, "returncode": outcome.exit_code, "exception_info": ""}
-        if outcome.timed_out:
-            used = float(timeout) if timeout else float(self.config.timeout)
-            result["exception_info"] = (
-                f"sweworld: the command did not finish within {used:g} s and was stopped."
-            )
-            extra.update(exception_type="TimeoutExpired", exception=result["exception_info"])
-        result["extra"] = extra
-        self._record(command, output, outcome.exit_code)
-        failure = _executor_failure(calls)
-        if failure is not None:
-            extra["sweworld"]["executor_error"] = failure
-            if cfg.end_on_executor_error:
-                self.error = f"executor failed: {failure}"
-                self._end("error")
-                self._interrupt("SWEWorldError")
-        if not outcome.timed_out:
-            self._check_submission(outcome, result)
-        return result
 
-    def _script(self, command: str) -> str:
-        if not self.config.env:
-            return command
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.config.env.items())
-        return f"export {exports}\n{command}"
-
-    def _check_submission(self, outcome: Any, result: dict) -> None:
-        from minisweagent.exceptions import Submitted
-
-        from sweworld.sandbox.render import check_submission
-
-        calls = outcome.info.get("execution_calls")
-        check = check_submission(outcome.output, outcome.exit_code, calls)
-        if check.refused:  # the marker came with executor output: shown, not submitted
-            result["output"] = truncate_text(
-                check.output, self.episode_config.max_observation_chars
-            )[0]
-            result["extra"]["sweworld"]["submission_refused"] = check.refused
-        if not check.accepted:
-            return
-        self._end("submitted")
-        if self.reason != "submitted" and self.patch is None:  # the patch could not be read
-            self._interrupt("SWEWorldError")
-        raise Submitted(self._exit_message("Submitted"))
-
-    def _end(self, reason: str) -> None:
-        """End the episode: take the patch, score it, free the session."""
-        self.reason = reason
-        submitted = reason == "submitted"
-        if reason != "error" and self.session is not None:
-            try:
-                self.patch = self.session.get_patch()
-            except Exception as exc:
-                log.exception("get_patch failed")
-                self.reason = reason = "error"
-                self.error = f"the patch could not be read: {type(exc).__name__}: {exc}"
-        if reason == "error" or not (submitted or self.episode_config.score_unsubmitted):
-            self.final = FinalReward(0.0, None, "none", "not_scored")
-        else:
-            try:
-                self.final = self.rewarder.score(
-                    self.task, self.patch or "", steps=self.steps, submitted=submitted
-                )
-            except Exception as exc:
-                log.exception("the reward failed")
-                why = f"{type(exc).__name__}: {exc}"
-                self.final = FinalReward(0.0, None, "none", "error", error=why)
-            if self.final.error is not None:
-                self.reason = "error"
-                self.error = f"reward failed: {self.final.error}"
-        self.wall_s = time.monotonic() - self.started
-        self._drop_session()
+        if self._end_info.get("submitted"):  # even when its reward then failed (reason error)
+            raise Submitted(self._exit_message("Submitted"))
+        if self.episode.reason == "error":
+            message = self._exit_message("SWEWorldError")
+            message["content"] = self._end_info.get("error") or "SWEWorldError"
+            raise InterruptAgentFlow(message)
+        limit = TimeExceeded if self.episode.reason == "timeout" else LimitsExceeded
+        raise limit(self._exit_message(limit.__name__))
 
     def _exit_message(self, exit_status: str) -> dict:
         self.exit_status = exit_status
-        submission = (self.patch or "") if exit_status == "Submitted" else ""
-        content = submission if exit_status == "Submitted" else exit_status
+        submission = (self.episode.patch or "") if exit_status == "Submitted" else ""
         return {
             "role": "exit",
-            "content": content,
+            "content": submission if exit_status == "Submitted" else exit_status,
             "extra": {
                 "exit_status": exit_status,
                 "submission": submission,
@@ -490,67 +425,22 @@ class SWEWorldEnvironment:
             },
         }
 
-    def _interrupt(self, exit_status: str) -> None:
-        from minisweagent.exceptions import InterruptAgentFlow
-
-        message = self._exit_message(exit_status)
-        message["content"] = self.error or exit_status
-        raise InterruptAgentFlow(message)
-
     def _summary(self) -> dict[str, Any]:
+        episode, info = self.episode, self._end_info
         summary: dict[str, Any] = {
             "instance_id": self.task.instance_id,
-            "reason": self.reason,
+            "reason": episode.reason,
             "exit_status": self.exit_status,
-            "submitted": self.reason == "submitted",
-            "steps": self.steps,
+            "submitted": bool(info.get("submitted")),
+            "steps": episode.steps,
         }
-        if self.reason is not None:
+        if episode.reason is not None:
+            final = episode.final
             summary.update(
-                patch=self.patch or "",
-                reward=self.final.to_dict() if self.final else None,
-                resolved=self.final.resolved if self.final else None,
-                error=self.error,
-                wall_s=self.wall_s,
+                patch=episode.patch or "",
+                reward=final.to_dict() if final else None,
+                resolved=final.resolved if final else None,
+                error=info.get("error"),
+                wall_s=info.get("wall_s"),
             )
         return summary
-
-    def _record(self, command: str, output: str, exit_code: int) -> None:
-        if not self.episode_config.record:
-            return
-        from sweworld.data.schema import TrajectoryStep
-
-        self._records.append(TrajectoryStep(command=command, output=output, exit_code=exit_code))
-
-    def _drop_session(self) -> None:
-        session, self.session = getattr(self, "session", None), None
-        if session is None:
-            return
-        try:
-            session.destroy()
-        except Exception:
-            log.exception("destroying session %s failed", getattr(session, "id", "?"))
-        hook = getattr(self.executor, "close_session", None)
-        if hook is not None:
-            try:
-                hook(session.id)
-            except Exception:
-                log.exception("executor close_session failed")
-
-
-def _failure(message: str, exception_type: str) -> dict:
-    return {
-        "output": "",
-        "returncode": -1,
-        "exception_info": message,
-        "extra": {"exception_type": exception_type, "exception": message},
-    }
-
-
-def _executor_failure(calls: list[Any]) -> str | None:
-    """The error of the first execution call whose executor raised or whose model failed."""
-    for call in calls:
-        info = call.get("info") if isinstance(call, Mapping) else None
-        if isinstance(info, Mapping) and (info.get("source") == "error" or info.get("error")):
-            return str(info.get("error") or "executor error")[:2000]
-    return None

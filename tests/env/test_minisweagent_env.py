@@ -142,7 +142,17 @@ def test_mini_agent_resolves_the_toy_task_through_sweworld(config, tmp_path):
         assert saved["info"]["sweworld"]["reward"]["resolved"] is True
         assert saved["info"]["config"]["environment_type"] == ENV_CLASS
         assert env.session is None  # freed at submission
-        assert env.trajectory().submission == patch
+        record = env.trajectory()  # the episode's record: what ran (the env's exports first)
+        assert record.submission == patch and record.source == "mini-swe-agent"
+        assert record.steps[0].command.startswith("export PAGER=cat ")
+        assert [step.command.splitlines()[-1].split()[0] for step in record.steps] == [
+            "grep",
+            "python",
+            "sed",
+            "python",
+            "echo",
+        ]
+        assert record.meta["exit_status"] == "Submitted"
     finally:
         env.close()
     assert not any((tmp_path / "rt" / "sessions").iterdir())  # no leaked sandbox
@@ -217,6 +227,7 @@ def test_format_errors_take_minis_path_and_never_reach_the_sandbox(config, manag
         assert info["exit_status"] == "RepeatedFormatError" and env.steps == 0
         result = env.result(info["exit_status"])
         assert result["reason"] == "error" and result["reward"]["status"] == "not_scored"
+        assert "RepeatedFormatError" in result["error"]
         assert env.session is None
 
 
@@ -242,13 +253,19 @@ def test_command_timeout_is_reported_and_the_episode_goes_on(config, manager):
         assert "<exception>" in observation["content"]
         assert info["exit_status"] == "Submitted"
 
-    with make_env(manager, timeout=60) as env:  # mini's per-call timeout overrides it
+    with make_env(manager, timeout=60) as env:  # mini's per-call timeout bounds one command
         out = env.execute({"command": "sleep 20"}, timeout=1)
         assert out["returncode"] == -1 and out["extra"]["exception_type"] == "TimeoutExpired"
 
+    with make_env(manager, timeout=1) as env:  # ... but never past the config's timeout
+        started = time.monotonic()
+        out = env.execute({"command": "sleep 20"}, timeout=60)
+        assert out["returncode"] == -1 and time.monotonic() - started < 15
+        assert "within 1 s" in out["exception_info"]
+
 
 def test_step_limits_end_the_episode_with_minis_exits(config, manager):
-    from minisweagent.exceptions import LimitsExceeded
+    from minisweagent.exceptions import LimitsExceeded, TimeExceeded
 
     from sweworld.env import EpisodeFinished
 
@@ -259,10 +276,18 @@ def test_step_limits_end_the_episode_with_minis_exits(config, manager):
         with pytest.raises(EpisodeFinished, match="ended"):
             env.execute({"command": "ls"})
 
-    with make_env(manager, max_steps=1) as env:
-        env.execute({"command": "ls"})
-        with pytest.raises(LimitsExceeded):
+    with make_env(manager, max_steps=1) as env:  # the step that reaches the cap raises
+        with pytest.raises(LimitsExceeded) as caught:
+            env.execute({"command": "echo 'x = 1' > newmod.py"})
+        sweworld = caught.value.messages[0]["extra"]["sweworld"]
+        assert sweworld["reason"] == "max_steps" and "+x = 1" in sweworld["patch"]
+        with pytest.raises(EpisodeFinished, match="new environment"):
             env.execute({"command": "ls"})
+
+    with make_env(manager, episode={"max_wall_s": 0.001}) as env:  # wall time: TimeExceeded
+        with pytest.raises(TimeExceeded):
+            env.execute({"command": "ls"})
+        assert env.reason == "timeout" and env.result()["exit_status"] == "TimeExceeded"
 
     with make_env(manager) as env:  # mini's own step limit: the env learns it from result()
         _, info = run_agent(config, env, [FIX, "```bash\nls\n```"], step_limit=1)
@@ -273,18 +298,20 @@ def test_step_limits_end_the_episode_with_minis_exits(config, manager):
 
 
 def test_one_environment_from_two_threads_is_refused(mini, manager):
-    from sweworld.env import EpisodeBusy
+    from sweworld.env import EpisodeBusy, EpisodeError
 
     with make_env(manager) as env:
         worker = threading.Thread(target=env.execute, args=({"command": "sleep 2"},))
         worker.start()
         deadline = time.monotonic() + 10
-        while not env._lock.locked() and time.monotonic() < deadline:  # the worker is in
+        while env.steps < 1 and time.monotonic() < deadline:  # the worker holds the episode
             time.sleep(0.01)
         with pytest.raises(EpisodeBusy):
             env.execute({"command": "ls"})
         worker.join()
         assert env.execute({"command": "echo ok"})["output"] == "ok\n"
+    with pytest.raises(EpisodeError, match="closed"):
+        env.execute({"command": "ls"})
 
 
 class BrokenExecutor:
