@@ -32,13 +32,20 @@ import logging
 import queue
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import Episode, EpisodeError, StepOutcome, coerce_task
 from sweworld.env.rewards import EpisodeRewarder
 
-__all__ = ["EnvPool", "PoolError", "RolloutResult", "build_pool_executor"]
+__all__ = [
+    "EnvPool",
+    "PoolError",
+    "RolloutResult",
+    "SlotPool",
+    "build_pool_executor",
+    "session_config",
+]
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +127,18 @@ def build_pool_executor(config: EpisodeConfig, lm: Any) -> Any:
     return HybridExecutor(simulated, LocalExecutor(timeout=config.step_timeout_s), policy=EveryK(5))
 
 
+def session_config(config: EpisodeConfig) -> Any:
+    """The :class:`~sweworld.sandbox.session.SessionConfig` of an episode config's sessions
+    (what a pool's warm sessions are opened with)."""
+    from sweworld.sandbox.bwrap import SandboxLimits
+    from sweworld.sandbox.session import SessionConfig
+
+    return SessionConfig(
+        limits=SandboxLimits(timeout=config.step_timeout_s),
+        observation_format=config.observation_format,
+    )
+
+
 def _is_embedded_lm(spec: Any, lm: Any) -> bool:
     inner = getattr(lm, "wrapped", lm)
     info = getattr(inner, "_extra_info", None)
@@ -128,7 +147,45 @@ def _is_embedded_lm(spec: Any, lm: Any) -> bool:
     return isinstance(spec, str) and spec.startswith("embedded") and lm is None
 
 
-class EnvPool:
+_Pool = TypeVar("_Pool", bound="SlotPool")
+
+
+class SlotPool:
+    """What :class:`EnvPool` and :class:`~sweworld.env.ray_pool.RayEnvPool` share: ``size``
+    slots, refusal of calls once closed and of per-slot arguments of the wrong length, and
+    a context manager that closes the pool."""
+
+    def __init__(self, size: int):
+        if not isinstance(size, int) or size < 1:
+            raise ValueError(f"size must be a positive integer, got {size!r}")
+        self.size = size
+        self._closed = False
+
+    def close(self) -> None:
+        """Release what the pool holds (idempotent)."""
+        raise NotImplementedError
+
+    def __enter__(self: _Pool) -> _Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EpisodeError("the pool is closed")
+
+    def _slots(self, items: Sequence[Any], what: str) -> list[Any]:
+        items = list(items)
+        if len(items) != self.size:
+            raise ValueError(f"{what}: expected {self.size} items (one per slot), got {len(items)}")
+        return items
+
+
+class EnvPool(SlotPool):
     """``size`` episodes sharing one manager, executor, rewarder and (batched) LM.
 
     Args:
@@ -156,12 +213,9 @@ class EnvPool:
         batch_wait_s: float = 0.005,
         **overrides: Any,
     ):
-        if not isinstance(size, int) or size < 1:
-            raise ValueError(f"size must be a positive integer, got {size!r}")
+        super().__init__(size)
         config = config or EpisodeConfig()
         self.config = config.replace(**overrides) if overrides else config
-        self.size = size
-        self._closed = False
         self._own_manager = manager is None
         if manager is None:
             from sweworld.sandbox.manager import SessionManager
@@ -177,7 +231,7 @@ class EnvPool:
             self.warm = warm
             if warm is not None and hasattr(warm, "bind"):
                 warm.bind(
-                    manager=self.manager, executor=self.executor, config=self._session_config()
+                    manager=self.manager, executor=self.executor, config=session_config(self.config)
                 )
             open_session = warm.acquire if warm is not None else None
             self._open_session = open_session
@@ -204,15 +258,6 @@ class EnvPool:
         # An LM the caller made: shared with them, not closed with the pool.
         return BatchingLM(lm, max_batch=max_batch, batch_wait_s=batch_wait_s, close_wrapped=False)
 
-    def _session_config(self) -> Any:
-        from sweworld.sandbox.bwrap import SandboxLimits
-        from sweworld.sandbox.session import SessionConfig
-
-        return SessionConfig(
-            limits=SandboxLimits(timeout=self.config.step_timeout_s),
-            observation_format=self.config.observation_format,
-        )
-
     def _new_episode(self, config: EpisodeConfig) -> Episode:
         return Episode(
             config=config,
@@ -222,29 +267,10 @@ class EnvPool:
             open_session=self._open_session,
         )
 
-    def __enter__(self) -> EnvPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __len__(self) -> int:
-        return self.size
-
     def __repr__(self) -> str:
         return f"<EnvPool size={self.size} executor={self.config.executor}>"
 
     # ------------------------------------------------------------------ vectorised
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise EpisodeError("the pool is closed")
-
-    def _slots(self, items: Sequence[Any], what: str) -> list[Any]:
-        items = list(items)
-        if len(items) != self.size:
-            raise ValueError(f"{what}: expected {self.size} items (one per slot), got {len(items)}")
-        return items
 
     def _gather(self, what: str, calls: list[Callable[[], Any] | None]) -> list[Any]:
         futures = [self._threads.submit(c) if c is not None else None for c in calls]
