@@ -26,6 +26,8 @@ fields, ``step`` before ``reset`` or after the end fail their slot only (checked
 driver, nothing is sent for them), reported by :class:`~sweworld.env.pool.PoolError` after
 the other slots ran; a second call while one runs is :class:`EpisodeBusy`.
 
+The actors (what runs in them, and how the driver starts, calls and ends them) are in
+:mod:`sweworld.env.ray_actor`; this module holds the pool's slots, episodes and rollouts.
 Ray is imported only when a pool is made: ``sweworld.env`` imports without it.
 
 >>> from sweworld.env.ray_pool import RayEnvPool                    # doctest: +SKIP
@@ -37,30 +39,24 @@ Ray is imported only when a pool is made: ``sweworld.env`` imports without it.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
-import os
-import pickle
-import socket
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import (
     STEP_GRACE_S,
-    Episode,
     EpisodeBusy,
     EpisodeError,
     EpisodeFinished,
     StepOutcome,
-    build_executor,
     coerce_task,
 )
+from sweworld.env.pool import PoolError, RolloutResult, SlotPool
+from sweworld.env.ray_actor import ActorSet, EpisodeGroup
 
 __all__ = ["EpisodeGroup", "RayEnvPool", "RemoteEpisode"]
 
@@ -70,209 +66,6 @@ log = logging.getLogger(__name__)
 CALL_GRACE_S = 60.0
 #: What the real reward may take on top of a step (its test run's deadline).
 REWARD_ALLOWANCE_S = 1800.0
-#: Seconds ``close`` waits for an actor to close its sessions before killing it.
-CLOSE_TIMEOUT_S = 60.0
-
-
-# ---------------------------------------------------------------------- the actor
-
-
-class EpisodeGroup:
-    """The episodes of one actor (run as a Ray actor by :class:`RayEnvPool`; a plain class,
-    usable in-process too).
-
-    It holds one session manager, one executor and one rewarder shared by its episodes, and
-    answers batched calls: ``reset([(slot, task, seed), ...])`` and
-    ``step([(slot, action), ...])`` run their items in threads and return one
-    ``("ok", value)`` or ``("error", exception)`` per item, in order.
-    """
-
-    def __init__(
-        self,
-        config: EpisodeConfig,
-        manager_options: Mapping[str, Any] | None = None,
-        lm: Any = None,
-        executor: Any = None,
-        *,
-        name: str = "group",
-        max_batch: int = 32,
-        batch_wait_s: float = 0.005,
-        slots: int = 1,
-        warm: Mapping[str, Any] | None = None,
-    ):
-        from sweworld.env.rewards import EpisodeRewarder
-        from sweworld.sandbox.manager import SessionManager
-
-        self.config = config
-        self.name = name
-        self.manager = SessionManager(**dict(manager_options or {}))
-        self.lm: Any = None
-        if executor is None and config.executor in ("simulated", "hybrid"):
-            executor = self._simulated_executor(lm, max_batch, batch_wait_s, slots)
-        self.executor = executor if executor is not None else build_executor(config)
-        self.rewarder = EpisodeRewarder(config, manager=self.manager)
-        self.warm: Any = None
-        if warm is not None:  # this actor's own warm sessions, as the template said
-            from sweworld.env.warm import WarmSessions
-            from sweworld.sandbox.bwrap import SandboxLimits
-            from sweworld.sandbox.session import SessionConfig
-
-            session_config = SessionConfig(
-                limits=SandboxLimits(timeout=config.step_timeout_s),
-                observation_format=config.observation_format,
-            )
-            self.warm = WarmSessions(
-                self.manager, executor=self.executor, config=session_config, **warm
-            )
-        self.episodes: dict[int | str, Episode] = {}
-        self._threads = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max(4, min(slots, 256)), thread_name_prefix="sweworld-ray-episode"
-        )
-
-    def _simulated_executor(self, lm: Any, max_batch: int, batch_wait_s: float, slots: int) -> Any:
-        """The actor's SWT executor, as the in-process pool builds it: one model (an endpoint
-        client, or an embedded model: the slow path) behind a BatchingLM that merges the
-        requests of this actor's episodes."""
-        from sweworld.env.batching import BatchingLM
-        from sweworld.env.pool import build_pool_executor
-        from sweworld.models import make_lm
-
-        remote = str(self.config.model).startswith(("openai:", "vllm:")) and lm is None
-        self.lm = BatchingLM(
-            make_lm(lm if lm is not None else self.config.model),
-            max_batch=max_batch,
-            batch_wait_s=batch_wait_s,
-            max_concurrent=max(1, slots) if remote else 1,  # a server batches on its side
-        )
-        return build_pool_executor(self.config, self.lm)
-
-    def _episode(self, key: int | str, max_steps: int | None = None) -> Episode:
-        episode = self.episodes.get(key)
-        config = self.config
-        if max_steps is not None and max_steps != config.max_steps:
-            config = config.replace(max_steps=max_steps)
-        if episode is not None and episode.config.max_steps != config.max_steps:
-            self._drop(key)
-            episode = None
-        if episode is None:
-            episode = Episode(
-                config=config,
-                manager=self.manager,
-                executor=self.executor,
-                rewarder=self.rewarder,
-                open_session=self.warm.acquire if self.warm is not None else None,
-            )
-            episode.id = f"{self.name}.{episode.id}"  # unique across the pool's actors
-            self.episodes[key] = episode
-        return episode
-
-    def _drop(self, key: int | str) -> None:
-        episode = self.episodes.pop(key, None)
-        if episode is not None:
-            episode.close()
-
-    def _run_all(self, calls: list[Callable[[], Any]]) -> list[tuple[str, Any]]:
-        def guarded(call: Callable[[], Any]) -> tuple[str, Any]:
-            try:
-                return "ok", call()
-            except Exception as exc:  # sent back per item; one bad slot spares the others
-                return "error", _portable(exc)
-
-        if len(calls) == 1:
-            return [guarded(calls[0])]
-        return list(self._threads.map(guarded, calls))
-
-    def reset(self, items: Sequence[tuple[Any, Any, Any, Any]]) -> list[tuple[str, Any]]:
-        """Reset ``(key, task, seed, max_steps)`` items: ``(prompt, info)`` per item. A key
-        is a pool slot (int) or a rollout's own episode (str)."""
-        return self._run_all(
-            [
-                (lambda k=k, t=t, s=s, m=m: self._episode(k, m).reset(t, seed=s))
-                for k, t, s, m in items
-            ]
-        )
-
-    def step(self, items: Sequence[tuple[Any, Any]]) -> list[tuple[str, Any]]:
-        """Step ``(key, action)`` items: a :class:`StepOutcome` per item; for a rollout's
-        episode ``(outcome, end)``, ``end`` being ``(trajectory, resolved)`` once it ended
-        (the episode is then dropped)."""
-        return self._run_all([(lambda k=k, a=a: self._step_one(k, a)) for k, a in items])
-
-    def _step_one(self, key: int | str, action: Any) -> Any:
-        episode = self.episodes.get(key)
-        if episode is None:
-            raise EpisodeError(f"slot {key}: call reset() before step()")
-        outcome = episode.step(action)
-        if isinstance(key, int):
-            return outcome
-        if not outcome.done:
-            return outcome, None
-        end = (episode.trajectory(), episode.final.resolved if episode.final else None)
-        self._drop(key)
-        return outcome, end
-
-    def stop(self, keys: Sequence[str]) -> list[tuple[str, Any]]:
-        """End rollouts whose policy stopped: ``(patch, trajectory)`` each; dropped."""
-
-        def one(key: str) -> tuple[str, Any]:
-            episode = self.episodes[key]
-            try:
-                session = episode.session
-                patch = session.get_patch() if session is not None else episode.patch
-                return patch or "", episode.trajectory()
-            finally:
-                self._drop(key)
-
-        return self._run_all([(lambda k=k: one(k)) for k in keys])
-
-    def trajectory(self, key: int | str) -> Any:
-        """The data-schema trajectory of a slot's episode."""
-        episode = self.episodes.get(key)
-        if episode is None:
-            raise EpisodeError(f"slot {key}: no episode has started")
-        return episode.trajectory()
-
-    def where(self) -> tuple[str, int]:
-        """The host name and process id of this actor."""
-        return socket.gethostname(), os.getpid()
-
-    def live_sessions(self) -> int:
-        """How many sessions this actor's manager holds open (warm ones included)."""
-        return len(self.manager.sessions)
-
-    def warm_stats(self) -> dict[str, Any] | None:
-        """The warm sessions' hits, misses, capacity, ... (None without them)."""
-        return self.warm.stats() if self.warm is not None else None
-
-    def close(self) -> int:
-        """Close every episode, the model, the rewarder and the manager; sessions left."""
-        for key in list(self.episodes):
-            try:
-                self._drop(key)
-            except Exception:
-                log.exception("closing the episode of %s failed", key)
-        try:
-            if self.warm is not None:
-                self.warm.close()
-            self.rewarder.close()
-            if self.lm is not None:
-                self.lm.close()
-        finally:
-            self.manager.close_all()
-            self._threads.shutdown(wait=False, cancel_futures=True)
-        return len(self.manager.sessions)
-
-
-def _portable(exc: BaseException) -> BaseException:
-    """``exc`` if it survives pickling, else a ``RuntimeError`` with its text."""
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
-
-
-# ---------------------------------------------------------------------- driver side
 
 
 @dataclass
@@ -314,7 +107,7 @@ class RemoteEpisode:
             self.patch = outcome.info.get("patch")
 
 
-class RayEnvPool:
+class RayEnvPool(SlotPool):
     """``size`` episodes on Ray actors, stepped together (the API of ``EnvPool``).
 
     Args:
@@ -362,8 +155,7 @@ class RayEnvPool:
         ray_init: Mapping[str, Any] | None = None,
         **overrides: Any,
     ):
-        if not isinstance(size, int) or size < 1:
-            raise ValueError(f"size must be a positive integer, got {size!r}")
+        super().__init__(size)
         if n_actors is not None and (not isinstance(n_actors, int) or n_actors < 1):
             raise ValueError(f"n_actors must be a positive integer, got {n_actors!r}")
         config = config or EpisodeConfig()
@@ -371,57 +163,31 @@ class RayEnvPool:
             overrides.setdefault("model", lm)
             lm = None
         self.config = config.replace(**overrides) if overrides else config
-        executor = None if isinstance(self.config.executor, str) else self.config.executor
-        if executor is None:
-            check_executor_spec(self.config)
-        self.size = size
         self.max_batch, self.batch_wait_s = max_batch, batch_wait_s
         self.call_timeout_s = call_timeout_s or (
             2 * self.config.step_timeout_s + STEP_GRACE_S + REWARD_ALLOWANCE_S + CALL_GRACE_S
         )
-        manager_options = self._manager_options = _manager_options(manager)
-        self._closed = False
         self._busy = threading.Lock()
-        self._actors: list[Any] = []
-
-        import ray
-
-        if not ray.is_initialized():
-            options: dict[str, Any] = {
-                "include_dashboard": False,
-                "log_to_driver": False,
-                "logging_level": logging.WARNING,
-            }
-            if address is None:
-                options["num_cpus"] = max(2, int(num_cpus * min(size, n_actors or 1)))
-            else:
-                options["address"] = address
-            ray.init(**{**options, **(ray_init or {})})
-        if n_actors is None:
-            n_actors = max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
-        self.n_actors = min(n_actors, size)
-        cpus = ray.cluster_resources().get("CPU", 0.0)
-        if self.n_actors * num_cpus > cpus:  # the actors would wait for CPUs forever
-            raise ValueError(
-                f"{self.n_actors} actors x num_cpus={num_cpus} need more CPUs than the Ray "
-                f"cluster has ({cpus:g}); pass a smaller n_actors or num_cpus"
-            )
-        actor_options: dict[str, Any] = {"num_cpus": num_cpus, "scheduling_strategy": "SPREAD"}
-        if runtime_env:
-            actor_options["runtime_env"] = dict(runtime_env)
-        self._actor_class = ray.remote(EpisodeGroup).options(**actor_options)
-        self._actor_args = (self.config, manager_options, lm, executor)
-        self._warm = _warm_options(warm, self.n_actors)
-        self._starts = 0
+        self._actors = ActorSet(
+            self.config,
+            size=size,
+            lm=lm,
+            manager=manager,
+            warm=warm,
+            max_batch=max_batch,
+            batch_wait_s=batch_wait_s,
+            address=address,
+            n_actors=n_actors,
+            num_cpus=num_cpus,
+            runtime_env=runtime_env,
+            ray_init=ray_init,
+            on_lost=self._mark_lost,
+        )
+        self.n_actors = self._actors.n
         self._rollouts = 0
-        self._whereabouts: list[Any] = []  # (host, pid) of every actor started
-        self._actors = [self._start_actor(i) for i in range(self.n_actors)]
         self.episodes: list[RemoteEpisode] = [
             RemoteEpisode(slot=i, actor=i % self.n_actors, pool=self) for i in range(size)
         ]
-
-    def __len__(self) -> int:
-        return self.size
 
     def __repr__(self) -> str:
         return (
@@ -430,33 +196,8 @@ class RayEnvPool:
 
     # ------------------------------------------------------------------ actors
 
-    def _start_actor(self, index: int) -> Any:
-        self._starts += 1
-        actor = self._actor_class.remote(
-            *self._actor_args,
-            name=f"a{index}" if self._starts <= self.n_actors else f"a{index}r{self._starts}",
-            max_batch=self.max_batch,
-            batch_wait_s=self.batch_wait_s,
-            slots=len(range(index, self.size, self.n_actors)),
-            warm=self._warm,
-        )
-        self._whereabouts.append(actor.where.remote())
-        return actor
-
-    def _actor(self, index: int) -> Any:
-        """Actor ``index``, started afresh when it was lost."""
-        if self._actors[index] is None:
-            self._actors[index] = self._start_actor(index)
-        return self._actors[index]
-
-    def _lose_actor(self, index: int, why: str) -> None:
-        """Kill actor ``index`` (it failed or overran) and mark its live episodes lost."""
-        import ray
-
-        actor, self._actors[index] = self._actors[index], None
-        if actor is not None:
-            with contextlib.suppress(Exception):
-                ray.kill(actor, no_restart=True)
+    def _mark_lost(self, index: int, why: str) -> None:
+        """Actor ``index`` was killed (it failed or overran): its live episodes are lost."""
         for episode in self.episodes:
             if episode.actor == index and episode.started and not episode.done:
                 episode.lost = why
@@ -464,36 +205,13 @@ class RayEnvPool:
     def _call(self, method: str, plan: dict[int, list[Any]]) -> dict[int, Any]:
         """One remote call per actor in ``plan``; each actor's reply, or the exception
         that stands for it (the actor failed or missed the deadline; it is then killed)."""
-        import ray
-
-        refs = {i: getattr(self._actor(i), method).remote(items) for i, items in plan.items()}
-        replies: dict[int, Any] = {}
-        deadline = time.monotonic() + self.call_timeout_s
-        for index, ref in refs.items():
-            try:
-                replies[index] = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
-            except ray.exceptions.GetTimeoutError:
-                replies[index] = self._failed(index, self._late(index))
-            except ray.exceptions.RayError as exc:
-                replies[index] = self._failed(index, f"actor {index} failed: {_short(exc)}")
-        return replies
+        return self._actors.call(method, plan, self.call_timeout_s)
 
     async def _acall(self, method: str, plan: dict[int, list[Any]]) -> dict[int, Any]:
         """``_call`` for an event loop (its waiting done in a worker thread)."""
         return await asyncio.get_running_loop().run_in_executor(None, self._call, method, plan)
 
-    def _late(self, index: int) -> str:
-        return f"actor {index} did not answer within {self.call_timeout_s:g} s"
-
-    def _failed(self, index: int, why: str) -> RuntimeError:
-        self._lose_actor(index, why)
-        return RuntimeError(why)
-
     # ------------------------------------------------------------------ reset
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise EpisodeError("the pool is closed")
 
     @contextlib.contextmanager
     def _exclusive(self, what: str) -> Any:
@@ -511,9 +229,7 @@ class RayEnvPool:
     def _slots(self, items: Sequence[Any], what: str) -> list[Any]:
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
             raise TypeError(f"{what}: expected a sequence with one item per slot")
-        if len(items) != self.size:
-            raise ValueError(f"{what}: expected {self.size} items (one per slot), got {len(items)}")
-        return list(items)
+        return super()._slots(items, what)
 
     def _reset_plan(self, tasks: Sequence[Any], seeds: Sequence[int | None] | None) -> Any:
         self._check_open()
@@ -569,8 +285,6 @@ class RayEnvPool:
                     self.episodes[slot].started = False
                     errors[slot] = value
         if errors:
-            from sweworld.env.pool import PoolError
-
             raise PoolError("reset", errors, results)
         return results
 
@@ -639,8 +353,6 @@ class RayEnvPool:
                 episode._record(outcome)
                 results[slot] = outcome
         if errors:
-            from sweworld.env.pool import PoolError
-
             raise PoolError("step", errors, results)
         return results
 
@@ -669,8 +381,6 @@ class RayEnvPool:
     def _rollout(
         self, tasks: list[Any], policy_factory: Callable[[], Any], max_steps: int | None
     ) -> list[Any]:
-        from sweworld.env.pool import RolloutResult
-
         results: list[Any] = [None] * len(tasks)
         pending = list(range(len(tasks)))[::-1]
         live: dict[str, _Rollout] = {}  # key -> rollout, at most ``size`` of them
@@ -710,8 +420,6 @@ class RayEnvPool:
 
     def _rollout_turn(self, live: dict[str, _Rollout], results: list[Any], fail: Any) -> None:
         """One turn of every live rollout: its policy acts, the actors step (one call each)."""
-        from sweworld.env.pool import RolloutResult
-
         stepping: dict[int, list[Any]] = {}
         stopping: dict[int, list[Any]] = {}
         for key, run in list(live.items()):
@@ -762,15 +470,11 @@ class RayEnvPool:
 
     def trajectory(self, slot: int) -> Any:
         """The data-schema trajectory of the episode in ``slot`` (fetched from its actor)."""
-        import ray
-
         self._check_open()
         episode = self.episodes[slot]
-        if episode.lost is not None or self._actors[episode.actor] is None:
+        if episode.lost is not None or not self._actors.alive(episode.actor):
             raise EpisodeError(f"slot {slot}: its actor is gone ({episode.lost})")
-        return ray.get(
-            self._actors[episode.actor].trajectory.remote(slot), timeout=self.call_timeout_s
-        )
+        return self._actors.ask(episode.actor, "trajectory", slot, timeout_s=self.call_timeout_s)
 
     def live_sessions(self) -> int:
         """Sessions open in all actors together (warm ones included)."""
@@ -781,11 +485,8 @@ class RayEnvPool:
         return self._ask_all("warm_stats")
 
     def _ask_all(self, method: str) -> list[Any]:
-        import ray
-
         self._check_open()
-        refs = [getattr(a, method).remote() for a in self._actors if a is not None]
-        return ray.get(refs, timeout=self.call_timeout_s)
+        return self._actors.ask_all(method, self.call_timeout_s)
 
     def close(self) -> None:
         """Close every actor's episodes and sessions, then end the actors (idempotent): once
@@ -793,52 +494,7 @@ class RayEnvPool:
         if self._closed:
             return
         self._closed = True
-        import ray
-
-        actors = [a for a in self._actors if a is not None]
-        self._actors = [None] * len(self._actors)
-        if not actors:
-            self._collect_leftovers()
-            return
-        refs = [a.close.remote() for a in actors]
-        _, pending = ray.wait(refs, num_returns=len(refs), timeout=CLOSE_TIMEOUT_S)
-        if pending:
-            log.warning("%d actor(s) did not close their sessions in time", len(pending))
-        exits = [a.__ray_terminate__.remote() for a in actors]  # after close, in queue order
-        ray.wait(exits, num_returns=len(exits), timeout=CLOSE_TIMEOUT_S)
-        for actor in actors:
-            with contextlib.suppress(Exception):
-                ray.kill(actor, no_restart=True)
-        self._collect_leftovers()
-
-    def _collect_leftovers(self) -> None:
-        """Remove the session folders of actors that were killed (on this node; on other
-        nodes the next session manager there removes them)."""
-        import ray
-
-        from sweworld.dirs import control_dir, runtime_dir
-        from sweworld.sandbox.manager import gc_stale_sessions
-
-        here = socket.gethostname()
-        deadline = time.monotonic() + CLOSE_TIMEOUT_S / 6
-        for ref in self._whereabouts:  # wait for this node's actors to be gone
-            try:
-                host, pid = ray.get(ref, timeout=1.0)
-            except Exception:  # an actor that never started holds no session
-                continue
-            while host == here and os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-                time.sleep(0.05)
-        root = self._manager_options.get("runtime_root") or runtime_dir()
-        try:
-            gc_stale_sessions(Path(root) / "sessions", control_dir())
-        except OSError:
-            log.debug("collecting stale sessions failed", exc_info=True)
-
-    def __enter__(self) -> RayEnvPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._actors.close()
 
 
 @dataclass
@@ -880,64 +536,8 @@ def _guard(call: Callable[[], Any]) -> str | None:
     return None
 
 
-def check_executor_spec(config: EpisodeConfig) -> None:
-    """Refuse an executor spec that cannot work, in the driver (no model is loaded)."""
-    spec = config.executor
-    if spec in ("simulated", "hybrid"):
-        from sweworld.models import check_lm_spec
-
-        check_lm_spec(config.model)
-        return
-    from sweworld.sandbox.registry import executor_names
-
-    if spec.partition(":")[0] not in executor_names() and "." not in spec:
-        raise ValueError(f"unknown executor {spec!r}; known: {', '.join(executor_names())}")
-
-
-def _manager_options(manager: Any) -> dict[str, Any]:
-    if manager is None:
-        return {}
-    if isinstance(manager, Mapping):
-        return dict(manager)
-    options = {n: getattr(manager, n, None) for n in ("runtime_root", "checkout_root", "backend")}
-    options = {k: v for k, v in options.items() if v is not None}
-    if "runtime_root" not in options:
-        raise TypeError(
-            "manager must be SessionManager options (a mapping) or a SessionManager, "
-            f"not {type(manager).__name__}"
-        )
-    return options
-
-
-def _warm_options(warm: Any, n_actors: int) -> dict[str, Any] | None:
-    """What each actor's WarmSessions is made with, from a template or a mapping."""
-    if warm is None or isinstance(warm, Mapping):
-        return dict(warm) if warm is not None else None
-    if getattr(warm, "manager", None) is not None:
-        raise ValueError(
-            "warm: a WarmSessions bound to a manager holds live sessions of this process; "
-            "give RayEnvPool an unbound one (WarmSessions(tasks=..., per_task=...)) as a "
-            "template for its actors"
-        )
-    try:
-        return {
-            "per_task": warm.per_task,
-            "memory_budget_mb": warm.memory_budget_bytes / (1024 * 1024) / n_actors,
-            "refill": warm.refill,
-        }
-    except AttributeError:
-        raise TypeError(
-            f"warm must be a WarmSessions or a mapping of its options, not {type(warm).__name__}"
-        ) from None
-
-
 def _error_outcome(episode_id: str | None, steps: int, why: str) -> StepOutcome:
     info = {"episode_id": episode_id, "step": steps + 1, "reason": "error", "error": why}
     info.update(submitted=False, patch="", reward=None, steps=steps + 1)
     observation = f"sweworld: the environment failed ({why}); the episode ends."
     return StepOutcome(observation, 0.0, True, False, info)
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[-1][:500] if text else type(exc).__name__

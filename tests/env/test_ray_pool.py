@@ -112,7 +112,7 @@ def test_episodes_on_two_actors_are_graded_with_their_own_patches(
         assert pool.episodes[0].steps == len(demo_actions)
         assert pool.episodes[0].trajectory().submission == last[0].info["patch"]
         assert pool.live_sessions() == 0  # sessions are freed when episodes end
-        actors = list(pool._actors)
+        actors = list(pool._actors.handles)
     assert _sessions_left(runtime) == []
     for actor in actors:  # close() killed the actors
         with pytest.raises(ray.exceptions.RayActorError):
@@ -218,7 +218,7 @@ def test_a_failed_or_slow_actor_ends_its_episodes_never_hangs(cluster, toy_task,
         call_timeout_s=60.0,
     ) as pool:
         pool.reset([toy_task, toy_task])
-        ray.kill(pool._actors[1], no_restart=True)  # actor 1 dies (node lost, OOM, ...)
+        ray.kill(pool._actors.handles[1], no_restart=True)  # actor 1 dies (node lost, OOM, ...)
         alive, dead = pool.step(["ls", "ls"])
         assert not alive.done
         assert dead.terminated and dead.info["reason"] == "error"
@@ -232,7 +232,8 @@ def test_a_failed_or_slow_actor_ends_its_episodes_never_hangs(cluster, toy_task,
         pool.reset([toy_task, toy_task])
         out = pool.step(["ls", FINISH])
         assert "stockroom" in out[0].observation and out[1].info["reason"] == "submitted"
-        ray.kill(pool._actors[0], no_restart=True)  # killed with a live session: close collects it
+        # actor 0 is killed with a live session: close collects it
+        ray.kill(pool._actors.handles[0], no_restart=True)
     assert _sessions_left(runtime) == []
 
 
