@@ -107,6 +107,62 @@ def coerce_task(task: Any) -> Task:
     raise ValueError(f"a task must be a Task or a task row (mapping), not {type(task).__name__}")
 
 
+#: Deepest nesting of a tool-call mapping accepted; a deeper one is answered, not run.
+MAX_ACTION_DEPTH = 32
+
+
+def _measure_action(action: Any, limit: int) -> tuple[int, int]:
+    """``(characters, depth)`` of an action: a string's length, or about the length of a
+    tool-call mapping's text. Walked without recursion, each container once, and stopped
+    as soon as the size passes ``limit`` or the depth :data:`MAX_ACTION_DEPTH` (so the cost
+    is bounded by ``limit``, whatever the mapping holds)."""
+    if isinstance(action, str):
+        return len(action), 0
+    size = max_depth = 0
+    seen: set[int] = set()
+    stack: list[tuple[Any, int]] = [(action, 1)]
+    while stack:
+        value, depth = stack.pop()
+        max_depth = max(max_depth, depth)
+        if size > limit or max_depth > MAX_ACTION_DEPTH:
+            break
+        if isinstance(value, (str, bytes)):
+            size += len(value) + 2
+        elif isinstance(value, int):
+            size += value.bit_length() * 3 // 10 + 1
+        elif isinstance(value, (Mapping, list, tuple, set, frozenset)):
+            if id(value) in seen:
+                size += 5
+                continue
+            seen.add(id(value))
+            items = value.items() if isinstance(value, Mapping) else ((None, v) for v in value)
+            for key, item in items:
+                size += 2
+                if key is not None:
+                    stack.append((key, depth + 1))
+                stack.append((item, depth + 1))
+                if len(stack) > limit:
+                    size = limit + 1
+                    break
+        else:
+            size += 24
+    return size, max_depth
+
+
+def _action_text(action: Any, limit: int) -> str:
+    """The action as the trajectory records it: itself, or a mapping's ``repr`` (a short
+    description when that cannot be printed or would be too long)."""
+    if isinstance(action, str):
+        return action
+    size, depth = _measure_action(action, limit)
+    if size <= limit and depth <= MAX_ACTION_DEPTH:
+        try:
+            return repr(action)
+        except (ValueError, RecursionError):  # e.g. an int past Python's digit limit
+            pass
+    return f"<{type(action).__name__} action that sweworld could not record>"
+
+
 def truncate_text(text: str, limit: int) -> tuple[str, bool]:
     """``text`` cut to at most ``limit`` characters, keeping its head and tail."""
     if len(text) <= limit:
@@ -370,7 +426,7 @@ class Episode:
         cfg = self.config
         self.steps += 1
         info: dict[str, Any] = {"episode_id": self.id, "step": self.steps}
-        raw = action if isinstance(action, str) else repr(action)
+        raw = _action_text(action, cfg.max_action_chars)
         observation, exit_code, submitted, error = self._run_action(action, info, timeout)
         observation, cut = truncate_text(observation, cfg.max_observation_chars)
         if cut:
@@ -417,7 +473,16 @@ class Episode:
                 False,
                 None,
             )
-        size = len(action) if isinstance(action, str) else len(repr(action))
+        size, depth = _measure_action(action, cfg.max_action_chars)
+        if depth > MAX_ACTION_DEPTH:
+            info["action_error"] = "too_deep"
+            return (
+                f"sweworld: the tool-call mapping is nested more than {MAX_ACTION_DEPTH} "
+                "levels deep. Nothing was run.",
+                -1,
+                False,
+                None,
+            )
         if size > cfg.max_action_chars:  # a tool-call mapping is measured by its text
             info["action_error"] = "too_long"
             return (
@@ -432,6 +497,14 @@ class Episode:
         except ActionParseError as exc:
             info["action_error"] = "parse"
             return exc.message, -1, False, None
+        except (ValueError, TypeError, RecursionError) as exc:  # a value with no text form
+            info["action_error"] = "parse"
+            return (
+                f"sweworld: the action could not be read ({type(exc).__name__}). Nothing was run.",
+                -1,
+                False,
+                None,
+            )
         info["command"] = parsed.command if parsed.kind == "bash" else ""
         info["tool"] = parsed.function if parsed.kind != "bash" else "bash"
         limit = cfg.step_timeout_s if timeout is None else min(timeout, cfg.step_timeout_s)

@@ -1,0 +1,71 @@
+"""Hostile inputs to the Episode core: actions a model or a framework could send that must
+not crash, hang or leak (unprintable tool-call mappings, a reward backend that never
+answers, ``close`` racing ``reset``, test logs built to make the dense signal's parsers slow).
+
+Real sandbox sessions with ``executor="none"`` and ``reward="none"`` unless the point is the
+reward.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sweworld.env import Episode
+
+FINISH = "<function=finish>\n<parameter=command>submit</parameter>\n</function>"
+
+
+@pytest.fixture
+def episodes(manager):
+    made: list[Episode] = []
+
+    def make(task=None, **options) -> Episode:
+        options.setdefault("executor", "none")
+        options.setdefault("reward", "none")
+        ep = Episode(task, manager=manager, **options)
+        made.append(ep)
+        return ep
+
+    yield make
+    for ep in made:
+        ep.close()
+
+
+def _nested(depth: int) -> dict:
+    action: dict = {}
+    inner = action
+    for _ in range(depth):
+        inner["x"] = {}
+        inner = inner["x"]
+    return action
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        pytest.param(_nested(100_000), id="nested-100k-deep"),
+        pytest.param({"name": "execute_bash", "arguments": {"cmd": 10**5000}}, id="huge-int"),
+        pytest.param({"name": "execute_bash", "arguments": {"cmd": ["x"] * 10**6}}, id="wide"),
+    ],
+)
+def test_unprintable_or_oversized_tool_call_mappings_are_answered_not_raised(
+    episodes, toy_task, action
+):
+    ep = episodes(toy_task)
+    ep.reset()
+    out = ep.step(action)
+    assert out.info["action_error"] in ("too_long", "too_deep", "parse")
+    assert "Nothing was run" in out.observation
+    assert not out.done and ep.steps == 1 and len(ep.rewards) == 1
+    assert len(ep.trajectory().steps) == 1
+    assert "hi" in ep.step("echo hi").observation  # still usable
+
+
+def test_a_self_referential_mapping_is_answered(episodes, toy_task):
+    ep = episodes(toy_task)
+    ep.reset()
+    action: dict = {"name": "execute_bash"}
+    action["arguments"] = action
+    out = ep.step(action)
+    assert not out.done and out.observation
+    assert ep.steps == 1
