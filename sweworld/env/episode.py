@@ -33,7 +33,7 @@ from typing import Any
 
 from sweworld.env.config import END_REASONS, TERMINATED_REASONS, EpisodeConfig
 from sweworld.env.prompts import first_observation, prompt_messages
-from sweworld.env.rewards import EpisodeRewarder, FinalReward
+from sweworld.env.rewards import EpisodeRewarder, FinalReward, reward_deadline
 from sweworld.env.signals import TestTracker, dense_signal, signals_info
 from sweworld.sandbox.actions import ActionParseError, parse_action
 from sweworld.tasks.schema import Task
@@ -560,12 +560,7 @@ class Episode:
         if reason == "error" or not (submitted or self.config.score_unsubmitted):
             final = FinalReward(0.0, None, "none", "not_scored")
         else:
-            try:
-                final = self.rewarder.score(self.task, patch, steps=self.steps, submitted=submitted)
-            except Exception as exc:
-                log.exception("episode %s: the reward failed", self.id)
-                why = f"{type(exc).__name__}: {exc}"
-                final = FinalReward(0.0, None, "none", "error", error=why)
+            final = self._score(patch, submitted)
             if final.error is not None:
                 self.reason = "error"
                 info["error"] = f"reward failed: {final.error}"
@@ -581,6 +576,24 @@ class Episode:
         )
         self._drop_session()
         return final
+
+    def _score(self, patch: str, submitted: bool) -> FinalReward:
+        """The rewarder's verdict on ``patch``, or an ``error`` one when it raised or did not
+        answer within its ``deadline_s`` (left to finish on its own; its result dropped)."""
+        rewarder, task, steps = self.rewarder, self.task, self.steps
+        deadline = getattr(rewarder, "deadline_s", None) or reward_deadline(self.config)
+        future = _step_pool().submit(
+            lambda: rewarder.score(task, patch, steps=steps, submitted=submitted)
+        )
+        try:
+            return future.result(deadline)
+        except concurrent.futures.TimeoutError:
+            log.error("episode %s: the reward did not answer within %.0f s", self.id, deadline)
+            why = f"the reward did not answer within {deadline:.0f} s"
+        except Exception as exc:
+            log.exception("episode %s: the reward failed", self.id)
+            why = f"{type(exc).__name__}: {exc}"
+        return FinalReward(0.0, None, "none", "error", error=why)
 
     # ------------------------------------------------------------------ records, close
 

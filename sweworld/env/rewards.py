@@ -16,7 +16,7 @@ from typing import Any
 from sweworld.env.config import EpisodeConfig
 from sweworld.reward.presets import compute_reward
 
-__all__ = ["EpisodeRewarder", "FinalReward"]
+__all__ = ["EpisodeRewarder", "FinalReward", "reward_deadline"]
 
 
 @dataclass
@@ -63,6 +63,9 @@ class EpisodeRewarder:
         manager: a session manager for the real test run (one per call otherwise).
         real_executor: what runs the tests for ``real`` / ``both`` (``local``, ``docker``
             or an executor).
+        real_timeout_s: deadline of the real test run.
+        deadline_s: how long an episode waits for :meth:`score` before it ends the episode
+            with reason ``error`` (default: :func:`reward_deadline` of the two above).
     """
 
     def __init__(
@@ -73,8 +76,10 @@ class EpisodeRewarder:
         manager: Any = None,
         real_executor: Any = "local",
         real_timeout_s: float = 1800.0,
+        deadline_s: float | None = None,
     ):
         self.config = config or EpisodeConfig()
+        self.deadline_s = deadline_s or reward_deadline(self.config, real_timeout_s)
         self._reward_model = reward_model
         self.manager = manager
         self.real_executor = real_executor
@@ -153,6 +158,16 @@ class EpisodeRewarder:
     def close(self) -> None:
         if self._reward_model is not None:
             self._reward_model.close()
+
+
+#: Seconds added to a reward's own deadlines before an episode stops waiting for it.
+REWARD_GRACE_S = 60.0
+
+
+def reward_deadline(config: EpisodeConfig, real_timeout_s: float = 1800.0) -> float:
+    """How long scoring one patch may take: the real test run, four SWR stages each bounded
+    by the step deadline, and :data:`REWARD_GRACE_S` (a backstop: each part has its own)."""
+    return real_timeout_s + 4 * config.step_timeout_s + REWARD_GRACE_S
 
 
 def _swr_evidence(result: Any) -> dict[str, Any]:

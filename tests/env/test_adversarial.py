@@ -8,9 +8,12 @@ reward.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
-from sweworld.env import Episode
+from sweworld.env import Episode, EpisodeConfig, EpisodeRewarder
 
 FINISH = "<function=finish>\n<parameter=command>submit</parameter>\n</function>"
 
@@ -69,3 +72,29 @@ def test_a_self_referential_mapping_is_answered(episodes, toy_task):
     out = ep.step(action)
     assert not out.done and out.observation
     assert ep.steps == 1
+
+
+def test_a_reward_backend_that_never_answers_ends_the_step_by_its_deadline(episodes, toy_task):
+    release = threading.Event()
+
+    class HangingRewardModel:
+        def score(self, *args, **kwargs):
+            release.wait(120)
+            raise RuntimeError("released")
+
+        def close(self) -> None:
+            pass
+
+    rewarder = EpisodeRewarder(EpisodeConfig(reward="swr"), reward_model=HangingRewardModel())
+    rewarder.deadline_s = 1.0
+    ep = episodes(toy_task, reward="swr", rewarder=rewarder)
+    ep.reset()
+    started = time.monotonic()
+    try:
+        out = ep.step(FINISH)
+    finally:
+        release.set()
+    assert time.monotonic() - started < 15
+    assert out.terminated and out.info["reason"] == "error"
+    assert "did not answer within" in out.info["error"]
+    assert out.reward == 0.0 and ep.session is None
