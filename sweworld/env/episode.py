@@ -317,6 +317,9 @@ class Episode:
             self.seed = seed
             self._tracker = TestTracker.for_task(new_task)
             self._session = self._open(new_task)
+            if self._closed:  # close() ran while the session opened: it must not outlive it
+                self._drop_session()
+                raise EpisodeError(f"episode {self.id} was closed during reset()")
             prompt = first_observation(new_task, self.config.prompt_format)
             info = {
                 "episode_id": self.id,

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from sweworld.env import Episode, EpisodeConfig, EpisodeRewarder
+from sweworld.env import Episode, EpisodeConfig, EpisodeError, EpisodeRewarder
 
 FINISH = "<function=finish>\n<parameter=command>submit</parameter>\n</function>"
 
@@ -98,3 +98,38 @@ def test_a_reward_backend_that_never_answers_ends_the_step_by_its_deadline(episo
     assert out.terminated and out.info["reason"] == "error"
     assert "did not answer within" in out.info["error"]
     assert out.reward == 0.0 and ep.session is None
+
+
+def test_close_while_reset_opens_a_session_leaves_none_open(manager, toy_task):
+    opening = threading.Event()
+    go_on = threading.Event()
+    opened = []
+
+    def slow_open(task):
+        opening.set()
+        go_on.wait(10)
+        session = manager.open(task)
+        opened.append(session)
+        return session
+
+    ep = Episode(toy_task, manager=manager, executor="none", reward="none", open_session=slow_open)
+    errors = []
+
+    def reset():
+        try:
+            ep.reset()
+        except EpisodeError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=reset)
+    worker.start()
+    assert opening.wait(10)
+    ep.close()
+    go_on.set()
+    worker.join(20)
+    assert not worker.is_alive()
+    assert ep.session is None
+    assert errors and "closed" in str(errors[0])
+    assert len(opened) == 1 and opened[0].closed
+    with pytest.raises(EpisodeError, match="closed"):
+        ep.reset()
