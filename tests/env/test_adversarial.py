@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from sweworld.env import Episode, EpisodeConfig, EpisodeError, EpisodeRewarder
+from sweworld.env import Episode, EpisodeConfig, EpisodeError, EpisodeRewarder, signals
 
 FINISH = "<function=finish>\n<parameter=command>submit</parameter>\n</function>"
 
@@ -133,3 +133,28 @@ def test_close_while_reset_opens_a_session_leaves_none_open(manager, toy_task):
     assert len(opened) == 1 and opened[0].closed
     with pytest.raises(EpisodeError, match="closed"):
         ep.reset()
+
+
+@pytest.mark.parametrize(
+    "repo, unit",
+    [
+        ("sympy/sympy", "_"),  # one long line: quadratic in the SWE-bench sympy regex
+        ("sympy/sympy", "_ "),
+        ("sympy/sympy", "_" * 500 + "\n"),  # lines just short enough to be read
+        ("django/django", "a ... Testing against Django installed in x\n"),  # multi-line
+    ],
+)
+def test_the_dense_signal_reads_adversarial_test_logs_in_bounded_time(repo, unit):
+    tracker = signals.TestTracker(tests=("sympy/a.py:test_a", "test_a"), repo=repo)
+    log = unit * (400_000 // len(unit))
+    started = time.perf_counter()
+    delta, changes = tracker.update(log)
+    assert time.perf_counter() - started < 1.0
+    assert delta == 0.0 and changes == {"fixed": [], "broken": []}
+
+
+def test_the_dense_signal_still_reads_real_status_lines():
+    tracker = signals.TestTracker(tests=("test_a",), repo="sympy/sympy")
+    noise = "_" * 50_000 + "\n"
+    delta, changes = tracker.update(noise + "test_a ok\n")
+    assert delta == 1.0 and changes["fixed"] == ["test_a"]
