@@ -55,7 +55,8 @@ class LocalExecutor:
             :meth:`EnvBuilder.plan`).
         timeout: wall-clock seconds per command.
         limits: CPU / memory / output limits (defaults of :class:`SandboxLimits`).
-        max_warm: sandboxes kept warm at once (least recently used ones are stopped).
+        max_warm: sandboxes kept warm at once (least recently used idle ones are stopped;
+            sandboxes running a command are never stopped, so more may be live for a while).
         rebuild_env: rebuild each environment once, even if a build (ok or failed) is cached.
     """
 
@@ -219,8 +220,15 @@ class LocalExecutor:
             for k in stale:  # the session was restored (new namespace) or changed env
                 self._runners.pop(k).remove()
             evicted = []
-            while len(self._runners) >= self.max_warm:
-                evicted.append(self._runners.popitem(last=False)[1])
+            for old_key in list(self._runners):  # least recently used first
+                if len(self._runners) < self.max_warm:
+                    break
+                # never one whose session is running a command: stopping it under that
+                # command left the command's reader waiting for the full timeout
+                busy = self._session_locks.get(old_key[0])
+                if busy is not None and busy.locked():
+                    continue
+                evicted.append(self._runners.pop(old_key))
         for old in evicted:  # least recently used: its control folder and cgroup go too
             old.remove()
         name = f"{request.session_id}-local"

@@ -141,3 +141,35 @@ def test_recipes_from_a_file(tmp_path, toy_task):
     assert builder.recipe_for(toy_task).install == ("pip install -e .[test]",)
     with pytest.raises(ValueError, match="unknown recipe keys"):
         EnvRecipe.from_mapping({"instal": []})
+
+
+def test_more_concurrent_sessions_than_warm_sandboxes(manager, toy_task):
+    # With more sessions running commands at once than `max_warm`, evicting a sandbox that
+    # is running a command left its reader waiting for the whole timeout.
+    import threading
+    import time
+
+    executor = LocalExecutor(timeout=60, max_warm=2)
+    sessions = [manager.open(toy_task, executor=executor) for _ in range(6)]
+    results: dict[int, object] = {}
+
+    def work(i: int) -> None:
+        code = f"import time; time.sleep(0.5); print({i})"
+        results[i] = sessions[i].run(f"python -c '{code}'")
+
+    try:
+        started = time.monotonic()
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        elapsed = time.monotonic() - started
+        for i in range(6):
+            assert results[i].exit_code == 0, results[i]
+            assert results[i].stdout == f"{i}\n"
+        assert elapsed < 45, f"took {elapsed:.0f} s: a command waited for its timeout"
+    finally:
+        for s in sessions:
+            s.destroy()
+        executor.close()
