@@ -563,7 +563,7 @@ class Episode:
         if reason == "error" or not (submitted or self.config.score_unsubmitted):
             final = FinalReward(0.0, None, "none", "not_scored")
         else:
-            final = self._score(patch, submitted)
+            final = self.score(patch, submitted=submitted)
             if final.error is not None:
                 self.reason = "error"
                 info["error"] = f"reward failed: {final.error}"
@@ -580,9 +580,12 @@ class Episode:
         self._drop_session()
         return final
 
-    def _score(self, patch: str, submitted: bool) -> FinalReward:
-        """The rewarder's verdict on ``patch``, or an ``error`` one when it raised or did not
-        answer within its ``deadline_s`` (left to finish on its own; its result dropped)."""
+    def score(self, patch: str, *, submitted: bool = True) -> FinalReward:
+        """The rewarder's verdict on ``patch`` for the current task and step count (the
+        episode goes on), or an ``error`` one when it raised or did not answer within its
+        ``deadline_s`` (left to finish on its own; its result dropped)."""
+        if self.task is None:
+            raise EpisodeError("no episode has started")
         rewarder, task, steps = self.rewarder, self.task, self.steps
         deadline = getattr(rewarder, "deadline_s", None) or reward_deadline(self.config)
         future = _step_pool().submit(

@@ -560,9 +560,7 @@ class RepoEnv:
                 final = FinalReward(0.0, None, "none", "not_scored")
             else:
                 patch = self._live_session("compute_reward").get_patch()
-                final = episode.rewarder.score(
-                    episode.task, patch, steps=episode.steps, submitted=submitted
-                )
+                final = episode.score(patch, submitted=submitted)  # under its deadline
             if final.error:
                 self.logger.warning("RepoEnv %s: reward failed: %s", episode.id, final.error)
             self.last_reward = final

@@ -158,3 +158,43 @@ def test_the_dense_signal_still_reads_real_status_lines():
     noise = "_" * 50_000 + "\n"
     delta, changes = tracker.update(noise + "test_a ok\n")
     assert delta == 1.0 and changes["fixed"] == ["test_a"]
+
+
+def test_r2egym_compute_reward_mid_episode_is_bounded_by_the_reward_deadline(manager, toy_task):
+    from sweworld.env.r2egym_env import EnvArgs, RepoEnv
+
+    release = threading.Event()
+
+    class HangingRewardModel:
+        def score(self, *args, **kwargs):
+            release.wait(120)
+            raise RuntimeError("released")
+
+        def close(self) -> None:
+            pass
+
+    rewarder = EpisodeRewarder(
+        EpisodeConfig(reward="swr"), reward_model=HangingRewardModel(), deadline_s=1.0
+    )
+    env = RepoEnv(
+        EnvArgs(ds=toy_task.to_row()),
+        manager=manager,
+        rewarder=rewarder,
+        executor="none",
+        reward="swr",
+    )
+    try:
+        env.reset()
+        started = time.monotonic()
+        try:
+            value = env.compute_reward()
+        finally:
+            release.set()
+        assert time.monotonic() - started < 15
+        assert value == 0.0 and "did not answer within" in env.last_reward.error
+        obs, _, done, _ = env.step(
+            "<function=execute_bash>\n<parameter=cmd>echo hi</parameter>\n</function>"
+        )
+        assert not done and "hi" in str(obs)  # the episode goes on
+    finally:
+        env.close()
