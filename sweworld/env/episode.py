@@ -97,13 +97,16 @@ def coerce_task(task: Any) -> Task:
 
         try:
             task = json.loads(task)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ValueError(
                 "a task given as a string must be a JSON task row; to use an instance id, "
                 "load the task first (sweworld.load_tasks / get_task)"
             ) from None
     if isinstance(task, Mapping):
-        return Task.from_row(task)  # TaskValidationError (a ValueError) names the field
+        try:
+            return Task.from_row(task)  # TaskValidationError (a ValueError) names the field
+        except RecursionError:  # a field holding JSON nested past the parser's depth
+            raise ValueError("the task row holds a value nested too deeply to read") from None
     raise ValueError(f"a task must be a Task or a task row (mapping), not {type(task).__name__}")
 
 

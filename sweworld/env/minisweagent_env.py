@@ -54,6 +54,7 @@ from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import Episode, EpisodeFinished, coerce_task
 from sweworld.env.prompts import prompt_messages
 from sweworld.env.rewards import EpisodeRewarder
+from sweworld.sandbox.types import clean_text
 
 __all__ = ["SWEWorldEnvironment", "SWEWorldEnvironmentConfig", "load_task"]
 
@@ -307,7 +308,7 @@ class SWEWorldEnvironment:
             "instance_id": self.task.instance_id,
             "repo": self.task.repo,
             "base_commit": self.task.base_commit,
-            "problem_statement": self.task.problem_statement,
+            "problem_statement": clean_text(self.task.problem_statement or ""),
             "sweworld_system_prompt": system,
             "sweworld_instance_prompt": instance,
             **kwargs,

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from sweworld.sandbox.tools import SPECS
+from sweworld.sandbox.types import clean_text
 
 __all__ = ["TOOL_DOCS", "first_observation", "prompt_messages", "tool_schemas"]
 
@@ -161,7 +162,9 @@ def _problem(task: Any) -> str:
     text = getattr(task, "problem_statement", None)
     if text is None and isinstance(task, dict):
         text = task.get("problem_statement")
-    return str(text or "").strip() or "(the task has no problem statement)"
+    # valid Unicode, as observations are: a lone surrogate (legal in a JSON row's escapes)
+    # would fail a tokenizer's or a JSON writer's UTF-8 encoding
+    return clean_text(str(text or "")).strip() or "(the task has no problem statement)"
 
 
 def prompt_messages(task: Any, prompt_format: str = "r2egym") -> list[dict[str, str]]:

@@ -72,6 +72,7 @@ from sweworld.sandbox.render import (
     r2egym_exit_code,
     strip_ansi_cr,
 )
+from sweworld.sandbox.types import clean_text
 
 __all__ = [
     "RESET_OBSERVATION",
@@ -274,7 +275,7 @@ class Command:
 def task_instruction(problem_statement: str) -> str:
     """The text between the first ``[ISSUE]`` and the last ``[/ISSUE]`` (as R2E-Gym's
     runtime extracts it), else the whole statement. Linear in its length."""
-    text = problem_statement or ""
+    text = clean_text(problem_statement or "")  # valid Unicode, as the observations
     start = text.find(_ISSUE_OPEN)
     end = text.rfind(_ISSUE_CLOSE)
     if start == -1 or end < start + len(_ISSUE_OPEN):

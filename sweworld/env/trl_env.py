@@ -38,6 +38,7 @@ from typing import Any
 from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import Episode, EpisodeError, build_executor, coerce_task
 from sweworld.env.rewards import EpisodeRewarder
+from sweworld.sandbox.types import clean_text
 from sweworld.tasks.schema import Task
 
 __all__ = [
@@ -57,7 +58,8 @@ INSTRUCTION = (
 
 
 def _issue_text(task: Task) -> str:
-    problem = (task.problem_statement or "").strip() or "(the task has no problem statement)"
+    problem = clean_text(task.problem_statement or "").strip()
+    problem = problem or "(the task has no problem statement)"
     return f"\n\n<github_issue>\n{problem}\n</github_issue>"
 
 

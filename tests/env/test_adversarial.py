@@ -198,3 +198,34 @@ def test_r2egym_compute_reward_mid_episode_is_bounded_by_the_reward_deadline(man
         assert not done and "hi" in str(obs)  # the episode goes on
     finally:
         env.close()
+
+
+def test_task_rows_nested_too_deeply_are_a_value_error(toy_task):
+    from sweworld.env import coerce_task
+
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(ValueError):
+        coerce_task(deep)
+    with pytest.raises(ValueError):
+        coerce_task({**toy_task.to_row(), "FAIL_TO_PASS": deep})
+
+
+@pytest.mark.parametrize("prompt_format", ["r2egym", "mini", "plain"])
+def test_a_lone_surrogate_in_the_issue_does_not_reach_the_prompt(toy_task, prompt_format):
+    from sweworld.env.prompts import first_observation, prompt_messages
+
+    task = toy_task.model_copy(update={"problem_statement": "broken \ud800 text"})
+    prompt = first_observation(task, prompt_format)
+    prompt.encode("utf-8")  # a tokenizer or a JSON writer must be able to encode it
+    for message in prompt_messages(task, prompt_format):
+        message["content"].encode("utf-8")
+    assert "broken" in prompt and "text" in prompt
+
+
+def test_a_lone_surrogate_in_the_issue_does_not_reach_the_adapters_issue_text(toy_task):
+    from sweworld.env.r2egym_env import task_instruction
+    from sweworld.env.trl_env import _issue_text
+
+    task = toy_task.model_copy(update={"problem_statement": "[ISSUE]broken \ud800 text[/ISSUE]"})
+    assert "broken" in task_instruction(task.problem_statement).encode("utf-8").decode()
+    assert "broken" in _issue_text(task).encode("utf-8").decode()
