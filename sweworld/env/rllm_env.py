@@ -211,7 +211,7 @@ class SWEEnv:
         if isinstance(extra_info, (str, bytes)):
             try:
                 extra_info = json.loads(extra_info)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise ValueError(f"SWEEnv.from_dict: not a JSON task row ({exc})") from None
         if not isinstance(extra_info, Mapping):
             raise ValueError(
@@ -220,7 +220,10 @@ class SWEEnv:
         row = dict(extra_info)
         options = row.pop(OPTIONS_KEY, None) or {}
         if isinstance(options, (str, bytes)):
-            options = json.loads(options)
+            try:
+                options = json.loads(options)
+            except (ValueError, RecursionError) as exc:
+                raise ValueError(f"'{OPTIONS_KEY}' is not JSON options ({exc})") from None
         if not isinstance(options, Mapping):
             raise ValueError(f"'{OPTIONS_KEY}' must map EpisodeConfig options, got {options!r}")
         settings = {key: row.pop(key) for key in _SETTINGS if key in row}

@@ -229,3 +229,15 @@ def test_a_lone_surrogate_in_the_issue_does_not_reach_the_adapters_issue_text(to
     task = toy_task.model_copy(update={"problem_statement": "[ISSUE]broken \ud800 text[/ISSUE]"})
     assert "broken" in task_instruction(task.problem_statement).encode("utf-8").decode()
     assert "broken" in _issue_text(task).encode("utf-8").decode()
+
+
+def test_rllm_from_dict_with_json_nested_too_deeply_is_a_value_error(toy_task):
+    from sweworld.env.rllm_env import OPTIONS_KEY, SWEEnv
+
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(ValueError, match="not a JSON task row"):
+        SWEEnv.from_dict(deep)
+    with pytest.raises(ValueError, match="not JSON options"):
+        SWEEnv.from_dict({**toy_task.to_row(), OPTIONS_KEY: deep})
+    with pytest.raises(ValueError, match="not JSON options"):
+        SWEEnv.from_dict({**toy_task.to_row(), OPTIONS_KEY: "{bad"})
