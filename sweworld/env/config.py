@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -92,19 +93,26 @@ class EpisodeConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_steps, int) or self.max_steps < 1:
+        if not _is_int(self.max_steps) or self.max_steps < 1:
             raise ValueError(f"max_steps must be a positive integer, got {self.max_steps!r}")
-        for name in ("max_wall_s",):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be positive or None, got {value!r}")
-        if not self.step_timeout_s > 0:
-            raise ValueError(f"step_timeout_s must be positive, got {self.step_timeout_s!r}")
+        if self.max_wall_s is not None and not (
+            _is_number(self.max_wall_s) and self.max_wall_s > 0
+        ):
+            raise ValueError(f"max_wall_s must be positive or None, got {self.max_wall_s!r}")
+        # a step deadline the clocks cannot hold (inf, 1e300) failed every step at run time
+        if not (_is_number(self.step_timeout_s) and 0 < self.step_timeout_s <= MAX_STEP_TIMEOUT_S):
+            raise ValueError(
+                f"step_timeout_s must be a number of seconds in (0, {MAX_STEP_TIMEOUT_S:.0f}], "
+                f"got {self.step_timeout_s!r}"
+            )
         for name in ("max_observation_chars", "max_action_chars"):
-            if getattr(self, name) < 200:
-                raise ValueError(f"{name} must be at least 200, got {getattr(self, name)!r}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be positive or None, got {self.max_tokens!r}")
+            value = getattr(self, name)
+            if not _is_int(value) or value < 200:  # a float limit broke slicing at run time
+                raise ValueError(f"{name} must be an integer of at least 200, got {value!r}")
+        if self.max_tokens is not None and (not _is_int(self.max_tokens) or self.max_tokens < 1):
+            raise ValueError(
+                f"max_tokens must be a positive integer or None, got {self.max_tokens!r}"
+            )
         _choice("prompt_format", self.prompt_format, PROMPT_FORMATS)
         _choice("action_format", self.action_format, ("auto", "r2e", "mini_swe_agent", "bash"))
         _choice("observation_format", self.observation_format, ("auto", "r2egym", "mini", "raw"))
@@ -138,6 +146,18 @@ class EpisodeConfig:
         data["swr_stages"] = list(self.swr_stages) if self.swr_stages is not None else None
         data["extra"] = dict(self.extra)
         return data
+
+
+#: Longest step deadline accepted (a week); longer ones overflow the sandbox's clocks.
+MAX_STEP_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:

@@ -241,3 +241,27 @@ def test_rllm_from_dict_with_json_nested_too_deeply_is_a_value_error(toy_task):
         SWEEnv.from_dict({**toy_task.to_row(), OPTIONS_KEY: deep})
     with pytest.raises(ValueError, match="not JSON options"):
         SWEEnv.from_dict({**toy_task.to_row(), OPTIONS_KEY: "{bad"})
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"step_timeout_s": float("inf")},  # every step failed with OverflowError
+        {"step_timeout_s": 1e300},
+        {"step_timeout_s": "5"},  # TypeError
+        {"max_wall_s": float("nan")},
+        {"max_observation_chars": 200.5},  # slicing with a float failed on a long output
+        {"max_action_chars": 1e6},
+        {"max_tokens": 0.5},
+        {"max_steps": True},
+    ],
+)
+def test_config_values_that_would_fail_at_run_time_are_refused_up_front(option):
+    with pytest.raises(ValueError, match=next(iter(option))):
+        EpisodeConfig(**option)
+
+
+def test_a_week_long_step_deadline_still_runs(episodes, toy_task):
+    ep = episodes(toy_task, executor="local", step_timeout_s=7 * 24 * 3600.0)
+    ep.reset()
+    assert "hi" in ep.step("echo hi").observation
