@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
             from sweworld.reward import cli as reward_cli
 
             if args.command == "reward":
-                return reward_cli.cmd_reward(args, _get(args))
+                return reward_cli.cmd_reward(args, task_from_args(args))
             if args.command == "verify":
                 return reward_cli.cmd_verify(args)
             return reward_cli.cmd_calibrate(args)
@@ -284,18 +284,37 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def read_input(path_text: str, what: str, *, errors: str = "strict") -> str:
+#: Largest input file read by the commands (patches, action files, logs).
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+
+
+def read_input(
+    path_text: str, what: str, *, errors: str = "strict", max_bytes: int = MAX_INPUT_BYTES
+) -> str:
     """The text of the file ``path_text`` names (``-``: stdin), or a clear error: a missing
-    path, a folder, an unreadable or undecodable file are each said in one line."""
+    path, a folder, an unreadable, undecodable or too large (over ``max_bytes``; endless
+    ones such as /dev/zero included) file are each said in one line."""
     if path_text == "-":
-        return sys.stdin.read()
-    path = Path(path_text)
-    if not path.exists():
-        raise FileNotFoundError(f"{what} {path} does not exist")
-    if path.is_dir():  # (a pipe such as /dev/stdin or <(...) is read as a file)
-        raise ValueError(f"{what} {path} is a folder, not a file")
-    try:
-        return path.read_text(encoding="utf-8", errors=errors)
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:  # a text stream standing in for stdin
+            text = sys.stdin.read(max_bytes + 1)
+            if len(text) > max_bytes:
+                raise ValueError(f"{what} <stdin> is larger than {max_bytes} characters")
+            return text
+        data = stream.read(max_bytes + 1)
+        path = Path("<stdin>")
+    else:
+        path = Path(path_text)
+        if not path.exists():
+            raise FileNotFoundError(f"{what} {path} does not exist")
+        if path.is_dir():  # (a pipe such as /dev/stdin or <(...) is read as a file)
+            raise ValueError(f"{what} {path} is a folder, not a file")
+        with path.open("rb") as handle:
+            data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"{what} {path} is larger than {max_bytes} bytes")
+    try:  # newlines as text mode reads them (\r\n and \r become \n)
+        return data.decode("utf-8", errors=errors).replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError as exc:
         where = f"{exc.reason} at byte {exc.start}"
         raise ValueError(f"{what} {path} is not UTF-8 text ({where})") from None
@@ -310,7 +329,7 @@ def _load(args: argparse.Namespace):
     return load_tasks(args.file or _default_tasks(), split=args.split)
 
 
-def _get(args: argparse.Namespace):
+def task_from_args(args: argparse.Namespace):
     from sweworld.tasks import get_task
 
     return get_task(args.file or _default_tasks(), args.id)
@@ -330,7 +349,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
             )
         print(f"{len(rows)} task(s)")
         return 0
-    task = _get(args)
+    task = task_from_args(args)
     row = task.to_row()
     if args.field:
         if args.field not in row:
@@ -359,7 +378,7 @@ def _open_session(args: argparse.Namespace):
     from sweworld.sandbox.bwrap import SandboxLimits
     from sweworld.sandbox.manager import SessionManager
 
-    task = _get(args)
+    task = task_from_args(args)
     manager = SessionManager(
         backend=args.backend,
         executor=_executor(args),
@@ -479,7 +498,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         parse_log,
     )
 
-    task = _get(args)
+    task = task_from_args(args)
     if args.log is not None:
         log = read_input(args.log, "log file", errors="replace")
         if START_TEST_OUTPUT in log or END_TEST_OUTPUT in log:  # a harness eval log

@@ -336,3 +336,17 @@ def test_verbose_shows_simulator_failures_quiet_does_not(tmp_path):
     assert loud.returncode == 0
     assert "WARNING sweworld.transition.simulated" in loud.stderr
     assert "no valid prediction in 3 attempt(s)" in loud.stderr
+
+
+def test_read_input_refuses_endless_and_oversized_files(tmp_path):
+    from sweworld.cli import read_input
+
+    with pytest.raises(ValueError, match="larger than 1000 bytes"):
+        read_input("/dev/zero", "actions file", max_bytes=1000)
+    big = tmp_path / "big.patch"
+    big.write_bytes(b"x" * 1001)
+    with pytest.raises(ValueError, match="larger than"):
+        read_input(str(big), "patch file", max_bytes=1000)
+    ok = tmp_path / "crlf.txt"
+    ok.write_bytes(b"a\r\nb\rc\n")
+    assert read_input(str(ok), "file", max_bytes=1000) == "a\nb\nc\n"

@@ -158,13 +158,13 @@ def _read_actions(args: argparse.Namespace) -> list[Any]:
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``sweworld episode``; the exit status (see the module docstring)."""
-    from sweworld.cli import _get
+    from sweworld.cli import task_from_args
     from sweworld.env.episode import Episode, build_executor
 
     out = out or sys.stdout
     actions = _read_actions(args)
     config = _config(args, len(actions))
-    task = _get(args)
+    task = task_from_args(args)
     executor = build_executor(config)  # a bad executor or model spec is said before anything runs
     view = JsonView(out) if args.json else HumanView(out)
     with Episode(task, config, executor=executor) as episode:
