@@ -1,7 +1,7 @@
 """Episodes and drop-in environments for RL trainers.
 
 :class:`Episode` is the core (task, session, executor, reward, limits, sync and async
-stepping); the framework adapters are thin modules over it, each importing its framework
+stepping; ``stepping`` holds what its steps need besides its rules); the framework adapters are thin modules over it, each importing its framework
 only when used:
 
 ========================  ===============================================================
@@ -13,7 +13,8 @@ only when used:
 ``r2egym_env``            R2E-Gym's ``RepoEnv(EnvArgs(ds=row))``
 ``rllm_env``              rLLM's ``BaseEnv``
 ``pool``                  many episodes at once (threads, asyncio), one batched LM
-``ray_pool``              the same pool on Ray actors
+                          (``batching``), warm sessions by memory budget (``warm``)
+``ray_pool``              the same pool on Ray actors (``ray_actor``: the actors)
 ========================  ===============================================================
 """
 
