@@ -17,6 +17,7 @@ with ``info["executed"] = False``, the status and a reason, and are logged (logg
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import re
@@ -35,6 +36,7 @@ from sweworld.sandbox.launch import SandboxUnavailable
 from sweworld.sandbox.limits import PidsCgroup, SandboxLimits
 
 log = logging.getLogger(__name__)
+_runner_ids = itertools.count(1)
 
 # What bash prints when the `exec` of the wrapper script cannot start the program.
 _EXEC_FAILED_RE = re.compile(
@@ -231,7 +233,10 @@ class LocalExecutor:
                 evicted.append(self._runners.pop(old_key))
         for old in evicted:  # least recently used: its control folder and cgroup go too
             old.remove()
-        name = f"{request.session_id}-local"
+        # A name of its own per runner: an evicted runner's cgroup and control folder are
+        # removed outside the lock, and the same session's next runner under the same name
+        # lost its cgroup to that removal ("cgroup.procs: Directory nonexistent").
+        name = f"{request.session_id}-local{next(_runner_ids)}"
         cgroup = PidsCgroup.create(name, self.limits.max_processes)
         sandbox = SandboxRunner(
             mounts={"/testbed": request.workspace_bind, "/tmp": request.tmp},
