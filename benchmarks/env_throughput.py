@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
 import time
@@ -169,33 +170,39 @@ def main(argv: list[str] | None = None) -> int:
     from sweworld.models.replay import ReplayLM
 
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="sweworld-env-bench-") as tmp:
-        root = Path(tmp)
-        for world in worlds:
-            lm: Any = None
-            mix, sizes = MIX, levels
-            if world == "replay":
-                lm = ReplayLM(_replay_answer)
-            elif world == "embedded":
-                from sweworld.models import make_lm
+    # A run stopped from outside (timeout, Ctrl-C) still prints and saves what it measured.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        with tempfile.TemporaryDirectory(prefix="sweworld-env-bench-") as tmp:
+            root = Path(tmp)
+            for world in worlds:
+                lm: Any = None
+                mix, sizes = MIX, levels
+                if world == "replay":
+                    lm = ReplayLM(_replay_answer)
+                elif world == "embedded":
+                    from sweworld.models import make_lm
 
-                started = time.perf_counter()
-                lm = make_lm("embedded")
-                print(f"embedded model loaded in {time.perf_counter() - started:.1f} s", flush=True)
-                mix, sizes = EMBEDDED_MIX, embedded_levels
-            elif world != "local":
-                parser.error(f"unknown world {world!r}")
-            for size in sizes:
-                row = run_level(world, size, mix, lm, root)
-                rows.append(row)
-                print(_line(row), flush=True)
-            if lm is not None:
-                lm.close()
+                    started = time.perf_counter()
+                    lm = make_lm("embedded")
+                    took = time.perf_counter() - started
+                    print(f"embedded model loaded in {took:.1f} s", flush=True)
+                    mix, sizes = EMBEDDED_MIX, embedded_levels
+                elif world != "local":
+                    parser.error(f"unknown world {world!r}")
+                for size in sizes:
+                    row = run_level(world, size, mix, lm, root)
+                    rows.append(row)
+                    print(_line(row), flush=True)
+                    if args.json:
+                        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+                if lm is not None:
+                    lm.close()
+    except KeyboardInterrupt:
+        print("\nstopped: the table holds the levels that finished", flush=True)
     print()
     print(table(rows))
     print(f"\n{platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0
 
 
