@@ -1,8 +1,8 @@
 """Episodes and drop-in environments for RL trainers.
 
 :class:`Episode` is the core (task, session, executor, reward, limits, sync and async
-stepping; ``stepping`` holds what its steps need besides its rules); the framework adapters are thin modules over it, each importing its framework
-only when used:
+stepping; ``stepping`` holds what its steps need besides its rules); the framework
+adapters are thin modules over it, each importing its framework only when used:
 
 ========================  ===============================================================
 ``gymnasium_env``         Gymnasium 1.x ``Env[str, str]``, registered as
@@ -18,6 +18,7 @@ only when used:
 ========================  ===============================================================
 """
 
+from sweworld.env.batching import BatchingLM
 from sweworld.env.config import END_REASONS, PROMPT_FORMATS, REWARD_SOURCES, EpisodeConfig
 from sweworld.env.episode import (
     Episode,
@@ -28,13 +29,17 @@ from sweworld.env.episode import (
     build_executor,
     coerce_task,
 )
+from sweworld.env.pool import EnvPool, PoolError, RolloutResult
 from sweworld.env.prompts import first_observation, prompt_messages, tool_schemas
 from sweworld.env.rewards import EpisodeRewarder, FinalReward
+from sweworld.env.warm import WarmSessions
 
 __all__ = [
     "END_REASONS",
     "PROMPT_FORMATS",
     "REWARD_SOURCES",
+    "BatchingLM",
+    "EnvPool",
     "Episode",
     "EpisodeBusy",
     "EpisodeConfig",
@@ -42,7 +47,10 @@ __all__ = [
     "EpisodeFinished",
     "EpisodeRewarder",
     "FinalReward",
+    "PoolError",
+    "RolloutResult",
     "StepOutcome",
+    "WarmSessions",
     "build_executor",
     "coerce_task",
     "first_observation",
