@@ -14,7 +14,7 @@ parser with the installed harness on real logs.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import Enum
 
 __all__ = [
@@ -63,15 +63,22 @@ TESTS_TIMEOUT = ">>>>> Tests Timed Out"
 RUN_FAILURE_MARKERS: tuple[str, ...] = (APPLY_PATCH_FAIL, RESET_FAILED, TESTS_ERROR, TESTS_TIMEOUT)
 
 # The harness's evidence that a runner executed although no test status was read (its
-# ``SUITE_RAN``; every count non-zero). Only JavaScript runners print these lines.
+# ``SUITE_RAN``; every count non-zero). Only JavaScript runners print these lines. Use it as
+# the harness does, for whether ``.search`` finds anything: that answer is the harness's on
+# every text, in time linear in the text. The harness's pattern is quadratic on a long run of
+# digits (``[1-9]\d* passing`` restarts in every digit and scans to the end of the run), so
+# such a count is matched only from the start of its run of digits, up to its first non-zero
+# digit (``(?<!\d)(?>\d*?[1-9])``); digit and space runs are possessive (none is followed by
+# what it matches), and trailing ``\d*`` that cannot change whether there is a match are
+# left out. A match's span may therefore differ from the harness's.
 SUITE_RAN = re.compile(
-    r"Executed [1-9]\d* of \d+"
-    r"|TOTAL: [1-9]\d* (?:SUCCESS|FAILED)"
-    r"|[1-9]\d* passing"
-    r"|Tests:\s+[1-9]\d*"
-    r"|Test Suites:\s+(?:\d+ \w+, )*[1-9]\d* total"
-    r"|^# tests [1-9]\d*"
-    r"|[1-9]\d* specs?, \d+ failures?"
+    r"Executed [1-9]\d*+ of \d"
+    r"|TOTAL: [1-9]\d*+ (?:SUCCESS|FAILED)"
+    r"|(?<!\d)(?>\d*?[1-9])\d*+ passing"
+    r"|Tests:\s++[1-9]"
+    r"|Test Suites:\s++(?:\d++ \w++, )*[1-9]\d*+ total"
+    r"|^# tests [1-9]"
+    r"|(?<!\d)(?>\d*?[1-9])\d*+ specs?, \d++ failure"
     r"|': ok$",
     re.M,
 )
@@ -118,14 +125,19 @@ def parse_pytest_log(log: str) -> dict[str, str]:
     return statuses
 
 
-_OPTION_RE = re.compile(r"(.*?)\[(.*)\]")
-
-
 def _normalize_option_id(test_id: str) -> str:
-    match = _OPTION_RE.search(test_id)
-    if match is None:
+    r"""The harness's ``(.*?)\[(.*)\]`` reading of an id, with ``str.find``/``rfind``.
+
+    The pattern matches when a ``[`` precedes a ``]`` (an id has no newline); the head is
+    what precedes the first ``[``, the option what lies between it and the last ``]``. The
+    regex itself is cubic in a token of ``[`` without ``]`` (each start, each ``[``, each
+    backtracking step); these string searches read the id twice.
+    """
+    opening = test_id.find("[")
+    closing = test_id.rfind("]")
+    if opening < 0 or closing < opening:
         return test_id
-    head, option = match.groups()
+    head, option = test_id[:opening], test_id[opening + 1 : closing]
     if option.startswith("/") and not option.startswith("//") and "*" not in option:
         # An absolute path parameter: keep only its last component (paths differ per machine).
         option = "/" + option.rsplit("/", 1)[-1]
@@ -214,7 +226,33 @@ def parse_seaborn_log(log: str) -> dict[str, str]:
     return statuses
 
 
-_SYMPY_FAILURE_RE = re.compile(r"(_*) (.*)\.py:(.*) (_*)")
+def _sympy_failure_headers(log: str) -> list[str]:
+    r"""The ``path.py:name`` of every match of the harness's ``(_*) (.*)\.py:(.*) (_*)``.
+
+    Read per line (the pattern cannot cross a newline, and once it matched, nothing is left
+    on its line that could start another match). On a line, the match starts at the first
+    space (with the underscores before it), exists when a ``.py:`` follows that space and a
+    space follows the ``.py:``, and then reads, greedily, the last such ``.py:`` and the
+    line's last space: ``path`` lies between the first space and that ``.py:``, ``name``
+    between it and the last space. The regex rescans the rest of the line from every
+    start and backtracks over it (quadratic in a line of ``_`` or spaces); this reads each
+    line a fixed number of times.
+    """
+    headers = []
+    for line in log.split("\n"):
+        if ".py:" not in line:
+            continue
+        first_space = line.find(" ")
+        if first_space < 0:
+            continue
+        last_space = line.rfind(" ")
+        module_end = line.rfind(".py:", first_space + 1, last_space)
+        if module_end < 0:
+            continue
+        headers.append(
+            f"{line[first_space + 1 : module_end]}.py:{line[module_end + 4 : last_space]}"
+        )
+    return headers
 
 
 def parse_sympy_log(log: str) -> dict[str, str]:
@@ -226,8 +264,8 @@ def parse_sympy_log(log: str) -> dict[str, str]:
     ``f`` and the rest are not read).
     """
     statuses: dict[str, str] = {}
-    for match in _SYMPY_FAILURE_RE.finditer(log):
-        statuses[f"{match.group(2)}.py:{match.group(3)}"] = TestStatus.FAILED.value
+    for header in _sympy_failure_headers(log):
+        statuses[header] = TestStatus.FAILED.value
     for raw in log.split("\n"):
         line = raw.strip()
         if not line.startswith("test_"):
@@ -244,17 +282,85 @@ def parse_sympy_log(log: str) -> dict[str, str]:
 
 _DJANGO_PASS_SUFFIXES = (" ... ok", " ... OK", " ...  OK")
 _DJANGO_VERSION_TEST = "--version is equivalent to version"
-# Django's runner sometimes prints a long message between "<test> ..." and "ok".
-_DJANGO_INTERRUPTED = (
-    re.compile(
-        r"^(.*?)\s\.\.\.\sTesting\ against\ Django\ installed\ in\ ((?s:.*?))\ silenced\)\.\nok$",
-        re.MULTILINE,
-    ),
-    re.compile(r"^(.*?)\s\.\.\.\sInternal\ Server\ Error:\ \/(.*)\/\nok$", re.MULTILINE),
-    re.compile(
-        r"^(.*?)\s\.\.\.\sSystem check identified no issues \(0 silenced\)\nok$", re.MULTILINE
-    ),
-)
+# Django's runner sometimes prints a long message between "<test> ..." and "ok". The harness
+# reads those tests with three MULTILINE regexes, ``^(.*?)\s\.\.\.\s<message>\nok$``:
+_DJANGO_TESTING = "Testing against Django installed in "  # ((?s:.*?))\ silenced\)\.\nok$
+_DJANGO_TESTING_END = " silenced).\nok"
+_DJANGO_SERVER_ERROR = "Internal Server Error: /"  # (.*)\/\nok$
+_DJANGO_NO_ISSUES = "System check identified no issues (0 silenced)"  # \nok$
+
+
+def _is_django_separator(log: str, at: int) -> bool:
+    r"""Whether ``log[at:at + 5]`` matches ``\s\.\.\.\s`` (``str.isspace`` is ``\s``)."""
+    return at >= 0 and log[at].isspace() and log.startswith("...", at + 1) and log[at + 4].isspace()
+
+
+def _ends_line_with_ok(log: str, at: int) -> bool:
+    """Whether ``log[at:]`` starts with ``\nok`` followed by ``$`` (end or newline)."""
+    return log.startswith("\nok", at) and (at + 3 == len(log) or log[at + 3] == "\n")
+
+
+def _django_interrupted(log: str, message: str) -> list[str]:
+    r"""Group 1 of the matches of one of the harness's interrupted-test regexes, in order.
+
+    ``re.finditer`` tries every line start at or after the end of its last match; from a
+    line start ``(.*?)`` stops at the first ``\s...\s<message>`` (the separator's
+    whitespace may be the line's newline) after which the rest of the pattern matches. Here
+    the occurrences of ``message`` are visited once, in order, each tried in constant
+    amortized time: the line start before it, the next newline and the next end of the
+    ``Testing against Django`` message are found by searches that only move forward. The
+    regexes rescan to the end of the log from every candidate line (quadratic in lines).
+    """
+    names: list[str] = []
+    resume = 0  # re.finditer's position: the end of the last match
+    scanned, last_newline = 0, -1  # log[:scanned] searched: its last newline
+    next_newline = -1  # the first newline at or after the last searched position
+    next_end = -1  # the first " silenced).\nok$" at or after the last searched position
+    for found in _occurrences(log, message):
+        separator = found - 5
+        if not _is_django_separator(log, separator):
+            continue
+        newline = log.rfind("\n", scanned, separator)
+        if newline >= 0:
+            last_newline = newline
+        scanned = separator
+        line_start = last_newline + 1
+        if line_start < resume:
+            continue
+        rest = found + len(message)
+        if message == _DJANGO_TESTING:
+            if next_end < rest:
+                next_end = log.find(_DJANGO_TESTING_END, rest)
+                while next_end >= 0 and not _ends_line_with_ok(log, next_end + 11):
+                    next_end = log.find(_DJANGO_TESTING_END, next_end + 1)
+                if next_end < 0:
+                    break  # no end after this candidate: none after later ones either
+            end = next_end + len(_DJANGO_TESTING_END)
+        elif message == _DJANGO_SERVER_ERROR:
+            if next_newline < rest:
+                next_newline = log.find("\n", rest)
+                if next_newline < 0:
+                    break
+            if next_newline <= rest or log[next_newline - 1] != "/":
+                continue
+            if not _ends_line_with_ok(log, next_newline):
+                continue
+            end = next_newline + 3
+        else:
+            if not _ends_line_with_ok(log, rest):
+                continue
+            end = rest + 3
+        names.append(log[line_start:separator])
+        resume = end
+    return names
+
+
+def _occurrences(text: str, needle: str) -> Iterator[int]:
+    """The start of every occurrence of ``needle`` in ``text``, in order."""
+    found = text.find(needle)
+    while found >= 0:
+        yield found
+        found = text.find(needle, found + 1)
 
 
 def parse_django_log(log: str) -> dict[str, str]:
@@ -296,9 +402,9 @@ def parse_django_log(log: str) -> dict[str, str]:
             statuses[line.split()[1]] = TestStatus.ERROR.value
         if line.startswith("ok") and previous is not None:
             statuses[previous] = passed
-    for pattern in _DJANGO_INTERRUPTED:
-        for match in pattern.finditer(log):
-            statuses[match.group(1)] = passed
+    for message in (_DJANGO_TESTING, _DJANGO_SERVER_ERROR, _DJANGO_NO_ISSUES):
+        for name in _django_interrupted(log, message):
+            statuses[name] = passed
     return statuses
 
 
