@@ -32,6 +32,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -43,6 +44,10 @@ from sweworld.models.base import GenerationRequest, LMError, LMTimeout, LMUnavai
 __all__ = ["BatchStats", "BatchingLM"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds ``close`` waits for the model calls in flight before it lets them go (their
+#: callers are answered at once; a model that never returns must not hang ``close``).
+CLOSE_WAIT_S = 5.0
 
 
 @dataclass
@@ -78,6 +83,20 @@ class _Pending:
     requests: list[GenerationRequest]
     max_time: float | None
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+
+
+def _settle(
+    future: concurrent.futures.Future, result: Any = None, exc: BaseException | None = None
+) -> None:
+    """Answer a caller unless it was answered already (``close`` fails the calls in flight;
+    the model's late answer is then dropped)."""
+    try:
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass
 
 
 def _takes_max_time(lm: Any) -> bool:
@@ -121,8 +140,12 @@ class BatchingLM:
             raise TypeError("the LM is already a BatchingLM")
         if max_batch < 1 or max_concurrent < 1:
             raise ValueError("max_batch and max_concurrent must be at least 1")
-        if batch_wait_s < 0 or timeout_s <= 0 or grace_s < 0:
-            raise ValueError("batch_wait_s and grace_s must be >= 0, timeout_s > 0")
+        if not (
+            0 <= batch_wait_s < math.inf and 0 < timeout_s < math.inf and 0 <= grace_s < math.inf
+        ):
+            raise ValueError(
+                "batch_wait_s and grace_s must be finite and >= 0, timeout_s finite > 0"
+            )
         self.wrapped = lm
         self.max_batch = int(max_batch)
         self.batch_wait_s = float(batch_wait_s)
@@ -136,6 +159,7 @@ class BatchingLM:
         self._cond = threading.Condition()
         self._slots = threading.Semaphore(self.max_concurrent)
         self._closed = False
+        self._running: dict[int, list[_Pending]] = {}  # batches sent to the model, by id
         self._dispatcher: threading.Thread | None = None
         self._workers = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.max_concurrent, thread_name_prefix="sweworld-lm-batch"
@@ -195,7 +219,9 @@ class BatchingLM:
             self._queue.append(pending)
             self._ensure_dispatcher()
             self._cond.notify_all()
-        wait = self.timeout_s if max_time is None else max(0.0, max_time) + self.grace_s
+        wait = self.timeout_s
+        if max_time is not None and math.isfinite(max_time):  # inf / NaN: no budget of its own
+            wait = min(self.timeout_s, max(0.0, max_time)) + self.grace_s
         try:
             return pending.future.result(timeout=wait)
         except concurrent.futures.TimeoutError:
@@ -220,12 +246,18 @@ class BatchingLM:
             if batch is None:
                 self._slots.release()
                 return
+            with self._cond:
+                self._running[id(batch)] = batch
             try:
                 self._workers.submit(self._run, batch)
             except RuntimeError:  # closed meanwhile
+                with self._cond:
+                    self._running.pop(id(batch), None)
                 self._slots.release()
-                for item in batch:
-                    item.future.cancel()
+                for item in batch:  # set running already: answer, or its caller waits
+                    _settle(
+                        item.future, exc=LMError(f"{self.name}: the batching wrapper was closed")
+                    )
                 return
 
     def _next_batch(self) -> list[_Pending] | None:
@@ -286,7 +318,7 @@ class BatchingLM:
             except Exception as exc:
                 if len(batch) == 1 or isinstance(exc, (LMTimeout, LMUnavailable)):
                     for item in batch:
-                        item.future.set_exception(exc)
+                        _settle(item.future, exc=exc)
                     return
                 log.info(
                     "batched call of %d failed (%s); retrying each caller alone", len(batch), exc
@@ -294,40 +326,59 @@ class BatchingLM:
                 with self._cond:
                     self.stats.isolated_retries += len(batch)
                 for item in batch:
+                    if item.future.done():  # answered meanwhile (closed)
+                        continue
                     try:
-                        item.future.set_result(self._call([item]))
+                        _settle(item.future, self._call([item]))
                     except Exception as own:
-                        item.future.set_exception(own)
+                        _settle(item.future, exc=own)
                 return
             position = 0
             for item in batch:
                 count = len(item.requests)
-                item.future.set_result(results[position : position + count])
+                _settle(item.future, results[position : position + count])
                 position += count
         except BaseException as exc:  # never leave a caller waiting
             for item in batch:
-                if not item.future.done():
-                    item.future.set_exception(exc)
+                _settle(item.future, exc=exc)
         finally:
+            with self._cond:
+                self._running.pop(id(batch), None)
             self._slots.release()
 
     # ------------------------------------------------------------------ close
 
     def close(self) -> None:
-        """Fail queued calls, stop the dispatcher, close the wrapped model (if owned)."""
+        """Fail queued calls and the calls the model is computing (their callers get an
+        :class:`LMError` at once), stop the dispatcher, close the wrapped model (if owned).
+        A model call still running after ``CLOSE_WAIT_S`` seconds is left to finish on its
+        own (its answer dropped): a model that never returns does not hang ``close``."""
         with self._cond:
             if self._closed:
                 return
             self._closed = True
             queued = list(self._queue)
             self._queue.clear()
+            running = [item for batch in self._running.values() for item in batch]
             self._cond.notify_all()
+        closed = LMError(f"{self.name}: the batching wrapper was closed")
         for item in queued:
             if item.future.set_running_or_notify_cancel():
-                item.future.set_exception(LMError(f"{self.name}: the batching wrapper was closed"))
-        self._workers.shutdown(wait=True)
+                _settle(item.future, exc=closed)
+        for item in running:
+            _settle(item.future, exc=closed)
+        self._workers.shutdown(wait=False)
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        with self._cond:
+            while self._running and time.monotonic() < deadline:
+                self._cond.wait(timeout=max(0.0, min(0.05, deadline - time.monotonic())))
+            still = len(self._running)
+        if still:
+            log.warning(
+                "%s: %d model call(s) still running at close; left to finish", self.name, still
+            )
         if self._dispatcher is not None:
-            self._dispatcher.join(timeout=5)
+            self._dispatcher.join(timeout=max(0.0, deadline - time.monotonic()))
         if self.close_wrapped:
             close = getattr(self.wrapped, "close", None)
             if callable(close):

@@ -1,0 +1,90 @@
+"""Hostile input for the rollout machinery: EnvPool, BatchingLM, WarmSessions under
+concurrency, closing at bad moments, models that hang, and per-slot lists that are not."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from sweworld.env import batching
+from sweworld.env.batching import BatchingLM
+from sweworld.models.base import BaseLM, Generation, GenerationRequest, LMError
+
+REQUEST = GenerationRequest(messages=[{"role": "user", "content": "hello"}])
+
+
+class HangingLM(BaseLM):
+    """A real LM whose calls never return until ``release`` is set."""
+
+    name = "hanging"
+    context_window = 4096
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def generate(self, requests):
+        self.entered.set()
+        self.release.wait()
+        return [[Generation(text="late", model=self.name)] for _ in requests]
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+@pytest.fixture
+def manager(tmp_path):
+    from sweworld.sandbox.manager import SessionManager
+
+    manager = SessionManager(runtime_root=tmp_path / "runtime")
+    yield manager
+    manager.close_all()
+
+
+# ---------------------------------------------------------------------- BatchingLM
+
+
+def test_close_with_a_model_that_never_returns_answers_its_callers_and_returns(monkeypatch):
+    monkeypatch.setattr(batching, "CLOSE_WAIT_S", 0.5)
+    lm = HangingLM()
+    wrapper = BatchingLM(lm, timeout_s=60.0)
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            wrapper.generate([REQUEST])
+        except BaseException as exc:
+            errors.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    assert lm.entered.wait(5)
+    closer = threading.Thread(target=wrapper.close, daemon=True)
+    started = time.monotonic()
+    closer.start()
+    caller.join(2)
+    closer.join(5)
+    try:
+        assert not caller.is_alive(), "the caller waited for the hung model after close"
+        assert not closer.is_alive(), "close() hung on a model call that never returns"
+        assert time.monotonic() - started < 3
+        assert len(errors) == 1 and isinstance(errors[0], LMError)
+        assert "closed" in str(errors[0])
+    finally:
+        lm.release.set()
+    with pytest.raises(LMError, match="closed"):
+        wrapper.generate([REQUEST])
+
+
+def test_infinite_deadlines_are_refused_or_mean_no_budget():
+    lm = HangingLM()
+    lm.release.set()
+    with pytest.raises(ValueError):
+        BatchingLM(lm, timeout_s=float("inf"))
+    with pytest.raises(ValueError):
+        BatchingLM(lm, batch_wait_s=float("nan"))
+    with BatchingLM(lm, timeout_s=5.0) as wrapper:  # a caller's inf budget: the wrapper's own
+        assert wrapper.generate([REQUEST], max_time=float("inf"))[0][0].text == "late"
+        assert wrapper.generate([REQUEST], max_time=float("nan"))[0][0].text == "late"
