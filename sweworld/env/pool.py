@@ -30,7 +30,7 @@ import asyncio
 import concurrent.futures
 import logging
 import queue
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -178,7 +178,13 @@ class SlotPool:
         if self._closed:
             raise EpisodeError("the pool is closed")
 
-    def _slots(self, items: Sequence[Any], what: str) -> list[Any]:
+    def _slots(self, items: Iterable[Any], what: str) -> list[Any]:
+        # A string (or a mapping) of the pool's length would be split into one character
+        # (or key) per slot: refused, like anything that is not an iterable of items.
+        if isinstance(items, (str, bytes, bytearray, Mapping)) or not isinstance(items, Iterable):
+            raise TypeError(
+                f"{what}: expected a list with one item per slot, not {type(items).__name__}"
+            )
         items = list(items)
         if len(items) != self.size:
             raise ValueError(f"{what}: expected {self.size} items (one per slot), got {len(items)}")

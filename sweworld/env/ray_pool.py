@@ -226,11 +226,6 @@ class RayEnvPool(SlotPool):
         finally:
             self._busy.release()
 
-    def _slots(self, items: Sequence[Any], what: str) -> list[Any]:
-        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
-            raise TypeError(f"{what}: expected a sequence with one item per slot")
-        return super()._slots(items, what)
-
     def _reset_plan(self, tasks: Sequence[Any], seeds: Sequence[int | None] | None) -> Any:
         self._check_open()
         tasks = self._slots(tasks, "reset")

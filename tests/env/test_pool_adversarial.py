@@ -10,7 +10,9 @@ import pytest
 
 from sweworld.env import batching
 from sweworld.env.batching import BatchingLM
+from sweworld.env.pool import EnvPool
 from sweworld.models.base import BaseLM, Generation, GenerationRequest, LMError
+from tests.conftest import requires_sandbox
 
 REQUEST = GenerationRequest(messages=[{"role": "user", "content": "hello"}])
 
@@ -88,3 +90,21 @@ def test_infinite_deadlines_are_refused_or_mean_no_budget():
     with BatchingLM(lm, timeout_s=5.0) as wrapper:  # a caller's inf budget: the wrapper's own
         assert wrapper.generate([REQUEST], max_time=float("inf"))[0][0].text == "late"
         assert wrapper.generate([REQUEST], max_time=float("nan"))[0][0].text == "late"
+
+
+# ---------------------------------------------------------------------- EnvPool
+
+
+@requires_sandbox
+def test_a_string_is_not_a_list_of_per_slot_actions(toy_task, manager):
+    with EnvPool(size=2, manager=manager, executor="none", reward="none") as pool:
+        for bad in ("ls", b"ls", {0: "ls", 1: "ls"}, 7):
+            with pytest.raises(TypeError, match="one item per slot"):
+                pool.reset(bad)
+        pool.reset(iter([toy_task, toy_task]))  # any other iterable is one item per slot
+        for bad in ("ls", b"ls", {"a": 1, "b": 2}):
+            with pytest.raises(TypeError, match="one item per slot"):
+                pool.step(bad)
+        assert [ep.steps for ep in pool.episodes] == [0, 0]  # nothing ran
+        out = pool.step(a for a in ("true", None))
+        assert out[0] is not None and out[1] is None
