@@ -30,6 +30,7 @@ import asyncio
 import concurrent.futures
 import logging
 import queue
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -48,6 +49,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Seconds ``EnvPool.close`` waits for calls in flight (steps of the episodes it just closed,
+#: a policy still thinking) before it lets their threads go.
+CLOSE_WAIT_S = 30.0
 
 
 class PoolError(EpisodeError):
@@ -222,6 +227,9 @@ class EnvPool(SlotPool):
         super().__init__(size)
         config = config or EpisodeConfig()
         self.config = config.replace(**overrides) if overrides else config
+        self._live_lock = threading.Lock()
+        self._live: set[Episode] = set()  # the episodes of rollouts in flight
+        self._in_flight: set[concurrent.futures.Future] = set()
         self._own_manager = manager is None
         if manager is None:
             from sweworld.sandbox.manager import SessionManager
@@ -278,8 +286,24 @@ class EnvPool(SlotPool):
 
     # ------------------------------------------------------------------ vectorised
 
+    def _submit(self, call: Callable[[], Any]) -> concurrent.futures.Future:
+        """``call`` on the pool's threads, tracked until done (``close`` waits for it)."""
+        with self._live_lock:
+            self._check_open()
+            try:
+                future = self._threads.submit(call)
+            except RuntimeError:  # shut down by close() meanwhile
+                raise EpisodeError("the pool is closed") from None
+            self._in_flight.add(future)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, future: concurrent.futures.Future) -> None:
+        with self._live_lock:
+            self._in_flight.discard(future)
+
     def _gather(self, what: str, calls: list[Callable[[], Any] | None]) -> list[Any]:
-        futures = [self._threads.submit(c) if c is not None else None for c in calls]
+        futures = [self._submit(c) if c is not None else None for c in calls]
         results: list[Any] = [None] * len(calls)
         errors: dict[int, BaseException] = {}
         for slot, fut in enumerate(futures):
@@ -369,10 +393,16 @@ class EnvPool(SlotPool):
                     index = todo.get_nowait()
                 except queue.Empty:
                     return
+                if self._closed:  # close() ran: the tasks not started are not run
+                    results[index] = RolloutResult(
+                        _instance_id(tasks[index]), 0.0, "error", 0, "",
+                        error="EpisodeError: the pool was closed",
+                    )  # fmt: skip
+                    continue
                 results[index] = self._rollout_one(tasks[index], policy_factory, config)
 
         workers = min(self.size, len(tasks))
-        futures = [self._threads.submit(worker) for _ in range(workers)]
+        futures = [self._submit(worker) for _ in range(workers)]
         for fut in futures:
             fut.result()
         return [r for r in results if r is not None]
@@ -388,12 +418,18 @@ class EnvPool(SlotPool):
             task = coerce_task(task)
             instance_id = task.instance_id
             episode = self._new_episode(config)
+            with self._live_lock:
+                if self._closed:
+                    raise EpisodeError("the pool was closed")
+                self._live.add(episode)
             observation, _ = episode.reset(task)
             policy = policy_factory()
             policy.reset(task, observation)
             while not episode.done:
                 action = policy.act(observation)
                 if action is None:
+                    if self._closed:  # its session went with the pool: nothing to report
+                        raise EpisodeError("the pool was closed")
                     patch = episode.session.get_patch() if episode.session is not None else ""
                     return RolloutResult(
                         instance_id, total, "policy_stopped", episode.steps, patch or "",
@@ -430,23 +466,34 @@ class EnvPool(SlotPool):
         finally:
             if episode is not None:
                 episode.close()
+                with self._live_lock:
+                    self._live.discard(episode)
 
     # ------------------------------------------------------------------ close
 
     def close(self) -> None:
-        """Close every episode (their sessions), the thread pool, the model, the rewarder,
-        and the manager when the pool made it. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        for episode in getattr(self, "episodes", []):
+        """Close every episode (their sessions; those of rollouts in flight too: a rollout
+        running now ends with reason ``error``, its tasks not started are not run), the
+        thread pool, the model, the rewarder, and the manager when the pool made it.
+        Waits at most ``CLOSE_WAIT_S`` for calls in flight (a policy that never returns is
+        left behind). Idempotent."""
+        with self._live_lock:
+            if self._closed:
+                return
+            self._closed = True
+            live = list(self._live)
+            in_flight = list(self._in_flight)
+        for episode in [*getattr(self, "episodes", []), *live]:
             try:
                 episode.close()
             except Exception:
                 log.exception("closing episode %s failed", episode.id)
         threads = getattr(self, "_threads", None)
         if threads is not None:
-            threads.shutdown(wait=True)
+            _, pending = concurrent.futures.wait(in_flight, timeout=CLOSE_WAIT_S)
+            if pending:
+                log.warning("EnvPool.close: %d call(s) still running; left behind", len(pending))
+            threads.shutdown(wait=not pending, cancel_futures=True)
         self._close_shared()
 
     def _close_shared(self) -> None:
@@ -460,6 +507,14 @@ class EnvPool(SlotPool):
                     log.exception("closing the pool's %s failed", type(part).__name__)
         if self._own_manager:
             self.manager.close_all()
+
+
+def _instance_id(task: Any) -> str:
+    """A task's id, as far as it can be told without reading the row."""
+    found = (
+        task.get("instance_id") if isinstance(task, Mapping) else getattr(task, "instance_id", "")
+    )
+    return found if isinstance(found, str) else ""
 
 
 def _bind(reset: Callable[..., Any], task: Any, seed: int | None) -> Callable[[], Any]:

@@ -3,6 +3,7 @@ concurrency, closing at bad moments, models that hang, and per-slot lists that a
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -108,3 +109,54 @@ def test_a_string_is_not_a_list_of_per_slot_actions(toy_task, manager):
         assert [ep.steps for ep in pool.episodes] == [0, 0]  # nothing ran
         out = pool.step(a for a in ("true", None))
         assert out[0] is not None and out[1] is None
+
+
+class _SlowStopper:
+    """Thinks 0.2 s, then stops."""
+
+    def reset(self, task, observation):
+        pass
+
+    def act(self, observation):
+        time.sleep(0.2)
+        return None
+
+
+@requires_sandbox
+def test_close_during_a_rollout_stops_it_and_frees_every_session(toy_task, manager):
+    pool = EnvPool(size=2, manager=manager, executor="local", reward="none")
+    results: list = []
+    runner = threading.Thread(
+        target=lambda: results.extend(pool.rollout([toy_task] * 40, _SlowStopper))
+    )
+    runner.start()
+    time.sleep(0.6)
+    started = time.monotonic()
+    pool.close()
+    closed_in = time.monotonic() - started
+    runner.join(10)
+    assert not runner.is_alive()
+    assert closed_in < 5, f"close() ran the remaining rollouts first ({closed_in:.1f} s)"
+    assert len(results) == 40
+    stopped = [r for r in results if r.reason == "error"]
+    assert len(stopped) >= 30 and all("closed" in (r.error or "") for r in stopped)
+    assert all(r.instance_id == toy_task.instance_id for r in results)
+    assert not manager.sessions and not list(manager.sessions_dir.iterdir())
+    with pytest.raises(Exception, match="closed"):
+        pool.rollout([toy_task], _SlowStopper)
+
+
+@requires_sandbox
+def test_pool_cycles_leak_no_fds_threads_or_sessions(toy_task, manager):
+    def cycle() -> None:
+        with EnvPool(size=4, manager=manager, executor="local", reward="none") as pool:
+            pool.reset([toy_task] * 4)
+            pool.step(["echo hi"] * 4)
+
+    cycle()
+    fds, threads = len(os.listdir("/proc/self/fd")), threading.active_count()
+    for _ in range(10):
+        cycle()
+    assert len(os.listdir("/proc/self/fd")) <= fds + 2
+    assert threading.active_count() <= threads + 2
+    assert not manager.sessions and not list(manager.sessions_dir.iterdir())
