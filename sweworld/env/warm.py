@@ -224,7 +224,11 @@ class WarmSessions:
         first = self._open(task)  # base checkout and imports out of the way
         rss0 = process_rss_bytes()
         started = time.perf_counter()
-        second = self._open(task)
+        try:
+            second = self._open(task)
+        except BaseException:
+            _destroy(first)
+            raise
         open_s = time.perf_counter() - started
         rss = max(0, process_rss_bytes() - rss0)
         disk = tree_bytes(second.state_dir)
@@ -232,12 +236,21 @@ class WarmSessions:
         with self._cond:
             self.footprint = footprint
             self.opened += 2
-            idle = self._idle[_task_key(task)]
-            idle.append(first)
-            idle.append(second)
-            self._cond.notify_all()
+            if not self._keep(_task_key(task), first, second):
+                return footprint
         self._trim()
         return footprint
+
+    def _keep(self, key: tuple[str, str, str], *sessions: Any) -> bool:
+        """Put freshly opened ``sessions`` in ``key``'s queue (the lock held); once closed,
+        destroy them instead (``close`` already emptied the queues). Whether they were kept."""
+        if self._closed:
+            for session in sessions:
+                _destroy(session)
+            return False
+        self._idle[key].extend(sessions)
+        self._cond.notify_all()
+        return True
 
     def _trim(self) -> None:
         """Destroy idle sessions beyond the capacity or ``per_task``."""
@@ -330,7 +343,7 @@ class WarmSessions:
                 session = self._open(task)
                 with self._cond:
                     self.opened += 1
-                    self._idle[key].append(session)
+                    self._keep(key, session)
             return self.warm_count
         with self._cond:
             self._start()

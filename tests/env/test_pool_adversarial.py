@@ -12,6 +12,7 @@ import pytest
 from sweworld.env import batching
 from sweworld.env.batching import BatchingLM
 from sweworld.env.pool import EnvPool
+from sweworld.env.warm import WarmSessions
 from sweworld.models.base import BaseLM, Generation, GenerationRequest, LMError
 from tests.conftest import requires_sandbox
 
@@ -160,3 +161,36 @@ def test_pool_cycles_leak_no_fds_threads_or_sessions(toy_task, manager):
     assert len(os.listdir("/proc/self/fd")) <= fds + 2
     assert threading.active_count() <= threads + 2
     assert not manager.sessions and not list(manager.sessions_dir.iterdir())
+
+
+# ---------------------------------------------------------------------- WarmSessions
+
+
+@requires_sandbox
+@pytest.mark.parametrize("delay", [0.0, 0.05])
+def test_closing_a_warm_pool_while_it_measures_leaves_no_session(toy_task, manager, delay):
+    warm = WarmSessions(manager, tasks=[toy_task], per_task=2)
+    time.sleep(delay)
+    warm.close()
+    assert warm.warm_count == 0
+    assert not manager.sessions, "sessions opened by the refill thread outlived close()"
+
+
+@requires_sandbox
+def test_a_failed_second_open_while_measuring_frees_the_first(toy_task, manager):
+    opened = []
+    real_open = manager.open
+
+    def flaky_open(task, **options):
+        if opened:
+            raise OSError("no space left on device")
+        session = real_open(task, **options)
+        opened.append(session)
+        return session
+
+    manager.open = flaky_open
+    with WarmSessions(manager, per_task=2, refill=False) as warm:
+        with pytest.raises(OSError):
+            warm.measure(toy_task)
+        assert opened and opened[0].closed
+        assert not manager.sessions
