@@ -335,8 +335,13 @@ class ActorSet:
         actor failed or missed the deadline; it is then killed)."""
         import ray
 
-        refs = {i: getattr(self._actor(i), method).remote(items) for i, items in plan.items()}
+        refs: dict[int, Any] = {}
         replies: dict[int, Any] = {}
+        for index, items in plan.items():
+            try:
+                refs[index] = getattr(self._actor(index), method).remote(items)
+            except Exception as exc:  # not serializable: this actor's reply, not the call's
+                replies[index] = RuntimeError(f"actor {index}: the call could not be sent: {exc}")
         deadline = time.monotonic() + timeout_s
         for index, ref in refs.items():
             try:

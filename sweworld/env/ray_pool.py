@@ -303,6 +303,8 @@ class RayEnvPool(SlotPool):
                 )
             elif episode.lost is not None:
                 lost[slot] = _error_outcome(episode.id, episode.steps, episode.lost)
+            elif (why := _unsendable(action)) is not None:
+                errors[slot] = TypeError(f"slot {slot}: {why}")
             else:
                 plan.setdefault(episode.actor, []).append((slot, action))
         return plan, errors, lost
@@ -422,6 +424,8 @@ class RayEnvPool(SlotPool):
             if run.error is None:
                 run.error = _guard(lambda r=run: r.act())
                 action = run.action
+                if run.error is None and action is not None:
+                    run.error = _unsendable(action)
             if run.error is not None or action is None:
                 stopping.setdefault(run.actor, []).append(key)
             else:
@@ -519,6 +523,21 @@ class _Rollout:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _unsendable(action: Any) -> str | None:
+    """Why ``action`` cannot be sent to an actor (Ray could not serialize it), or None.
+    Checked per slot in the driver: one such action fails its own slot, not the whole call
+    (whose other actors would have stepped with their outcomes lost)."""
+    if isinstance(action, str):
+        return None
+    import ray.cloudpickle
+
+    try:
+        ray.cloudpickle.dumps(action)
+    except Exception as exc:
+        return f"the action cannot be sent to its actor ({type(exc).__name__}: {exc})"[:500]
+    return None
 
 
 def _guard(call: Callable[[], Any]) -> str | None:

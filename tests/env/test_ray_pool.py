@@ -304,3 +304,35 @@ def test_each_actor_keeps_its_own_warm_sessions(cluster, toy_task, tmp_path):
         assert "stockroom" in out[0].observation and out[1].info["reason"] == "submitted"
     assert template.manager is None  # the template itself stays unbound
     assert _sessions_left(runtime) == []
+
+
+def test_an_action_ray_cannot_send_fails_its_own_slot_or_rollout(cluster, toy_task, tmp_path):
+    import threading
+
+    unsendable = {"name": "bash", "arguments": {"command": threading.Lock()}}
+
+    class _Unsendable:
+        """Steps once, then answers with an action that cannot be pickled."""
+
+        def reset(self, task, first_observation):
+            self.n = 0
+
+        def act(self, observation):
+            self.n += 1
+            return "ls" if self.n == 1 else unsendable
+
+    runtime = tmp_path / "runtime"
+    with RayEnvPool(
+        size=2, n_actors=2, executor="none", reward="none", manager={"runtime_root": runtime}
+    ) as pool:
+        pool.reset([toy_task, toy_task])
+        with pytest.raises(PoolError, match="cannot be sent") as caught:
+            pool.step([unsendable, "ls"])
+        assert list(caught.value.errors) == [0] and isinstance(caught.value.errors[0], TypeError)
+        assert caught.value.results[1].info["step"] == 1  # the other slot stepped
+        assert [e.steps for e in pool.episodes] == [0, 1]
+        results = pool.rollout([toy_task, toy_task], _Unsendable)
+        assert [(r.reason, r.steps) for r in results] == [("error", 1), ("error", 1)]
+        assert all("cannot be sent" in r.error for r in results)
+        assert pool.live_sessions() == 2  # the slots' own; the rollouts' episodes are gone
+    assert _sessions_left(runtime) == []
