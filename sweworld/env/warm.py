@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import os
 import threading
 import time
@@ -128,7 +129,7 @@ class WarmSessions:
     ):
         if per_task < 1:
             raise ValueError(f"per_task must be at least 1, got {per_task!r}")
-        if not memory_budget_mb > 0:
+        if not 0 < memory_budget_mb < math.inf:
             raise ValueError(f"memory_budget_mb must be positive, got {memory_budget_mb!r}")
         self.manager = manager
         self.executor = executor
@@ -160,14 +161,27 @@ class WarmSessions:
 
     def bind(self, *, manager: Any, executor: Any = None, config: Any = None) -> None:
         """Give an unbound pool its manager, executor and session config (a pool that
-        already has a manager keeps its own)."""
+        already has a manager keeps its own). A pool with a manager but no executor of its
+        own takes ``executor`` and ``config`` too: its sessions would otherwise run on the
+        manager's default executor, not the one the episodes were configured with (a
+        simulated pool's warm sessions executing for real); sessions it opened before are
+        destroyed."""
+        stale: list[Any] = []
         with self._cond:
-            if self.manager is not None:
+            if self.manager is None:
+                self.manager = manager
+            elif self.executor is not None or executor is None:
                 return
-            self.manager = manager
+            else:  # opened on the manager's default executor: not what the episodes run
+                stale = [s for idle in self._idle.values() for s in idle]
+                for idle in self._idle.values():
+                    idle.clear()
             self.executor = executor if self.executor is None else self.executor
             self.config = config if self.config is None else self.config
             self._start()
+            self._cond.notify_all()
+        for session in stale:
+            _destroy(session)
 
     def add(self, task: Any) -> None:
         """Keep ``task`` warm (``per_task`` sessions, within the capacity)."""

@@ -194,3 +194,28 @@ def test_a_failed_second_open_while_measuring_frees_the_first(toy_task, manager)
             warm.measure(toy_task)
         assert opened and opened[0].closed
         assert not manager.sessions
+
+
+@requires_sandbox
+def test_a_warm_pool_with_its_own_manager_runs_the_pools_executor(toy_task, manager):
+    import json
+
+    from sweworld.models.replay import ReplayLM
+
+    answer = json.dumps({"stdout": "simulated hello\n", "stderr": "", "exit_code": 0})
+    lm = ReplayLM(lambda messages: answer)
+    with WarmSessions(manager, per_task=1) as warm:
+        warm.add(toy_task)
+        warm.fill(timeout=30)  # opened before any pool: on the manager's default executor
+        with EnvPool(size=1, lm=lm, executor="simulated", reward="none", warm=warm) as pool:
+            pool.reset([toy_task])
+            assert pool.episodes[0].session.executor is pool.executor
+            # not computable without running it: the model answers when simulated
+            [out] = pool.step(["python -c 'from stockroom.textutil import slugify; print(1)'"])
+            assert "simulated hello" in out.observation, out.observation
+
+
+def test_a_warm_budget_must_be_finite():
+    for budget in (float("inf"), float("nan"), 0, -1):
+        with pytest.raises(ValueError, match="memory_budget_mb"):
+            WarmSessions(memory_budget_mb=budget)
