@@ -15,21 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweworld.execution.grading import test_passed
-from sweworld.execution.log_parsers import parse_log, parser_name
+from sweworld.execution.log_parsers import parse_log
 
 __all__ = ["TestTracker", "dense_signal"]
 
-#: Observations longer than this are not parsed for test statuses (a bounded cost per step).
+#: Observations longer than this are not parsed for test statuses (a bounded cost per step:
+#: every log parser is linear in its input, adversarial output included).
 MAX_PARSED_CHARS = 2_000_000
-#: Lines longer than this are not read for test statuses: SWE-bench's sympy parser is
-#: quadratic in a line's length (its failure-header regex on a line of underscores), and no
-#: test runner's status line is that long.
-MAX_PARSED_LINE = 500
-#: Parsers quadratic in the number of lines (django's interrupted-test regexes scan to the
-#: end of the log from every ``... Testing against Django`` line) or in the length of the
-#: lines kept (sympy) read only the head and the tail of an observation, this many
-#: characters in all.
-MAX_PARSED_CHARS_BY_PARSER = {"django": 50_000, "sympy": 100_000}
 
 
 @dataclass
@@ -60,7 +52,7 @@ class TestTracker:
         """Read a step's output; ``(change in the passing fraction, {fixed, broken})``."""
         if not self.tests or not output or len(output) > MAX_PARSED_CHARS:
             return 0.0, {"fixed": [], "broken": []}
-        statuses = parse_log(_parseable(output, self.repo), self.repo)
+        statuses = parse_log(output, self.repo)
         relevant = {t: s for t, s in statuses.items() if t in self._index}
         if not relevant:
             return 0.0, {"fixed": [], "broken": []}
@@ -71,19 +63,6 @@ class TestTracker:
         fixed = sorted(t for t in relevant if now[t] and not was[t])
         broken = sorted(t for t in relevant if was[t] and not now[t])
         return self.passing() - before, {"fixed": fixed, "broken": broken}
-
-
-def _parseable(output: str, repo: str | None) -> str:
-    """The part of ``output`` the parsers read: without lines longer than
-    :data:`MAX_PARSED_LINE`, and cut to its head and tail for the parsers of
-    :data:`MAX_PARSED_CHARS_BY_PARSER`."""
-    limit = MAX_PARSED_CHARS_BY_PARSER.get(parser_name(repo))
-    if limit is not None and len(output) > limit:
-        output = output[: limit // 2] + "\n" + output[-(limit // 2) :]
-    lines = output.split("\n")
-    if all(len(line) <= MAX_PARSED_LINE for line in lines):
-        return output
-    return "\n".join(line for line in lines if len(line) <= MAX_PARSED_LINE)
 
 
 def dense_signal(delta_passing: float, *, step_penalty: float, test_weight: float) -> float:

@@ -378,6 +378,8 @@ def parse_django_log(log: str) -> dict[str, str]:
     previous: str | None = None
     for raw in log.split("\n"):
         line = raw.strip()
+        if not line:
+            continue  # (nothing below reads an empty line)
         if _DJANGO_VERSION_TEST in line:
             statuses[_DJANGO_VERSION_TEST] = passed
         if " ... " in line:

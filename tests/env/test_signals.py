@@ -78,3 +78,43 @@ def test_dense_signal_and_info():
         "tests_fixed": [P2P],
         "tests_broken": [],
     }
+
+
+# Output a test can print to stall the dense signal: every log parser is linear in its input
+# (tests/execution/test_log_parsers_adversarial.py), so a step's whole output is read.
+ADVERSARIAL_UNITS = [
+    "_",  # one line: quadratic in the SWE-bench sympy regex
+    "_ a.py:",
+    " ",
+    "1",  # a run of digits: quadratic in the SWE-bench SUITE_RAN regex
+    "PASSED x[",  # cubic in SWE-bench's pytest-options id regex
+    "a ... Testing against Django installed in x\n",  # quadratic in lines (django)
+    "a ... Internal Server Error: /x ",
+    "\n",
+]
+
+
+@pytest.mark.parametrize("unit", ADVERSARIAL_UNITS)
+@pytest.mark.parametrize(
+    "repo", ["sympy/sympy", "django/django", "psf/requests", "astropy/astropy", "x/y"]
+)
+def test_the_dense_signal_reads_a_400k_adversarial_step_well_under_a_second(repo, unit):
+    tracker = Tracker(tests=("sympy/a.py:test_a", "test_a", "t.py::test_a"), repo=repo)
+    output = (unit * (400_000 // len(unit) + 1))[:400_000]
+    started = time.thread_time()  # CPU time: other processes on the machine do not count
+    delta, changes = tracker.update(output)
+    assert time.thread_time() - started < 0.5
+    assert delta == 0.0 and changes == {"fixed": [], "broken": []}
+
+
+def test_status_lines_anywhere_in_a_long_output_are_read():
+    """The whole output is read: a status in the middle of a long Django run, and a status
+    line longer than any bound on line length (a long parametrized id)."""
+    django = Tracker(tests=("test_a (m.T)",), repo="django/django")
+    filler = "".join(f"test_{i} (m.T) ... ok\n" for i in range(10_000))  # ~200k characters
+    delta, changes = django.update(filler + "test_a (m.T) ... ok\n" + filler)
+    assert delta == 1.0 and changes["fixed"] == ["test_a (m.T)"]
+    long_id = "t.py::test_a[" + "x" * 5_000 + "]"
+    pytest_tracker = Tracker(tests=(long_id,), repo="x/y")
+    delta, changes = pytest_tracker.update(f"{'_' * 100_000}\nPASSED {long_id}\n")
+    assert delta == 1.0 and changes["fixed"] == [long_id]
