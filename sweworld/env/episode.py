@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,6 +144,7 @@ class Episode:
         self._session: Any = None
         self._abandoned = False  # a step overran its deadline and may still hold the session
         self._closed = False
+        self._snapshots: dict[str, tuple[Any, dict[str, Any]]] = {}
         self.id = f"ep{next(_ids)}"
         self._new_state()
 
@@ -159,6 +161,7 @@ class Episode:
         self._trajectory: list[Any] = []
         self._tracker: TestTracker | None = None
         self.seed: int | None = None
+        self._snapshots = {}
 
     @property
     def done(self) -> bool:
@@ -508,6 +511,79 @@ class Episode:
             log.exception("episode %s: the reward failed", self.id)
             why = f"{type(exc).__name__}: {exc}"
         return FinalReward(0.0, None, "none", "error", error=why)
+
+    # ------------------------------------------------------------------ branching
+
+    @contextlib.contextmanager
+    def _running(self, what: str) -> Iterator[None]:
+        """Hold the episode for one call: not concurrent, not closed, started, not ended."""
+        if not self._call_lock.acquire(blocking=False):
+            raise EpisodeBusy(f"episode {self.id}: {what}() while another call is running")
+        try:
+            if self._closed:
+                raise EpisodeError(f"episode {self.id} is closed")
+            if self.reason is not None:
+                raise EpisodeFinished(f"episode {self.id} ended ({self.reason}); reset() it")
+            if self._session is None or self.task is None:
+                raise EpisodeError(f"episode {self.id}: call reset() before {what}()")
+            yield
+        finally:
+            self._call_lock.release()
+
+    def _state(self) -> dict[str, Any]:
+        assert self._tracker is not None
+        return {
+            "steps": self.steps,
+            "tokens": self.tokens,
+            "rewards": list(self.rewards),
+            "trajectory": list(self._trajectory),
+            "known": dict(self._tracker.known),
+        }
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        assert self._tracker is not None
+        self.steps = state["steps"]
+        self.tokens = state["tokens"]
+        self.rewards = list(state["rewards"])
+        self._trajectory = list(state["trajectory"])
+        self._tracker.known = dict(state["known"])
+
+    def snapshot(self) -> str:
+        """Save the running episode's state (files, step count, trajectory, signals); its
+        id for :meth:`restore`. Wall time keeps running across a restore."""
+        with self._running("snapshot"):
+            snap = self._session.snapshot()
+            self._snapshots[snap.id] = (snap, self._state())
+            return snap.id
+
+    def restore(self, snapshot_id: str) -> None:
+        """Go back to a :meth:`snapshot` of this episode (``KeyError`` for an unknown id)."""
+        with self._running("restore"):
+            if snapshot_id not in self._snapshots:
+                raise KeyError(f"episode {self.id} has no snapshot {snapshot_id!r}")
+            snap, state = self._snapshots[snapshot_id]
+            self._session.restore(snap)
+            self._set_state(state)
+
+    def fork(self) -> Episode:
+        """An independent copy of the running episode (its own session with the same files,
+        the same steps so far), sharing this episode's manager, executor and rewarder."""
+        with self._running("fork"):
+            other = Episode(
+                self.task,
+                self.config,
+                manager=self.manager,
+                executor=self.executor,
+                rewarder=self.rewarder,
+                open_session=self._open_session,
+                token_counter=self._count_tokens,
+            )
+            other._tracker = TestTracker.for_task(self.task)
+            other._set_state(self._state())
+            other.seed = self.seed
+            other.started = self.started
+            other._session = self._session.fork()
+            return other
 
     # ------------------------------------------------------------------ records, close
 

@@ -530,3 +530,28 @@ def test_end_grades_and_closes_a_running_episode(episodes, toy_task):
     assert out.terminated and out.info["reason"] == "error"
     assert out.info["error"] == "the agent gave up"
     assert out.info["reward"]["status"] == "not_scored" and ep.session is None
+
+
+def test_snapshot_restore_and_fork(episodes, toy_task):
+    ep = episodes(toy_task)
+    ep.reset()
+    ep.step("echo one > /testbed/a.txt")
+    snap = ep.snapshot()
+    ep.step("echo two > /testbed/a.txt")
+    assert "two" in ep.session.read_file("/testbed/a.txt")
+    branch = ep.fork()
+    try:
+        ep.restore(snap)
+        assert ep.steps == 1 and len(ep.trajectory().steps) == 1
+        assert ep.session.read_file("/testbed/a.txt") == "one\n"
+        assert branch.steps == 2 and branch.session.read_file("/testbed/a.txt") == "two\n"
+        out = branch.step("rm /testbed/a.txt")
+        assert not out.done and branch.steps == 3
+        assert ep.session.read_file("/testbed/a.txt") == "one\n"  # the fork shares nothing
+        with pytest.raises(KeyError):
+            ep.restore("no-such-snapshot")
+    finally:
+        branch.close()
+    ep.end("max_steps")
+    with pytest.raises(EpisodeFinished):
+        ep.snapshot()
