@@ -42,12 +42,16 @@ def _required_skip(reason: str) -> str | None:
         return "SWEWORLD_REQUIRE_MODEL=1: the embedded model must load"
     if required("ENVS") and any(f"could not import '{m}" in reason for m in ENV_FRAMEWORKS):
         return "SWEWORLD_REQUIRE_ENVS=1: the RL frameworks of the env adapters must import"
+    if required("SERVE") and any(f"could not import '{m}" in reason for m in SERVE_PACKAGES):
+        return "SWEWORLD_REQUIRE_SERVE=1: the world service's packages must import"
     return None
 
 
 #: Frameworks the environment adapters are tested against (extra ``envs``): their tests use
 #: ``pytest.importorskip(name)``, which CI turns into a failure.
 ENV_FRAMEWORKS = ("gymnasium", "minisweagent", "skyrl_gym", "trl", "ray")
+#: The packages of the world service (extra ``serve``).
+SERVE_PACKAGES = ("fastapi", "uvicorn", "prometheus_client", "httpx")
 
 
 @pytest.hookimpl(hookwrapper=True)
