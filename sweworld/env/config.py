@@ -65,6 +65,11 @@ class EpisodeConfig:
             instead of showing the error to the agent and going on.
         record: keep the trajectory (``Episode.trajectory()``); off saves memory.
         seed: base seed (the simulator's sampling and the reward's).
+        world: URL of a ``sweworld serve world`` service: the episode runs there (its
+            sandbox, executor and reward are the service's; the fields set here that
+            differ from their defaults are sent as overrides). None: in this process.
+        world_token: the service's bearer token (default: ``$SWEWORLD_WORLD_TOKEN``); a
+            secret, so never in :meth:`to_dict`, ``repr`` or trajectories.
     """
 
     max_steps: int = 50
@@ -91,6 +96,8 @@ class EpisodeConfig:
     record: bool = True
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    world: str | None = None
+    world_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_steps) or self.max_steps < 1:
@@ -123,6 +130,14 @@ class EpisodeConfig:
         _choice("reward_preset", self.reward_preset, PRESETS)
         if self.swr_stages is not None:
             self.swr_stages = tuple(self.swr_stages)
+        if self.world is not None and not (
+            isinstance(self.world, str) and self.world.startswith(("http://", "https://"))
+        ):
+            raise ValueError(
+                f"world must be the http(s):// URL of a `sweworld serve world`, got {self.world!r}"
+            )
+        if self.world_token is not None and not isinstance(self.world_token, str):
+            raise ValueError("world_token must be a string")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EpisodeConfig:
@@ -140,7 +155,8 @@ class EpisodeConfig:
         return EpisodeConfig.from_dict(data)
 
     def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        """The fields as plain data (what trajectories record); ``world_token`` left out."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "world_token"}
         if not isinstance(self.executor, str):
             data["executor"] = getattr(self.executor, "name", type(self.executor).__name__)
         data["swr_stages"] = list(self.swr_stages) if self.swr_stages is not None else None
