@@ -10,6 +10,8 @@
     sweworld reward --file TASKS --id ID --patch P [--mode oracle|blind]
     sweworld verify --tasks TASKS --candidates C [C ...] --out preds.json
     sweworld calibrate --tasks TASKS --candidates LABELLED [...]
+    sweworld serve model --preset 4x3090|cpu [--model PATH] [--adapter NAME=PATH ...] [--dry-run]
+    sweworld serve world --port P --token K
     sweworld gc
 
 ``--file`` defaults to the project's toy tasks (``data/toy/tasks.jsonl``).
@@ -202,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_parsers(sub)
     add_train_parsers(sub)
 
+    from sweworld.serve.cli import add_serve_parsers
+
+    add_serve_parsers(sub)
+
     sub.add_parser("gc", help="remove session state left by processes that died")
     return parser
 
@@ -246,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
             from sweworld.train import cli as train_cli
 
             return train_cli.run(args)
+        if args.command == "serve":
+            from sweworld.serve import cli as serve_cli
+
+            return serve_cli.run(args)
         if args.command == "gc":
             from sweworld.sandbox.manager import gc_stale_sessions
 
