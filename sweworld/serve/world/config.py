@@ -1,0 +1,69 @@
+"""The world service's configuration (:class:`WorldConfig`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from sweworld.env import EpisodeConfig
+
+__all__ = ["WorldConfig"]
+
+
+@dataclass
+class WorldConfig:
+    """How the world service runs.
+
+    Attributes:
+        tokens: accepted bearer tokens (``--token``, repeatable, or ``--tokens-file``).
+        no_auth: accept requests without a token (every episode then has one owner).
+        episode: the episode defaults (executor, model, reward, mode, limits).
+        tasks: a tasks file or folder whose tasks clients may open by ``instance_id``.
+        allow_config_executor: let clients override ``executor``, ``model`` and
+            ``swr_model`` (they name code and models on this server; off by default).
+        max_episodes_per_token: live episodes one token may hold.
+        max_steps_per_minute: steps one token may take per minute.
+        max_creates_per_minute: episodes one token may create, fork or reset per minute.
+        idle_timeout_s: an episode without a call for this long is closed.
+        reap_interval_s: how often idle episodes are looked for.
+        max_body_bytes: largest request body accepted (413 past it).
+        request_deadline_s: longest wait for one blocking call before 504 (None: twice the
+            episode's step deadline plus a minute for a step, the reward's deadline to end).
+        workers: threads that run the episodes' blocking calls.
+        drain_timeout_s: how long shutdown waits for calls in flight.
+        runtime_root: where the sessions' state goes (the manager's default otherwise).
+    """
+
+    tokens: tuple[str, ...] = ()
+    no_auth: bool = False
+    episode: EpisodeConfig = field(default_factory=EpisodeConfig)
+    tasks: str | None = None
+    allow_config_executor: bool = False
+    max_episodes_per_token: int = 64
+    max_steps_per_minute: int = 6000
+    max_creates_per_minute: int = 600
+    idle_timeout_s: float = 900.0
+    reap_interval_s: float = 5.0
+    max_body_bytes: int = 4 * 1024 * 1024
+    request_deadline_s: float | None = None
+    workers: int = 256
+    drain_timeout_s: float = 60.0
+    runtime_root: str | None = None
+
+    def __post_init__(self) -> None:
+        self.tokens = tuple(self.tokens)
+        if not self.tokens and not self.no_auth:
+            raise ValueError(
+                "the world service needs a token (--token / --tokens-file) or --no-auth"
+            )
+        for name in ("max_episodes_per_token", "max_steps_per_minute", "max_creates_per_minute",
+                     "max_body_bytes", "workers"):  # fmt: skip
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("idle_timeout_s", "reap_interval_s", "drain_timeout_s", "request_deadline_s"):
+            value = getattr(self, name)
+            if value is None and name == "request_deadline_s":
+                continue
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
