@@ -56,7 +56,12 @@ def add_serve_parsers(sub: Any) -> None:
             help="serve episodes and sessions over HTTP (FastAPI)",
             description="Serve sweworld episodes and sessions over HTTP.",
         )
-        importlib.import_module(WORLD_MODULE).add_arguments(world)
+        try:
+            module = importlib.import_module(WORLD_MODULE)
+        except ImportError as exc:  # the serve extra is missing: say so when it is used
+            world.set_defaults(world_missing=f"{exc} (pip install 'sweworld[serve]')")
+        else:
+            module.add_arguments(world)
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -215,5 +220,9 @@ def run(args: argparse.Namespace) -> int:
     if args.serve_command == "model":
         return run_model(args)
     if args.serve_command == "world":
+        missing = getattr(args, "world_missing", None)
+        if missing:
+            print(f"sweworld: error: serve world needs the serve extra: {missing}", file=sys.stderr)
+            return 2
         return int(importlib.import_module(WORLD_MODULE).run(args))
     raise ValueError(f"unknown serve command {args.serve_command!r}")
