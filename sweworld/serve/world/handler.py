@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import json
 import logging
 import math
@@ -361,10 +362,14 @@ class WorldHandler:
             # episode that idle expiry closes, not a session nobody knows of
             return self._register(owner, episode), observation, info
 
+        from sweworld.sandbox.repos import RepoError
+
         try:
             episode_id, observation, info = await self._run_free(open_episode)
         except (ValueError, TypeError) as exc:
             raise WorldError(422, "invalid", str(exc)) from None
+        except RepoError as exc:  # a row whose repository or commit cannot be checked out
+            raise WorldError(422, "invalid_task", f"task: {exc}") from None
         except EpisodeError as exc:
             raise WorldError(409, "not_running", str(exc)) from None
         finally:
@@ -471,7 +476,7 @@ class WorldHandler:
         trajectory = await self._call(
             owner, episode_id, lambda r: r.episode.trajectory(), exclusive=False
         )
-        return s.TrajectoryResponse(trajectory=_json(trajectory.to_dict()))
+        return s.TrajectoryResponse(trajectory=_json(dataclasses.asdict(trajectory)))
 
     async def delete(self, owner: str, episode_id: str) -> s.Closed:
         with self._lock:
