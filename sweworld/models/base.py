@@ -55,6 +55,13 @@ class GenerationRequest:
             ``Generation.info["seed"]`` where the backend knows it).
         stop: strings that end the generation (not included in the text).
         n: how many samples to return.
+        json_schema: structured output: the answer must be JSON matching this schema.
+        choices: structured output: the answer must be exactly one of these strings.
+
+    ``json_schema`` and ``choices`` (at most one of them) are honoured by backends with
+    structured output (:class:`~sweworld.models.openai_lm.OpenAILM` against vLLM; recorded in
+    ``Generation.info["structured"]``); the others ignore them, so callers still parse and
+    check the answer.
     """
 
     messages: Messages
@@ -63,6 +70,8 @@ class GenerationRequest:
     seed: int | None = None
     stop: tuple[str, ...] = ()
     n: int = 1
+    json_schema: dict[str, Any] | None = None
+    choices: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -77,6 +86,11 @@ class GenerationRequest:
             raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        self.choices = tuple(check_choices(self.choices)) if self.choices else ()
+        if self.json_schema is not None and not isinstance(self.json_schema, dict):
+            raise ValueError(f"json_schema must be a dict, got {type(self.json_schema).__name__}")
+        if self.json_schema is not None and self.choices:
+            raise ValueError("give json_schema or choices, not both")
         if isinstance(self.messages, (str, bytes, dict)) or not all(
             isinstance(m, dict) and "role" in m and "content" in m for m in self.messages
         ):
@@ -88,11 +102,21 @@ class GenerationRequest:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["stop"] = list(self.stop)
+        out["choices"] = list(self.choices)
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GenerationRequest:
-        known = {"messages", "max_tokens", "temperature", "seed", "stop", "n"}
+        known = {
+            "messages",
+            "max_tokens",
+            "temperature",
+            "seed",
+            "stop",
+            "n",
+            "json_schema",
+            "choices",
+        }
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def last_user_message(self) -> str:
