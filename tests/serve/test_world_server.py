@@ -1,0 +1,194 @@
+"""The world service under a real uvicorn on a loopback port (httpx requests): health, docs,
+auth, episodes, concurrency, a client that disconnects mid-step, and the ``sweworld serve
+world`` process's graceful shutdown (SIGTERM drains a step in flight, then nothing is left)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tests.conftest import PROJECT, requires_sandbox
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+pytest.importorskip("prometheus_client")
+httpx = pytest.importorskip("httpx")
+
+import uvicorn  # noqa: E402
+
+from sweworld.env import EpisodeConfig  # noqa: E402
+from sweworld.serve.world import server  # noqa: E402
+from sweworld.serve.world.app import create_app  # noqa: E402
+from sweworld.serve.world.config import WorldConfig  # noqa: E402
+
+pytestmark = requires_sandbox
+
+TOKEN = "loopback-token-1"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+TASKS = str(PROJECT / "data" / "toy" / "tasks.jsonl")
+TOY_ID = "sweworld__stockroom-1"
+
+
+@pytest.fixture
+def live(tmp_path):
+    """A uvicorn server in a thread on a free loopback port: ``(base_url, app)``."""
+    config = WorldConfig(
+        tokens=(TOKEN,),
+        episode=EpisodeConfig(executor="none", reward="none"),
+        tasks=TASKS,
+        runtime_root=str(tmp_path / "runtime"),
+    )
+    app = create_app(config)
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    uv = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False))
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not uv.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}", app
+    uv.should_exit = True
+    thread.join(30)
+    sock.close()
+    assert not thread.is_alive()
+    assert list((tmp_path / "runtime" / "sessions").iterdir()) == []  # closed at shutdown
+
+
+def _create(client) -> str:
+    response = client.post("/v1/episodes", json={"instance_id": TOY_ID})
+    assert response.status_code == 200, response.text
+    return response.json()["episode_id"]
+
+
+def test_health_docs_auth_and_an_episode(live):
+    base, _ = live
+    assert httpx.get(f"{base}/health").json()["status"] == "ok"
+    docs = httpx.get(f"{base}/docs")
+    assert docs.status_code == 200 and "openapi.json" in docs.text
+    assert "/v1/episodes" in httpx.get(f"{base}/openapi.json").json()["paths"]
+    assert httpx.post(f"{base}/v1/episodes", json={"instance_id": TOY_ID}).status_code == 401
+    with httpx.Client(base_url=base, headers=AUTH, timeout=30) as client:
+        episode_id = _create(client)
+        out = client.post(f"/v1/episodes/{episode_id}/step", json={"action": "echo hello"}).json()
+        assert "hello" in out["observation"] and out["terminated"] is False
+        finish = "<function=finish>\n<parameter=command>submit</parameter>\n</function>"
+        end = client.post(f"/v1/episodes/{episode_id}/step", json={"action": finish}).json()
+        assert end["terminated"] and end["info"]["reason"] == "submitted"
+        metrics = client.get("/metrics").text
+        assert "sweworld_steps_total" in metrics and "sweworld_episodes_live 1.0" in metrics
+
+
+def test_concurrent_steps_on_different_episodes_and_busy(live):
+    base, _ = live
+    with httpx.Client(base_url=base, headers=AUTH, timeout=30) as client:
+        ids = [_create(client) for _ in range(4)]
+    results: dict[str, int] = {}
+
+    def sleep_step(episode_id: str) -> None:
+        with httpx.Client(base_url=base, headers=AUTH, timeout=30) as own:
+            response = own.post(f"/v1/episodes/{episode_id}/step", json={"action": "sleep 1"})
+            results[episode_id] = response.status_code
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=sleep_step, args=(i,)) for i in ids]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    busy = httpx.post(f"{base}/v1/episodes/{ids[0]}/step", json={"action": "ls"}, headers=AUTH)
+    assert busy.status_code == 409 and busy.json()["error"] == "busy"
+    assert httpx.get(f"{base}/health").status_code == 200  # the loop is not blocked
+    for thread in threads:
+        thread.join(30)
+    assert results == {i: 200 for i in ids}
+    assert time.monotonic() - started < 3.5  # in parallel, not 4 x 1 s in a row
+
+
+def test_client_that_disconnects_mid_step(live):
+    base, _ = live
+    with httpx.Client(base_url=base, headers=AUTH, timeout=30) as client:
+        episode_id = _create(client)
+        with pytest.raises(httpx.ReadTimeout):
+            client.post(f"/v1/episodes/{episode_id}/step",
+                        json={"action": "sleep 1; echo kept > kept.txt"}, timeout=0.3)  # fmt: skip
+        deadline = time.monotonic() + 10
+        while client.get(f"/v1/episodes/{episode_id}").json()["idle_s"] == 0.0:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        state = client.get(f"/v1/episodes/{episode_id}").json()
+        assert state["steps"] == 1  # the step completed
+        out = client.post(f"/v1/episodes/{episode_id}/step", json={"action": "cat kept.txt"})
+        assert "kept" in out.json()["observation"]
+
+
+def test_options_and_refusal_without_token(capsys):
+    parser = argparse.ArgumentParser()
+    server.add_arguments(parser)
+    args = parser.parse_args(["--port", "0", "--tasks", TASKS])
+    assert server.run(args) == 2
+    assert "token" in capsys.readouterr().err
+    args = parser.parse_args(["--token", "k" * 10, "--executor", "local", "--idle-timeout", "5",
+                              "--max-episodes-per-token", "3"])  # fmt: skip
+    config = server.config_from_args(args)
+    assert config.tokens == ("k" * 10,) and config.episode.executor == "local"
+    assert config.idle_timeout_s == 5 and config.max_episodes_per_token == 3
+
+
+def test_sigterm_drains_a_step_in_flight(tmp_path):
+    runtime = tmp_path / "runtime"
+    env = {**os.environ, "PYTHONPATH": str(PROJECT), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweworld.serve.world.server", "--port", "0", "--token", TOKEN,
+         "--tasks", TASKS, "--executor", "none", "--reward", "none",
+         "--runtime-dir", str(runtime), "--log-format", "text"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path),
+    )  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        assert found, line + proc.stderr.read()
+        base = f"http://127.0.0.1:{found.group(1)}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        with httpx.Client(base_url=base, headers=AUTH, timeout=30) as client:
+            episode_id = _create(client)
+        result: dict[str, httpx.Response] = {}
+
+        def slow_step() -> None:
+            with httpx.Client(base_url=base, headers=AUTH, timeout=30) as own:
+                result["step"] = own.post(f"/v1/episodes/{episode_id}/step",
+                                          json={"action": "sleep 2; echo drained"})  # fmt: skip
+
+        thread = threading.Thread(target=slow_step)
+        thread.start()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        refused = httpx.post(f"{base}/v1/episodes", json={"instance_id": TOY_ID}, headers=AUTH)
+        assert refused.status_code == 503 and refused.json()["error"] == "draining"
+        assert httpx.get(f"{base}/health").json()["status"] == "draining"
+        thread.join(30)
+        assert result["step"].status_code == 200
+        assert "drained" in result["step"].json()["observation"]
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert list((runtime / "sessions").iterdir()) == []  # nothing leaked
