@@ -182,6 +182,9 @@ def test_client_errors(serve):
     # a bad action is an observation, not an error; the episode goes on
     ok = step(client, episode_id, "<function=nosuchtool>\n</function>")
     assert ok.status_code == 200 and ok.json()["terminated"] is False
+    # the server's own executor may be named (a client sending its whole config)
+    same = {"executor": "none", "model": "embedded", "swr_model": "embedded", "max_steps": 5}
+    assert create(client, config=same)
     # a client's allowed override applies
     short = create(client, config={"max_steps": 1})
     assert step(client, short, "ls").json()["truncated"] is True

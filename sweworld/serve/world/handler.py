@@ -182,7 +182,11 @@ class WorldHandler:
         unknown = sorted(set(overrides) - CLIENT_KEYS)
         if unknown:
             raise WorldError(422, "invalid", f"config: unknown or refused option(s) {unknown}")
-        guarded = sorted(GUARDED_KEYS & set(overrides))
+        defaults = self.config.episode
+        guarded = sorted(
+            key for key in GUARDED_KEYS & set(overrides)
+            if overrides[key] != getattr(defaults, key)  # the server's own value is fine
+        )  # fmt: skip
         if guarded and not self.config.allow_config_executor:
             raise WorldError(
                 422, "refused",
