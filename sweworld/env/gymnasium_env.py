@@ -39,7 +39,8 @@ import gymnasium
 from gymnasium import spaces
 
 from sweworld.env.config import EpisodeConfig
-from sweworld.env.episode import Episode, EpisodeError, coerce_task, truncate_text
+from sweworld.env.episode import EpisodeError, coerce_task, truncate_text
+from sweworld.env.stepping import open_episode
 
 __all__ = [
     "ENV_ID",
@@ -223,7 +224,7 @@ class SWEWorldEnv(gymnasium.Env[str, str]):
         self.tasks_file = tasks_file
         self._task_pool: list[Any] | None = None
         self._draw_tasks = task is None and tasks_file is not None
-        self.episode = Episode(
+        self.episode = open_episode(
             self._resolve_task(task) if task is not None else None,
             self.config,
             manager=manager,

@@ -54,6 +54,7 @@ from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import Episode, EpisodeFinished, coerce_task
 from sweworld.env.prompts import prompt_messages
 from sweworld.env.rewards import EpisodeRewarder
+from sweworld.env.stepping import open_episode
 from sweworld.sandbox.types import clean_text
 
 __all__ = ["SWEWorldEnvironment", "SWEWorldEnvironmentConfig", "load_task"]
@@ -224,7 +225,7 @@ class SWEWorldEnvironment:
 
             manager = SessionManager(runtime_root=Path(self.config.runtime_root))
             self._own_manager = manager
-        self.episode = Episode(
+        self.episode = open_episode(
             self.task,
             self.config.episode_config(),
             manager=manager,

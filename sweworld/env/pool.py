@@ -21,6 +21,10 @@ its result has ``reason="error"`` and the error text.
 A warm pool (:class:`~sweworld.env.warm.WarmSessions`) given as ``warm=`` opens sessions
 ahead of time; it is bound to the pool's manager and executor when it has none of its own.
 
+With ``world=URL`` in the config the episodes run on that ``sweworld serve world`` service
+(:class:`~sweworld.serve.client.RemoteEpisode`): the pool then holds no manager, model,
+executor or rewarder of its own (``lm``, ``manager`` and ``warm`` are refused).
+
 The Ray version (:mod:`sweworld.env.ray_pool`) has the same public API.
 """
 
@@ -38,6 +42,7 @@ from typing import Any, TypeVar
 from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import Episode, EpisodeError, StepOutcome, coerce_task
 from sweworld.env.rewards import EpisodeRewarder
+from sweworld.env.stepping import open_episode
 
 __all__ = [
     "EnvPool",
@@ -230,25 +235,32 @@ class EnvPool(SlotPool):
         self._live_lock = threading.Lock()
         self._live: set[Episode] = set()  # the episodes of rollouts in flight
         self._in_flight: set[concurrent.futures.Future] = set()
-        self._own_manager = manager is None
-        if manager is None:
+        remote = self.config.world is not None
+        given = [n for n, v in (("lm", lm), ("manager", manager), ("warm", warm)) if v is not None]
+        if remote and given:
+            raise ValueError(f"{given}: local backends, but world= runs the episodes remotely")
+        self._own_manager = manager is None and not remote
+        if manager is None and not remote:
             from sweworld.sandbox.manager import SessionManager
 
             manager = SessionManager()
         self.manager = manager
         self.lm: Any = None
+        self.executor = self.rewarder = self.warm = self._open_session = None
         try:
-            if self.config.executor in ("simulated", "hybrid"):
-                self.lm = self._batched_lm(lm, max_batch, batch_wait_s)
-            self.executor = build_pool_executor(self.config, self.lm)
-            self.rewarder = EpisodeRewarder(self.config, manager=self.manager)
-            self.warm = warm
-            if warm is not None and hasattr(warm, "bind"):
-                warm.bind(
-                    manager=self.manager, executor=self.executor, config=session_config(self.config)
-                )
-            open_session = warm.acquire if warm is not None else None
-            self._open_session = open_session
+            if not remote:  # else the service's backends
+                if self.config.executor in ("simulated", "hybrid"):
+                    self.lm = self._batched_lm(lm, max_batch, batch_wait_s)
+                self.executor = build_pool_executor(self.config, self.lm)
+                self.rewarder = EpisodeRewarder(self.config, manager=self.manager)
+                self.warm = warm
+                if warm is not None and hasattr(warm, "bind"):
+                    warm.bind(
+                        manager=self.manager,
+                        executor=self.executor,
+                        config=session_config(self.config),
+                    )
+                self._open_session = warm.acquire if warm is not None else None
             self.episodes: list[Episode] = [self._new_episode(self.config) for _ in range(size)]
             self._threads = concurrent.futures.ThreadPoolExecutor(
                 max_workers=size, thread_name_prefix="sweworld-pool"
@@ -273,7 +285,9 @@ class EnvPool(SlotPool):
         return BatchingLM(lm, max_batch=max_batch, batch_wait_s=batch_wait_s, close_wrapped=False)
 
     def _new_episode(self, config: EpisodeConfig) -> Episode:
-        return Episode(
+        if config.world is not None:
+            return open_episode(config=config)
+        return open_episode(
             config=config,
             manager=self.manager,
             executor=self.executor,
@@ -430,7 +444,7 @@ class EnvPool(SlotPool):
                 if action is None:
                     if self._closed:  # its session went with the pool: nothing to report
                         raise EpisodeError("the pool was closed")
-                    patch = episode.session.get_patch() if episode.session is not None else ""
+                    patch = _patch_now(episode)
                     return RolloutResult(
                         instance_id, total, "policy_stopped", episode.steps, patch or "",
                         None, info, episode.trajectory(),
@@ -507,6 +521,14 @@ class EnvPool(SlotPool):
                     log.exception("closing the pool's %s failed", type(part).__name__)
         if self._own_manager:
             self.manager.close_all()
+
+
+def _patch_now(episode: Any) -> str:
+    """The running episode's diff (a remote one asks its service)."""
+    if episode.session is not None:
+        return episode.session.get_patch()
+    current = getattr(episode, "current_patch", None)  # a RemoteEpisode
+    return current() if current is not None and not episode.done else ""
 
 
 def _instance_id(task: Any) -> str:

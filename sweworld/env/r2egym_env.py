@@ -58,8 +58,9 @@ from pathlib import PurePath
 from typing import Any
 
 from sweworld.env.config import EpisodeConfig
-from sweworld.env.episode import Episode, EpisodeBusy, EpisodeError, EpisodeFinished, coerce_task
+from sweworld.env.episode import EpisodeBusy, EpisodeError, EpisodeFinished, coerce_task
 from sweworld.env.rewards import EpisodeRewarder, FinalReward
+from sweworld.env.stepping import open_episode
 from sweworld.sandbox.actions import FUNCTION_ALIASES, find_function, find_parameters
 from sweworld.sandbox.render import (
     R2E_BASH_FUNCTIONS,
@@ -404,6 +405,9 @@ class RepoEnv:
         options.update(episode_options)
         self.config = (config or EpisodeConfig()).replace(**options)
         self._own_manager = self._own_rewarder = False
+        if reward_timeout is not None and self.config.world is not None:
+            log.warning("RepoEnv: reward_timeout is ignored: the world service's deadline applies")
+            reward_timeout = None
         if reward_timeout is not None and rewarder is None:
             if not reward_timeout > 0:
                 raise ValueError(f"reward_timeout must be positive, got {reward_timeout!r}")
@@ -416,7 +420,7 @@ class RepoEnv:
             )
             self._own_rewarder = True
         self.reward_timeout = reward_timeout
-        self.episode = Episode(
+        self.episode = open_episode(
             self.task, self.config, manager=manager, executor=executor, rewarder=rewarder
         )
         self.commands: list[Command] = []
@@ -464,9 +468,25 @@ class RepoEnv:
             )
         return self.episode.session
 
+    def _local_session(self, what: str) -> Any:
+        """The live sandbox session, which only a local episode has."""
+        if self.config.world is not None:
+            raise EpisodeError(
+                f"RepoEnv: {what}() needs the sandbox in this process, but the episode runs on "
+                f"the world service {self.config.world} (remotely: reset, step, "
+                "compute_reward, get_patch, close)"
+            )
+        return self._live_session(what)
+
+    def _current_patch(self, what: str) -> str:
+        session = self._live_session(what)
+        if session is None:  # a remote episode: the service reads the workspace
+            return self.episode.current_patch()
+        return session.get_patch()
+
     def _shell(self, command: str, timeout: float | None) -> tuple[str, str]:
         with self._exclusive("runtime.run"):
-            session = self._live_session("runtime.run")
+            session = self._local_session("runtime.run")
             outcome = session.run(command, timeout=timeout, merge_stderr=True)
         if outcome.timed_out:
             return f"The command took too long to execute (>{timeout}s)", "-1"
@@ -560,7 +580,7 @@ class RepoEnv:
             elif not submitted and not self.config.score_unsubmitted:
                 final = FinalReward(0.0, None, "none", "not_scored")
             else:
-                patch = self._live_session("compute_reward").get_patch()
+                patch = self._current_patch("compute_reward")
                 final = episode.score(patch, submitted=submitted)  # under its deadline
             if final.error:
                 self.logger.warning("RepoEnv %s: reward failed: %s", episode.id, final.error)
@@ -575,7 +595,7 @@ class RepoEnv:
                 return ""
             if self.episode.done:
                 return self.episode.patch or ""
-            return self.episode.session.get_patch()
+            return self._current_patch("get_patch")
 
     def apply_patch(self, patch: str, *, reverse: bool = False) -> tuple[str, str]:
         """``git apply --whitespace=fix`` (``-R`` with ``reverse``) of ``patch`` in the
@@ -585,7 +605,7 @@ class RepoEnv:
         name = f"/tmp/.sweworld-{uuid.uuid4().hex}.patch"
         flags = "-R" if reverse else "--whitespace=fix"
         with self._exclusive("apply_patch"):
-            session = self._live_session("apply_patch")
+            session = self._local_session("apply_patch")
             session.write_file(name, patch)
             outcome = session.run(f"git apply {flags} {name}; s=$?; rm -f {name}; exit $s")
         output = outcome.stdout + outcome.stderr

@@ -42,9 +42,10 @@ from skyrl_gym import register, registry
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from sweworld.env.config import EpisodeConfig
-from sweworld.env.episode import Episode, coerce_task
+from sweworld.env.episode import coerce_task
 from sweworld.env.prompts import prompt_messages
 from sweworld.env.rewards import EpisodeRewarder
+from sweworld.env.stepping import open_episode
 from sweworld.tasks.schema import Task
 
 __all__ = [
@@ -209,14 +210,17 @@ class SWEWorldSkyRLEnv(BaseTextEnv):
         config = EpisodeConfig.from_dict(options)
         self.task = task_from_extras(extras, tasks)
         self.max_turns = config.max_steps
-        manager = manager if manager is not None else _shared.manager()
-        self.episode = Episode(
-            self.task,
-            config,
-            manager=manager,
-            executor=executor if executor is not None else _shared.executor(config),
-            rewarder=rewarder if rewarder is not None else _shared.rewarder(config, manager),
-        )
+        if config.world is not None:  # the world service's backends
+            self.episode = open_episode(self.task, config, executor=executor, rewarder=rewarder)
+        else:
+            manager = manager if manager is not None else _shared.manager()
+            self.episode = open_episode(
+                self.task,
+                config,
+                manager=manager,
+                executor=executor if executor is not None else _shared.executor(config),
+                rewarder=rewarder if rewarder is not None else _shared.rewarder(config, manager),
+            )
         self.final_metadata: dict[str, Any] | None = None
 
     def init(self, prompt: Any = None) -> tuple[list[dict[str, str]], dict[str, Any]]:

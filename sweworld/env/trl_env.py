@@ -38,6 +38,7 @@ from typing import Any
 from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import Episode, EpisodeError, build_executor, coerce_task
 from sweworld.env.rewards import EpisodeRewarder
+from sweworld.env.stepping import open_episode
 from sweworld.sandbox.types import clean_text
 from sweworld.tasks.schema import Task
 
@@ -164,14 +165,14 @@ class SWEWorldToolEnv:
         text TRL appends to the prompt's last user message."""
         task = self._task_of(row)
         if self._episode is None:
-            manager, executor, rewarder = self._shared_state.backends()
-            self._episode = Episode(
-                task,
-                self._shared_state.config,
-                manager=manager,
-                executor=executor,
-                rewarder=rewarder,
-            )
+            config = self._shared_state.config
+            if config.world is not None:  # the service's backends
+                self._episode = open_episode(task, config)
+            else:
+                manager, executor, rewarder = self._shared_state.backends()
+                self._episode = open_episode(
+                    task, config, manager=manager, executor=executor, rewarder=rewarder
+                )
         self._episode.reset(task)
         self._ended_by = None
         self.last_info = {}
