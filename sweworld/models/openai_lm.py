@@ -16,8 +16,16 @@ backend clips its completion budget).
 
 ``choice_logprobs`` asks the same endpoint for one token with ``logprobs`` and
 ``top_logprobs``; the answer's prefix is sent as a final assistant message continued with
-vLLM's ``continue_final_message=true`` / ``add_generation_prompt=false``. Only the first
-token of each choice is scored (see :meth:`OpenAILM.choice_logprobs`).
+vLLM's ``continue_final_message=true`` / ``add_generation_prompt=false``. By default only the
+first token of each choice is scored; ``choice_scoring="prompt"`` scores whole choices by
+teacher forcing (one request per choice, vLLM's ``prompt_logprobs``), as the in-process
+backend does (see :meth:`OpenAILM.choice_logprobs`).
+
+Structured output: a request's ``json_schema`` or ``choices`` is sent as vLLM's
+``structured_outputs`` (``{"json": schema}`` / ``{"choice": [...]}``; vLLM 0.32 no longer
+reads the older ``guided_json`` / ``guided_choice`` fields and ignores them silently), or as
+OpenAI's ``response_format`` (``structured_output="response_format"``), or not at all
+(``"off"``), so that the answer is well formed by construction.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import random
 import threading
 import time
@@ -51,15 +60,22 @@ from sweworld.models.base import (
 )
 from sweworld.models.openai_responses import (
     CONTEXT_MARKERS,
+    STRUCTURED_MODES,
     error_message,
     excerpt,
     first_token_logprobs,
     logsumexp,
+    prompt_tail_logprob,
     retry_after,
     room_left,
+    structured_fields,
+    structured_text,
     token_count,
 )
 
+#: Environment variable giving the default ``structured_output`` (e.g. ``off`` for a server
+#: that rejects vLLM's fields).
+STRUCTURED_ENV = "SWEWORLD_LM_STRUCTURED"
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 #: Largest response body read (bytes); a longer one is an error, read no further (a server
 #: gone wrong must not fill the trainer's memory).
@@ -106,6 +122,11 @@ class OpenAILM(BaseLM):
             limit and OpenAI's maximum are 20).
         tokenizer: the served model's tokenizer (a local folder, a tokenizer object or a
             ``text -> count`` function) for exact ``count_tokens``; None: approximate.
+        structured_output: how a request's ``json_schema`` / ``choices`` is sent: ``vllm``
+            (``structured_outputs``), ``response_format`` (OpenAI's JSON schema) or ``off``;
+            None: ``$SWEWORLD_LM_STRUCTURED`` or ``vllm``.
+        choice_scoring: ``first_token`` (one request, the first token of each choice) or
+            ``prompt`` (whole choices, one request per choice with ``prompt_logprobs``: vLLM).
     """
 
     supports_logprobs = True
@@ -126,7 +147,20 @@ class OpenAILM(BaseLM):
         name: str | None = None,
         top_logprobs: int = 20,
         tokenizer: Any = None,
+        structured_output: str | None = None,
+        choice_scoring: str = "first_token",
     ):
+        structured_output = structured_output or os.environ.get(STRUCTURED_ENV) or "vllm"
+        if structured_output not in STRUCTURED_MODES:
+            raise ValueError(
+                f"structured_output must be one of {STRUCTURED_MODES}, got {structured_output!r}"
+            )
+        if choice_scoring not in ("first_token", "prompt"):
+            raise ValueError(
+                f"choice_scoring must be first_token or prompt, got {choice_scoring!r}"
+            )
+        self.structured_output = structured_output
+        self.choice_scoring = choice_scoring
         self._count = make_token_counter(tokenizer) if tokenizer is not None else None
         self.exact_tokens = self._count is not None
         self.base_url = normalize_base_url(base_url)
@@ -193,6 +227,8 @@ class OpenAILM(BaseLM):
         if threading.current_thread() is self._thread:
             raise RuntimeError("OpenAILM.choice_logprobs called from its own event loop thread")
         chat, answer = assistant_prefix(messages, prefix)
+        if self.choice_scoring == "prompt":
+            return self._whole_choice_logprobs(chat, answer, options)
         sent = answer.rstrip()
         body: dict[str, Any] = dict(self.extra_body)
         body.update(
@@ -209,21 +245,7 @@ class OpenAILM(BaseLM):
         if sent:
             body["continue_final_message"] = True
             body["add_generation_prompt"] = False
-        loop = self._ensure_loop()
-        future = asyncio.run_coroutine_threadsafe(self._post_with_retries(body), loop)
-        try:
-            data, _, _ = future.result()
-        except ContextTooLong:
-            raise
-        except LMError as exc:
-            text = str(exc)
-            if " status 4" in text and any(
-                word in text for word in ("logprobs", "continue_final_message", "generation_prompt")
-            ):
-                raise LogprobsUnsupported(
-                    f"{self.url} (model {self.model}) refused a log-probability request: {text}"
-                ) from exc
-            raise
+        data = self._scoring_answers([body])[0]
         tokens = first_token_logprobs(data)
         if not tokens:
             raise LogprobsUnsupported(
@@ -239,6 +261,61 @@ class OpenAILM(BaseLM):
                 if token.lstrip() and choice.startswith(token.lstrip())
             ]
             out[choice] = logsumexp(matched) if matched else floor
+        return out
+
+    def _scoring_answers(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The answers to log-probability requests, sent together; a 4xx about their fields
+        raises :class:`LogprobsUnsupported`."""
+
+        async def post_all() -> list[dict[str, Any]]:
+            answers = await asyncio.gather(*(self._post_with_retries(b) for b in bodies))
+            return [data for data, _, _ in answers]
+
+        loop = self._ensure_loop()
+        future = asyncio.run_coroutine_threadsafe(post_all(), loop)
+        try:
+            return future.result()
+        except ContextTooLong:
+            raise
+        except LMError as exc:
+            text = str(exc)
+            fields = ("logprobs", "continue_final_message", "generation_prompt")
+            if " status 4" in text and any(word in text for word in fields):
+                raise LogprobsUnsupported(
+                    f"{self.url} (model {self.model}) refused a log-probability request: {text}"
+                ) from exc
+            raise
+
+    def _whole_choice_logprobs(
+        self, chat: Messages, answer: str, options: list[str]
+    ) -> dict[str, float]:
+        """``choice_scoring="prompt"``: each choice appended to the answer and scored by
+        teacher forcing (the summed ``prompt_logprobs`` of its tokens)."""
+        bodies = []
+        for choice in options:
+            body: dict[str, Any] = dict(self.extra_body)
+            body.update(
+                {
+                    "model": self.model,
+                    "messages": [*chat, {"role": "assistant", "content": answer + choice}],
+                    "max_tokens": 1,
+                    "temperature": 0.0,
+                    "n": 1,
+                    "prompt_logprobs": 0,
+                    "continue_final_message": True,
+                    "add_generation_prompt": False,
+                }
+            )
+            bodies.append(body)
+        out: dict[str, float] = {}
+        for choice, data in zip(options, self._scoring_answers(bodies), strict=True):
+            value = prompt_tail_logprob(data, choice)
+            if value is None:
+                raise LogprobsUnsupported(
+                    f"{self.url} (model {self.model}) gave no prompt log-probabilities ending "
+                    f"with {choice!r}: {excerpt(json.dumps(data))}"
+                )
+            out[choice] = value
         return out
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
@@ -333,6 +410,7 @@ class OpenAILM(BaseLM):
         if request.stop:
             body["stop"] = list(request.stop)
         body.update(self.extra_body)
+        body.update(structured_fields(request.json_schema, request.choices, self.structured_output))
         return body
 
     async def _generate_one(self, request: GenerationRequest) -> list[Generation]:
@@ -465,12 +543,15 @@ class OpenAILM(BaseLM):
                     str(part.get("text") or "") for part in content if isinstance(part, dict)
                 )
             text = content if isinstance(content, str) else ""
+            text = structured_text(text, request.choices, self.structured_output)
             info: dict[str, Any] = {
                 "backend": "openai",
                 "base_url": self.base_url,
                 "id": data.get("id"),
                 "attempts": attempts,
             }
+            if self.structured_output != "off" and (request.json_schema or request.choices):
+                info["structured"] = "json_schema" if request.json_schema else "choice"
             if body.get("seed") is not None:
                 info["seed"] = body["seed"]
             if body["max_tokens"] != request.max_tokens:

@@ -124,3 +124,73 @@ def room_left(message: str) -> int | None:
         return None
     room = int(limit.group(1)) - int(prompt.group(1))
     return room if room > 0 else None
+
+
+#: How structured output is asked for: vLLM's ``structured_outputs`` field (``{"json": schema}``
+#: or ``{"choice": [...]}``), OpenAI's ``response_format`` (a JSON schema; a choice becomes a
+#: schema of one string among the choices), or not at all.
+STRUCTURED_MODES = ("vllm", "response_format", "off")
+
+
+def structured_fields(
+    json_schema: dict[str, Any] | None, choices: tuple[str, ...], mode: str
+) -> dict[str, Any]:
+    """The request fields that constrain the answer to ``json_schema`` or ``choices``."""
+    if mode == "off" or (json_schema is None and not choices):
+        return {}
+    if mode == "vllm":
+        return {
+            "structured_outputs": {"json": json_schema}
+            if json_schema
+            else {"choice": list(choices)}
+        }
+    schema = json_schema if json_schema is not None else {"type": "string", "enum": list(choices)}
+    name = "answer" if json_schema is not None else "choice"
+    return {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": True},
+        }
+    }
+
+
+def structured_text(text: str, choices: tuple[str, ...], mode: str) -> str:
+    """The answer's text: with ``response_format`` a choice comes back as a JSON string
+    (``"true"`` in quotes), read back to the choice; anything else is kept as it is."""
+    if mode != "response_format" or not choices:
+        return text
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    return value if isinstance(value, str) and value in choices else text
+
+
+def prompt_tail_logprob(data: dict[str, Any], tail: str) -> float | None:
+    """The summed log-probability of the prompt's last tokens that spell ``tail`` (vLLM's
+    ``prompt_logprobs``: one ``{token_id: {logprob, rank, decoded_token}}`` per prompt token,
+    the first None). Tokens are taken from the end until their text covers ``tail``; None
+    when the answer has no prompt log-probabilities or they do not end with ``tail``."""
+    positions = data.get("prompt_logprobs")
+    if not isinstance(positions, list) or not tail:
+        return None
+    pieces: list[str] = []
+    total = 0.0
+    for entry in reversed(positions[-(len(tail) + 8) :]):  # a token spells >= 1 character
+        if not isinstance(entry, dict) or not entry:
+            return None
+        values = [v for v in entry.values() if isinstance(v, dict)]
+        if not values:
+            return None
+        # the prompt's own token: the only entry (prompt_logprobs=0) or, with alternatives,
+        # the one of highest rank (it is listed in addition to the top ones)
+        own = max(values, key=lambda v: v.get("rank") if isinstance(v.get("rank"), int) else 0)
+        token, value = own.get("decoded_token"), own.get("logprob")
+        if not isinstance(token, str) or not isinstance(value, (int, float)):
+            return None
+        pieces.append(token)
+        total += float(value)
+        text = "".join(reversed(pieces))
+        if len(text) >= len(tail):
+            return total if text.endswith(tail) else None
+    return None
