@@ -24,6 +24,7 @@ __all__ = [
     "SECTIONS",
     "build_messages",
     "render_target",
+    "swt_json_schema",
     "system_prompt",
     "training_example",
 ]
@@ -78,6 +79,24 @@ _EMPTY = {
     "test_patch": "(empty)",
     "tests": "(none listed)",
 }
+
+
+def swt_json_schema(*, with_reasoning: bool = False) -> dict:
+    """The answer's JSON schema (``{stdout, stderr, exit_code}``, ``reasoning`` first when
+    asked), for backends with structured output: the answer is then well formed by
+    construction."""
+    properties: dict = {}
+    if with_reasoning:
+        properties["reasoning"] = {"type": "string"}
+    properties["stdout"] = {"type": "string"}
+    properties["stderr"] = {"type": "string"}
+    properties["exit_code"] = {"type": "integer"}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
 
 
 def system_prompt(*, with_reasoning: bool = False) -> str:

@@ -401,7 +401,7 @@ class SimulatedExecutor:
     ) -> tuple[Prediction, dict[str, Any]]:
         from sweworld.models.base import GenerationRequest, LMError
         from sweworld.transition.context import build_context
-        from sweworld.transition.prompt import build_messages
+        from sweworld.transition.prompt import build_messages, swt_json_schema
         from sweworld.transition.validate import (
             check_prediction,
             conservative_prediction,
@@ -423,6 +423,8 @@ class SimulatedExecutor:
         prefix = self._prefill_prefix()
         if prefix:
             messages = [*messages, {"role": "assistant", "content": prefix}]
+        # structured output (servers that have it): the JSON is well formed by construction
+        schema = None if prefix else swt_json_schema(with_reasoning=self.with_reasoning)
         timings["context"] = time.perf_counter() - t0
         attempts = step.attempts
         timings["generation"] = timings["validation"] = 0.0
@@ -445,6 +447,7 @@ class SimulatedExecutor:
                         max_tokens=self.max_tokens,
                         temperature=temperature,
                         seed=self.seed + offset,
+                        json_schema=schema,
                     ),
                     step.remaining(),
                 )

@@ -484,6 +484,13 @@ class SimulatedTestsStage:
         if prefix:
             messages.append({"role": "assistant", "content": prefix})
         greedy = self.samples == 1
+        # structured output (servers that have it): every report well formed by construction
+        schema = None
+        if not prefix:
+            from sweworld.reward.swr.prompt import swr_report_schema
+
+            expected = prompt.expected_tests if prompt.mode == "oracle" else ()
+            schema = swr_report_schema(expected, with_reasoning=reasoning)
         request = GenerationRequest(
             messages=messages,
             max_tokens=self._max_tokens(lm, prompt, config),
@@ -491,6 +498,7 @@ class SimulatedTestsStage:
             seed=None if greedy else self.seed,
             stop=REPORT_STOPS if in_process and not reasoning else (),
             n=self.samples,
+            json_schema=schema,
         )
         if in_process and self.max_time_s is not None:
             return lm.generate([request], max_time=self.max_time_s)[0], prefix

@@ -64,6 +64,7 @@ __all__ = [
     "SWRPromptConfig",
     "build_swr_messages",
     "build_swr_prompt",
+    "swr_report_schema",
     "swr_resolved_prefix",
     "swr_status_prefix",
     "swr_system_prompt",
@@ -455,6 +456,41 @@ def swr_target(tests: Mapping[str, Any], resolved: bool, reasoning: str | None =
     data["tests"] = statuses
     data["resolved"] = bool(resolved)
     return json.dumps(data, ensure_ascii=False)
+
+
+#: The statuses a report may give (as the system prompt lists them).
+REPORT_STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED")
+
+
+def swr_report_schema(
+    expected_tests: Sequence[str] = (), *, with_reasoning: bool = False
+) -> dict[str, Any]:
+    """The report's JSON schema, for backends with structured output: ``{"tests": {id:
+    status}, "resolved": bool}`` (``reasoning`` first when asked). With ``expected_tests``
+    (oracle mode) exactly those ids, each once; without (blind), any ids. Every report is
+    then well formed by construction."""
+    status = {"type": "string", "enum": list(REPORT_STATUSES)}
+    ids = list(dict.fromkeys(str(t) for t in expected_tests))
+    if ids:
+        tests: dict[str, Any] = {
+            "type": "object",
+            "properties": {test: status for test in ids},
+            "required": ids,
+            "additionalProperties": False,
+        }
+    else:
+        tests = {"type": "object", "additionalProperties": status}
+    properties: dict[str, Any] = {}
+    if with_reasoning:
+        properties["reasoning"] = {"type": "string"}
+    properties["tests"] = tests
+    properties["resolved"] = {"type": "boolean"}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
 
 
 def swr_resolved_prefix(tests: Mapping[str, Any], reasoning: str | None = None) -> str:
