@@ -179,33 +179,28 @@ def _error_for(response: httpx.Response, url: str) -> WorldError:
         message = response.text[:500] or response.reason_phrase
     where = {"status": status, "code": code, "episode_id": episode_id}
     text = f"{status} {message}"
-    if status in (401, 403):
-        hint = (
-            f" (give the token as WorldClient(token=...), EpisodeConfig(world_token=...) "
-            f"or ${TOKEN_ENV})"
-            if status == 401
-            else ""
-        )
-        return WorldAuthError(text + hint, **where)
-    if status == 404:
-        return WorldNotFound(text, **where)
-    if status == 409:  # codes: busy, finished, not_running (closed, not started)
-        if code == "busy":
-            return _Busy(text, **where)
-        if code == "finished":
-            return _Finished(text, **where)
-        return _Conflict(text, **where)
-    if status == 400:
-        return WorldBadRequest(text, **where)
-    if status in (413, 422):
-        return WorldInvalid(text, **where)
-    if status == 429:
+    if status == 401:
+        text += f" (give the token as WorldClient(token=...), world_token= or ${TOKEN_ENV})"
+    elif status == 503:
+        text += f" (the world service at {url})"
+    elif status == 429:
         return WorldQuotaExceeded(text, retry_after=_retry_after(response), **where)
-    if status == 503:
-        return WorldUnavailable(f"{text} (the world service at {url})", **where)
-    if status == 504:
-        return WorldTimeout(text, **where)
-    return WorldError(text, **where)
+    elif status == 409:  # codes: busy, finished, not_running (closed, not started)
+        kind = {"busy": _Busy, "finished": _Finished}.get(code or "", _Conflict)
+        return kind(text, **where)
+    return _BY_STATUS.get(status, WorldError)(text, **where)
+
+
+_BY_STATUS: dict[int, type[WorldError]] = {
+    400: WorldBadRequest,
+    401: WorldAuthError,
+    403: WorldAuthError,
+    404: WorldNotFound,
+    413: WorldInvalid,
+    422: WorldInvalid,
+    503: WorldUnavailable,
+    504: WorldTimeout,
+}
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -618,17 +613,13 @@ class RemoteEpisode:
         """None: the sandbox session lives on the service."""
         return None
 
-    @property
-    def manager(self) -> Any:
-        raise AttributeError(_local_only("manager"))
-
-    @property
-    def executor(self) -> Any:
-        raise AttributeError(_local_only("executor"))
-
-    @property
-    def rewarder(self) -> Any:
-        raise AttributeError(_local_only("rewarder"))
+    def __getattr__(self, name: str) -> Any:
+        if name in ("manager", "executor", "rewarder", "tokens"):
+            raise AttributeError(
+                f"a RemoteEpisode has no {name}: the episode runs on the world service, which "
+                "holds its session, executor and reward model (and counts its tokens)"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __enter__(self) -> RemoteEpisode:
         return self
@@ -663,6 +654,11 @@ class RemoteEpisode:
 
     def _path(self, tail: str = "") -> str:
         return f"/v1/episodes/{self._remote_id}{tail}"
+
+    def _send(self, method: str, tail: str, finish: Callable[[Any], Any], body: Any = None) -> Any:
+        """One call on this episode's route ``tail`` (GETs may be retried on 503)."""
+        call = _Call(method, self._path(tail), body, finish, idempotent=method == "GET")
+        return self.client._send(call)
 
     # ------------------------------------------------------------------ reset
 
@@ -783,45 +779,26 @@ class RemoteEpisode:
         episode goes on."""
         if patch is not None and not isinstance(patch, str):
             raise TypeError(f"a patch is text, not {type(patch).__name__}")
+        body = schemas.RewardRequest(patch=patch, submitted=submitted).model_dump()
         with self._hold("score"):
-            body = schemas.RewardRequest(patch=patch, submitted=submitted).model_dump()
-            return self.client._send(
-                _Call("POST", self._path("/reward"), body, lambda d: _final_reward(d))
-            )
+            return self._send("POST", "/reward", _final_reward, body)
 
     def current_patch(self) -> str:
         """The workspace's diff against the base commit now (the final one after the end)."""
         with self._hold("current_patch"):
-            return self.client._send(
-                _Call(
-                    "GET",
-                    self._path("/patch"),
-                    None,
-                    lambda d: schemas.PatchResponse.model_validate(d).patch,
-                    True,
-                )
-            )
+            return self._send("GET", "/patch", _field(schemas.PatchResponse, "patch"))
 
     def state(self) -> schemas.EpisodeState:
         """Where the episode stands on the service (steps, done, reason, idle time)."""
         with self._hold("state"):
-            return self.client._send(
-                _Call("GET", self._path(), None, schemas.EpisodeState.model_validate, True)
-            )
+            return self._send("GET", "", schemas.EpisodeState.model_validate)
 
     # ------------------------------------------------------------------ branching
 
     def snapshot(self) -> str:
         """Save the running episode's state on the service; its id for :meth:`restore`."""
         with self._hold("snapshot", running=True):
-            return self.client._send(
-                _Call(
-                    "POST",
-                    self._path("/snapshot"),
-                    None,
-                    lambda d: schemas.SnapshotTaken.model_validate(d).snapshot_id,
-                )
-            )
+            return self._send("POST", "/snapshot", _field(schemas.SnapshotTaken, "snapshot_id"))
 
     def restore(self, snapshot_id: str) -> None:
         """Go back to a :meth:`snapshot` (``KeyError`` for an unknown id)."""
@@ -833,21 +810,20 @@ class RemoteEpisode:
 
         with self._hold("restore", running=True):
             body = schemas.RestoreRequest(snapshot_id=snapshot_id).model_dump()
-            self.client._send(_Call("POST", self._path("/restore"), body, finish))
+            self._send("POST", "/restore", finish, body)
 
     def fork(self) -> RemoteEpisode:
         """An independent copy of the running episode on the service (same files, same
         steps so far); it has a client of its own when this episode owns its client."""
         with self._hold("fork", running=True):
-            started = self.client._send(
-                _Call("POST", self._path("/fork"), None, schemas.EpisodeStarted.model_validate)
-            )
+            started = self._send("POST", "/fork", schemas.EpisodeStarted.model_validate)
         client = self.client.clone() if self._own_client else self.client
         other = RemoteEpisode(client, None, self.config, own_client=self._own_client)
         other._task, other._instance_id = self._task, self._instance_id
         other._remote_id = started.episode_id
         other.steps, other.rewards, other.seed = self.steps, list(self.rewards), self.seed
-        other.observation, other.reset_info = started.observation, dict(started.info)
+        other.observation = started.observation
+        other.reset_info = {**started.info, "episode_id": started.episode_id}
         return other
 
     # ------------------------------------------------------------------ records, close
@@ -861,15 +837,7 @@ class RemoteEpisode:
             raise EpisodeError("no episode has started")
         if self._closed:
             raise EpisodeError(f"episode {self.id} is closed (its trajectory went with it)")
-        data = self.client._send(
-            _Call(
-                "GET",
-                self._path("/trajectory"),
-                None,
-                lambda d: schemas.TrajectoryResponse.model_validate(d).trajectory,
-                True,
-            )
-        )
+        data = self._send("GET", "/trajectory", _field(schemas.TrajectoryResponse, "trajectory"))
         trajectory = trajectory_from_dict(data)
         trajectory.meta["episode_id"] = self._remote_id
         return trajectory
@@ -881,40 +849,38 @@ class RemoteEpisode:
             self._closed = True
             return True, self._remote_id
 
+    @contextlib.contextmanager
+    def _closing_quietly(self, remote_id: str | None) -> Iterator[None]:
+        try:
+            yield
+        except (WorldNotFound, WorldUnavailable, WorldTimeout) as exc:  # gone already
+            log.info("episode %s: close: %s", remote_id, exc)
+        except WorldError as exc:
+            log.warning("episode %s: close failed: %s", remote_id, exc)
+
     def close(self) -> None:
         """Close the episode on the service (its session is freed) and the client when the
         episode owns it. Never raises for a service that is gone or forgot the episode."""
         first, remote_id = self._closing()
         if not first:
             return
-        try:
+        with self._closing_quietly(remote_id):
             if remote_id is not None:
                 self.client._send(_Call("DELETE", f"/v1/episodes/{remote_id}", None, _drop_body))
-        except (WorldNotFound, WorldUnavailable, WorldTimeout) as exc:
-            log.info("episode %s: close: %s", remote_id, exc)
-        except WorldError as exc:
-            log.warning("episode %s: close failed: %s", remote_id, exc)
-        finally:
-            if self._own_client:
-                self.client.close()
+        if self._own_client:
+            self.client.close()
 
     async def aclose(self) -> None:
         """:meth:`close` for an event loop."""
         first, remote_id = self._closing()
         if not first:
             return
-        try:
+        with self._closing_quietly(remote_id):
             if remote_id is not None:
-                await self.client._asend(
-                    _Call("DELETE", f"/v1/episodes/{remote_id}", None, _drop_body)
-                )
-        except (WorldNotFound, WorldUnavailable, WorldTimeout) as exc:
-            log.info("episode %s: close: %s", remote_id, exc)
-        except WorldError as exc:
-            log.warning("episode %s: close failed: %s", remote_id, exc)
-        finally:
-            if self._own_client:
-                await self.client.aclose()
+                call = _Call("DELETE", f"/v1/episodes/{remote_id}", None, _drop_body)
+                await self.client._asend(call)
+        if self._own_client:
+            await self.client.aclose()
 
 
 def _check_reason(reason: str) -> None:
@@ -931,8 +897,6 @@ def _final_reward(data: Mapping[str, Any]) -> FinalReward:
     return FinalReward(**reward.model_dump())
 
 
-def _local_only(name: str) -> str:
-    return (
-        f"a RemoteEpisode has no {name}: the episode runs on the world service, which holds its "
-        "session, executor and reward model"
-    )
+def _field(model: Any, name: str) -> Callable[[Any], Any]:
+    """A finisher: the body validated as ``model``, then its field ``name``."""
+    return lambda data: getattr(model.model_validate(data), name)
