@@ -130,6 +130,21 @@ def _tree(root: int) -> list[int]:
     return out
 
 
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) of ``root`` and every process under it, with their
+    reaped children's (the commands that ran and exited)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in _tree(root):
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / tick
+
+
 def tree_pss_bytes(root: int, exclude: int | None = None) -> int:
     """PSS of ``root`` and every process under it (but ``exclude``'s subtree)."""
     skip = set(_tree(exclude)) if exclude else set()
@@ -144,40 +159,66 @@ class StepFailed(Exception):
 
 
 class HttpDriver:
-    """The world service through its HTTP API (httpx, one connection per client)."""
+    """The world service through its HTTP API: one httpx client (one connection) per load
+    client, as separate trainer processes would have (one shared pool of hundreds of
+    connections costs httpx several ms of CPU per request, which on a small machine is
+    taken from the server)."""
 
     name = "http"
 
-    def __init__(self, base_url: str, token: str, clients: int):
+    def __init__(self, base_url: str, token: str):
+        self.base_url = base_url
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.clients: dict[int, Any] = {}
+
+    def _client(self, slot: int) -> Any:
         import httpx
 
-        self.client = httpx.AsyncClient(
-            base_url=base_url,
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=httpx.Timeout(900.0, connect=30.0),
-            limits=httpx.Limits(max_connections=clients + 8, max_keepalive_connections=clients + 8),
-        )
+        client = self.clients.get(slot)
+        if client is None:
+            client = self.clients[slot] = httpx.AsyncClient(
+                base_url=self.base_url,
+                headers=self.headers,
+                timeout=httpx.Timeout(900.0, connect=30.0),
+                # an idle connection is dropped well before uvicorn's keep-alive timeout
+                # (5 s): reusing one the server is closing that moment fails (ReadError)
+                limits=httpx.Limits(max_connections=1, keepalive_expiry=2.0),
+            )
+        return client
 
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        response = await self.client.post(path, json=body)
+    async def prepare(self, clients: int) -> None:
+        """Make the clients before the level is measured (building one costs ~ms)."""
+        for slot in range(clients):
+            self._client(slot)
+
+    async def _post(self, client: Any, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = await client.post(path, json=body)
         if response.status_code != 200:
             raise StepFailed(_http_error(response))
         return response.json()
 
-    async def create(self, instance_id: str) -> str:
-        return (await self._post("/v1/episodes", {"instance_id": instance_id}))["episode_id"]
+    async def create(self, instance_id: str, slot: int) -> tuple[Any, str]:
+        client = self._client(slot)
+        started = await self._post(client, "/v1/episodes", {"instance_id": instance_id})
+        return client, started["episode_id"]
 
-    async def step(self, handle: str, text: str) -> dict[str, Any]:
-        return (await self._post(f"/v1/episodes/{handle}/step", {"action": text}))["info"]
+    async def step(self, handle: tuple[Any, str], text: str) -> dict[str, Any]:
+        client, episode_id = handle
+        return (await self._post(client, f"/v1/episodes/{episode_id}/step", {"action": text}))[
+            "info"
+        ]
 
-    async def end(self, handle: str) -> None:
-        await self._post(f"/v1/episodes/{handle}/end", {"reason": "max_steps"})
-        response = await self.client.delete(f"/v1/episodes/{handle}")
+    async def end(self, handle: tuple[Any, str]) -> None:
+        client, episode_id = handle
+        await self._post(client, f"/v1/episodes/{episode_id}/end", {"reason": "max_steps"})
+        response = await client.delete(f"/v1/episodes/{episode_id}")
         if response.status_code != 200:
             raise StepFailed(_http_error(response))
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        for client in self.clients.values():
+            await client.aclose()
+        self.clients.clear()
 
 
 def _http_error(response: Any) -> str:
@@ -207,10 +248,13 @@ class InProcessDriver:
         self.tasks = tasks
         self.threads = concurrent.futures.ThreadPoolExecutor(WORKERS, "bench-episode")
 
+    async def prepare(self, clients: int) -> None:
+        """Nothing to prepare in process."""
+
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.threads, fn, *args)
 
-    async def create(self, instance_id: str) -> Any:
+    async def create(self, instance_id: str, slot: int) -> Any:
         from sweworld.env import Episode
 
         def open_episode() -> Any:
@@ -250,20 +294,24 @@ class Level:
     latencies: list[float] = field(default_factory=list)  # steps begun in the window
     create_s: list[float] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+    samples: list[str] = field(default_factory=list)  # the first errors' messages
     sources: dict[str, int] = field(default_factory=dict)
     window_start: float = 0.0
     last_step_end: float = 0.0
     steps_in_window: int = 0
     steps_total: int = 0
 
-    def error(self, kind: str) -> None:
+    def error(self, kind: str, message: str = "") -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
+        if message and len(self.samples) < 3:
+            self.samples.append(f"{kind}: {message[:300]}")
 
 
 async def run_level(
-    driver: Any, instance_id: str, level: Level, measure: Any, warm: bool = False
+    driver: Any, instance_id: str, level: Level, measure: Any, server_pid: int | None = None
 ) -> dict[str, Any]:
-    """N clients at once; memory measured once all N episodes are live."""
+    """N clients at once; memory measured once all N episodes are live; CPU time of this
+    process (the clients, and the episodes when in process) and of the server's tree."""
     arrived = 0
     all_live = asyncio.Event()
     memory: dict[str, float] = {}
@@ -283,16 +331,16 @@ async def run_level(
             handle = None
             try:
                 started = time.perf_counter()
-                handle = await driver.create(instance_id)
+                handle = await driver.create(instance_id, i)
                 level.create_s.append(time.perf_counter() - started)
             except Exception as exc:
-                level.error(f"create:{_kind(exc)}")
+                level.error(f"create:{_kind(exc)}", str(exc))
             for j in range(level.steps if handle is not None else 0):
                 started = time.perf_counter()
                 try:
                     info = await driver.step(handle, action(name, j))
                 except Exception as exc:
-                    level.error(f"step:{_kind(exc)}")
+                    level.error(f"step:{_kind(exc)}", str(exc))
                     break
                 ended = time.perf_counter()
                 level.steps_total += 1
@@ -313,12 +361,18 @@ async def run_level(
                 try:
                     await driver.end(handle)
                 except Exception as exc:
-                    level.error(f"end:{_kind(exc)}")
+                    level.error(f"end:{_kind(exc)}", str(exc))
 
+    await driver.prepare(level.clients)
     base = measure()
+    own_cpu = time.process_time()
+    server_cpu = tree_cpu_s(server_pid) if server_pid else 0.0
     started = time.perf_counter()
     await asyncio.gather(*(client(i) for i in range(level.clients)))
     wall = time.perf_counter() - started
+    own_cpu = time.process_time() - own_cpu
+    server_cpu = tree_cpu_s(server_pid) - server_cpu if server_pid else 0.0
+    per_step = 1000 / max(level.steps_total, 1)
     window = max(level.last_step_end - level.window_start, 1e-9)
     lat = sorted(level.latencies)
     return {
@@ -333,10 +387,13 @@ async def run_level(
         else None,
         "errors": sum(level.errors.values()),
         "error_kinds": dict(level.errors),
+        "error_samples": list(level.samples),
         "mem_per_episode_mb": round(
             (memory.get("live_bytes", base) - base) / level.clients / 2**20, 2
         ),
         "execution_sources": dict(level.sources),
+        "client_cpu_ms_per_step": round(own_cpu * per_step, 2),
+        "server_cpu_ms_per_step": round(server_cpu * per_step, 2) if server_pid else None,
     }
 
 
@@ -352,6 +409,8 @@ def _kind(exc: BaseException) -> str:
 def _count(level: Level, info: dict[str, Any]) -> None:
     if info.get("reason") == "error" or info.get("executor_error"):
         level.error("episode_error")
+        if len(level.samples) < 3:
+            level.samples.append(str(info.get("executor_error") or info.get("error"))[:300])
     for call in info.get("execution_calls") or ():
         call_info = call.get("info") or {}
         source = "real" if call_info.get("executed") else str(call_info.get("source", "?"))
@@ -463,7 +522,7 @@ async def http_world(
         await _wait_healthy(server.url)
         print(f"{world}: server up in {time.perf_counter() - started:.1f} s at {server.url}")
         pid = server.process.pid
-        driver = HttpDriver(server.url, token, max(levels))
+        driver = HttpDriver(server.url, token)
         try:
             instance_id = _task().instance_id
             await run_level(
@@ -471,7 +530,8 @@ async def http_world(
             )  # warm-up
             for clients in levels:
                 level = Level(f"{world}{clients}", clients, args.steps, args.rounds)
-                row = await run_level(driver, instance_id, level, lambda: tree_pss_bytes(pid))
+                measure = lambda: tree_pss_bytes(pid)  # noqa: E731
+                row = await run_level(driver, instance_id, level, measure, server_pid=pid)
                 row.update(world=world, path="http")
                 rows.append(row)
                 print(_line(row), flush=True)
@@ -542,7 +602,8 @@ def _line(row: dict[str, Any]) -> str:
         f"{row['world']:>7} {row['path']:>9} x{row['clients']:<4} {row['steps_per_s']:8.1f} "
         f"steps/s  p50 {row['p50_ms']} ms  p99 {row['p99_ms']} ms  errors {row['errors']} "
         f"{row['error_kinds'] or ''} mem {row['mem_per_episode_mb']} MB/ep  "
-        f"create p50 {row['create_p50_ms']} ms  wall {row['wall_s']} s"
+        f"create p50 {row['create_p50_ms']} ms  wall {row['wall_s']} s  CPU ms/step "
+        f"{row['server_cpu_ms_per_step']} server, {row['client_cpu_ms_per_step']} here"
     )
 
 
@@ -552,8 +613,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| world | clients | HTTP steps/s | in-process steps/s | HTTP p50 / p99 (ms) | "
         "in-process p50 / p99 (ms) | HTTP overhead p50 (ms) | errors (HTTP, in-process) | "
-        "server PSS per live episode (MB) | in-process PSS per episode (MB) |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "server PSS per live episode (MB) | in-process PSS per episode (MB) | "
+        "CPU ms per step: HTTP server + client, in-process |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
     lines = [head]
     seen = []
@@ -577,7 +639,9 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{get(http, 'p50_ms')} / {get(http, 'p99_ms')} | "
             f"{get(local, 'p50_ms')} / {get(local, 'p99_ms')} | {overhead} | "
             f"{get(http, 'errors')}, {get(local, 'errors')} | "
-            f"{get(http, 'mem_per_episode_mb')} | {get(local, 'mem_per_episode_mb')} |"
+            f"{get(http, 'mem_per_episode_mb')} | {get(local, 'mem_per_episode_mb')} | "
+            f"{get(http, 'server_cpu_ms_per_step')} + {get(http, 'client_cpu_ms_per_step')}, "
+            f"{get(local, 'client_cpu_ms_per_step')} |"
         )
     return "\n".join(lines)
 
