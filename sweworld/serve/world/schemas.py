@@ -22,7 +22,8 @@ DELETE   /v1/episodes/{id}                   -                      :class:`Clos
 =======  ==================================  =====================  =======================
 
 Errors are :class:`ErrorBody` with these statuses: 400 bad request, 401 missing or wrong
-token, 403 an episode of another token, 404 unknown episode or snapshot, 409 the episode is
+token, 404 unknown episode, task or snapshot (an episode of another token answers 404 too,
+so that no token learns which ids exist), 409 the episode is
 busy (another call of it is running) or has ended, 413 body too large, 422 invalid fields,
 429 a quota is exhausted, 503 the service is shutting down or a backend (the model server)
 is unavailable, 504 a step passed its deadline. A 500 never carries a traceback.
