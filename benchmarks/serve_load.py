@@ -430,8 +430,10 @@ class Server:
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(BENCH_DIR), str(PROJECT), env.get("PYTHONPATH", "")) if p
         )
+        profile = os.environ.get("SERVE_LOAD_PROFILE")  # cProfile the server's event loop
+        python = [sys.executable] + (["-m", "cProfile", "-o", profile] if profile else [])
         command = [
-            sys.executable, "-m", "sweworld", "serve", "world", "--port", "0",
+            *python, "-m", "sweworld", "serve", "world", "--port", "0",
             "--token", token, "--tasks", str(TASKS), "--executor", executor, "--model", model,
             "--reward", "none", "--max-steps", "1000", "--workers", str(WORKERS),
             "--max-episodes-per-token", "100000", "--max-steps-per-minute", "100000000",
