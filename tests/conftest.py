@@ -44,6 +44,8 @@ def _required_skip(reason: str) -> str | None:
         return "SWEWORLD_REQUIRE_ENVS=1: the RL frameworks of the env adapters must import"
     if required("SERVE") and any(f"could not import '{m}" in reason for m in SERVE_PACKAGES):
         return "SWEWORLD_REQUIRE_SERVE=1: the world service's packages must import"
+    if required("VLLM") and reason.startswith("no vLLM python"):
+        return "SWEWORLD_REQUIRE_VLLM=1: the vLLM server test must run (.ci/vllm-env)"
     return None
 
 
