@@ -201,6 +201,7 @@ def test_errors_are_mapped(world, client, toy_task, monkeypatch):
         handle.state()
 
 
+@pytest.mark.slow  # a second service, and a Retry-After waited out (about 5 s)
 def test_refused_override_and_quotas(tmp_path, toy_task):
     with serving(tmp_path, max_episodes_per_token=1, max_steps_per_minute=2) as url:
         client = WorldClient(url, TOKEN)
@@ -364,3 +365,30 @@ def test_open_episode_switch(world, toy_task):
         remote.rewarder  # noqa: B018
     with pytest.raises(ValueError, match="http"):
         EpisodeConfig(world="host:8800")
+
+
+def test_mini_swe_agent_runs_remotely(world):
+    """mini's own loader and DefaultAgent, the environment section given ``world`` only."""
+    import os
+
+    os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+    pytest.importorskip("minisweagent")
+    from minisweagent.agents import get_agent
+    from minisweagent.config import get_config_from_spec
+    from minisweagent.environments import get_environment
+
+    from tests.env.test_minisweagent_env import SOLVE, YAML, scripted_model
+
+    config = get_config_from_spec(str(YAML))
+    remote = {"world": world, "world_token": TOKEN}
+    env = get_environment(dict(config["environment"], episode=remote))
+    try:
+        assert isinstance(env.episode, RemoteEpisode) and env.session is None
+        model = scripted_model(config, SOLVE)
+        agent = get_agent(model, env, dict(config["agent"]), default_type="default")
+        info = agent.run(config["run"]["task"])
+        assert info["exit_status"] == "Submitted"
+        assert env.episode.reason == "submitted" and env.episode.final.resolved is True
+        assert "slug.strip(separator)" in info["submission"]
+    finally:
+        env.close()
