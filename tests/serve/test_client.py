@@ -236,6 +236,15 @@ def test_server_down_is_unavailable_quickly(toy_task):
         WorldClient(url, TOKEN).create(task=toy_task)
     assert isinstance(down.value, ConnectionError) and url in str(down.value)
     assert time.monotonic() - started < 3
+    # a service that takes the connection but never answers: WorldTimeout, not a hang
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen()
+        silent = f"http://127.0.0.1:{mute.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match="did not answer"):
+            WorldClient(silent, TOKEN, timeout=0.5).health()
+        assert time.monotonic() - started < 3
     # an adapter's episode says the same at its first reset
     episode = open_episode(toy_task, EpisodeConfig(world=url, world_token=TOKEN))
     with pytest.raises(ConnectionError, match="running at that URL"):
