@@ -15,9 +15,11 @@ from ``world_token`` or ``$SWEWORLD_WORLD_TOKEN``) makes
 :func:`sweworld.env.stepping.open_episode` return a :class:`RemoteEpisode` where it would
 construct an :class:`~sweworld.env.Episode`.
 
-What a remote episode cannot do: hand out its sandbox ``session`` (always None: the files
-live on the service), its ``manager`` / ``executor`` / ``rewarder`` (the service's), or count
-``tokens`` with a local ``token_counter``; the config fields that differ from
+Differences: ``info["episode_id"]`` is the service's id; an action that is neither text
+nor a mapping is a ``TypeError`` (a local episode answers it with an observation); the
+trajectory goes with the episode at ``close``. Not available remotely: the sandbox
+``session`` (always None: the files live on the service), ``manager`` / ``executor`` /
+``rewarder`` (the service's) and ``tokens``. The config fields that differ from
 :class:`~sweworld.env.EpisodeConfig`'s defaults are sent as overrides, the rest are the
 service's (its trajectory's ``meta["config"]`` records what it ran with).
 
@@ -592,8 +594,9 @@ class RemoteEpisode:
         return self._remote_id or self._placeholder
 
     @property
-    def started(self) -> bool:
-        """Whether the episode exists on the service."""
+    def created(self) -> bool:
+        """Whether the episode exists on the service (``Episode.started``, a clock reading,
+        has no remote counterpart)."""
         return self._remote_id is not None
 
     @property

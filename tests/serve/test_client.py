@@ -98,7 +98,7 @@ def client(world):
 def test_create_step_end_to_the_real_reward(client, toy_task):
     episode = client.create(task=toy_task)
     try:
-        assert episode.id.startswith("w-") and episode.started
+        assert episode.id.startswith("w-") and episode.created
         assert toy_task.problem_statement.strip()[:40] in episode.observation
         assert episode.reset_info["instance_id"] == toy_task.instance_id
         outcomes = [episode.step(action) for action in _demo_actions()]
@@ -366,7 +366,7 @@ def test_open_episode_switch(world, toy_task):
     local.close()
     remote = open_episode(toy_task, EpisodeConfig(**FAST), world=world, world_token=TOKEN)
     assert isinstance(remote, RemoteEpisode) and remote.session is None
-    assert not remote.started  # nothing on the service until the first reset
+    assert not remote.created  # nothing on the service until the first reset
     remote.close()
     with pytest.raises(ValueError, match="executor"):
         open_episode(toy_task, EpisodeConfig(world=world), executor=object())
