@@ -132,6 +132,11 @@ class Episode:
     ):
         config = config or EpisodeConfig()
         self.config = config.replace(**overrides) if overrides else config
+        if self.config.world:
+            raise ValueError(
+                "EpisodeConfig.world is set: this episode belongs on the world service; "
+                "open it with sweworld.env.stepping.open_episode (or WorldClient.create)"
+            )
         self.task: Task | None = coerce_task(task) if task is not None else None
         self._manager = manager
         self._own_manager = manager is None

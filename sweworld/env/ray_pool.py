@@ -163,6 +163,11 @@ class RayEnvPool(SlotPool):
             overrides.setdefault("model", lm)
             lm = None
         self.config = config.replace(**overrides) if overrides else config
+        if self.config.world:
+            raise ValueError(
+                "RayEnvPool runs episodes in Ray actors; for episodes on a world service "
+                "use EnvPool(world=...)"
+            )
         self.max_batch, self.batch_wait_s = max_batch, batch_wait_s
         self.call_timeout_s = call_timeout_s or (
             2 * self.config.step_timeout_s + STEP_GRACE_S + REWARD_ALLOWANCE_S + CALL_GRACE_S

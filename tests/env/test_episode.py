@@ -555,3 +555,8 @@ def test_snapshot_restore_and_fork(episodes, toy_task):
     ep.end("max_steps")
     with pytest.raises(EpisodeFinished):
         ep.snapshot()
+
+
+def test_an_episode_configured_for_a_world_service_is_not_run_here(toy_task):
+    with pytest.raises(ValueError, match="world service"):
+        Episode(toy_task, world="http://127.0.0.1:9")

@@ -55,7 +55,7 @@ GUARDED_KEYS = frozenset({"executor", "model", "swr_model"})
 #: same values share them (a small, bounded set of combinations).
 COMPONENT_KEYS = ("executor", "model", "mode", "reward", "reward_preset", "swr_stages", "swr_model")
 #: Every override a client may send (GUARDED_KEYS only with ``allow_config_executor``).
-CLIENT_KEYS = frozenset(EpisodeConfig.__dataclass_fields__) - {"extra"}
+CLIENT_KEYS = frozenset(EpisodeConfig.__dataclass_fields__) - {"extra", "world", "world_token"}
 #: Most distinct executor/rewarder combinations the service keeps.
 MAX_COMPONENTS = 8
 
