@@ -324,3 +324,50 @@ def test_missing_interpreter_fails_clearly(tmp_path):
 def test_wait_without_start_fails():
     with pytest.raises(ServerFailed, match="not started"):
         ModelServer(ModelServerConfig(model="m", adapters={})).wait_healthy(timeout=1)
+
+
+def _vllm_python() -> str | None:
+    from sweworld.dirs import cache_dir
+
+    env = os.environ.get("SWEWORLD_VLLM_PYTHON")
+    candidate = Path(env) if env else cache_dir() / "vllm-venv" / "bin" / "python"
+    return str(candidate) if candidate.is_file() else None
+
+
+PARSE = """
+import json, sys
+from vllm.entrypoints.launchers.cli_args import make_arg_parser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+for argv in json.loads(sys.stdin.read()):
+    a = make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
+    print(json.dumps([a.model, a.tensor_parallel_size, a.dtype, a.enable_lora,
+                      [m.name for m in a.lora_modules or []], a.max_lora_rank,
+                      a.served_model_name]))
+"""
+
+
+@pytest.mark.slow
+def test_every_flag_parses_with_vllms_own_parser():
+    """The commands of both presets (LoRA and merged) read by the installed vLLM's parser."""
+    import json
+    import subprocess
+
+    python = _vllm_python()
+    if python is None:
+        pytest.skip("no vLLM python ($SWEWORLD_VLLM_PYTHON or the cache's vllm-venv)")
+    argvs = []
+    for preset in PRESETS:
+        for merged in (False, True):
+            cfg = ModelServerConfig(
+                model="/m", adapters={"swt": "/a", "swr": "/b"}, preset=preset, merged=merged
+            )
+            argvs.append(ModelServer(cfg).command()[3:])  # after python -m MODULE
+    done = subprocess.run(
+        [python, "-c", PARSE], input=json.dumps(argvs), capture_output=True, text=True,
+        timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    parsed = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
+    assert parsed[0] == ["/m", 4, "float16", True, ["swt", "swr"], 64, None]  # 4x3090
+    assert parsed[1][3:] == [None, [], 16, ["swt", "swr"]]  # merged: no LoRA, two names
+    assert parsed[2][:5] == ["/m", 1, "float32", True, ["swt", "swr"]]  # cpu
