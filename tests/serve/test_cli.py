@@ -128,3 +128,11 @@ def test_signal_while_waiting_for_health_stops_the_server(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_serve_world_is_wired(capsys):
+    pytest.importorskip("fastapi")
+    with pytest.raises(SystemExit) as info:
+        main(["serve", "world", "--help"])
+    assert info.value.code == 0
+    assert "--token" in capsys.readouterr().out
