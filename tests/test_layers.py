@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1] / "sweworld"
 # at the top, where the entry points may use each other.
 LAYERS: dict[str, int] = {
     "dirs": -1,  # where caches live; imports nothing of sweworld
+    "pyast": -1,  # ast.parse behind a process-wide lock; imports nothing of sweworld
     "tasks": 0,
     "sandbox": 1,
     "execution": 2,

@@ -23,6 +23,8 @@ from typing import Any
 
 import tomllib
 
+import sweworld.pyast as pyast
+
 __all__ = ["RepoMetadata", "read_metadata", "requirement_name"]
 
 _REQ_NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -136,7 +138,7 @@ def _setup_calls(tree: ast.Module) -> list[ast.Call]:
 
 def _from_setup_py(text: str, out: _Collected) -> None:
     try:
-        tree = ast.parse(text)
+        tree = pyast.parse(text)
     except (SyntaxError, ValueError):
         out.requirements_static = out.scripts_static = False
         return

@@ -13,6 +13,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import sweworld.pyast as pyast
+
 __all__ = ["ReproCall", "error_lines", "find_repro_call", "problem_statement"]
 
 _SUMMARY_RE = re.compile(r"^(?:FAILED|ERROR) (\S+)(?: - (.*))?$")
@@ -71,7 +73,7 @@ def find_repro_call(
     attribute of an imported library module, or a name imported from it) and whose
     arguments are all literals; None when there is none."""
     try:
-        tree = ast.parse(test_source)
+        tree = pyast.parse(test_source)
     except SyntaxError:
         return None
     func_name = test_id.split("::")[-1].split("[", 1)[0]

@@ -26,6 +26,8 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
+import sweworld.pyast as pyast
+
 __all__ = ["OPERATORS", "Mutation", "apply_mutation", "mutations", "parses", "sample"]
 
 
@@ -389,7 +391,7 @@ OPERATORS: tuple[str, ...] = (
 def parses(source: str, mutation: Mutation) -> bool:
     """Whether ``source`` with ``mutation`` applied still parses."""
     try:
-        ast.parse(apply_mutation(source, mutation))
+        pyast.parse(apply_mutation(source, mutation))
     except (SyntaxError, ValueError):
         return False
     return True
@@ -401,7 +403,7 @@ def mutations(source: str, path: str, *, check: bool = True) -> list[Mutation]:
     per mutation (quadratic in the file's size): with ``check=False`` the caller checks
     only those it uses (:func:`parses`)."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except (SyntaxError, ValueError):
         return []
     walker = _Walker(_Source(source), path)

@@ -32,6 +32,8 @@ import re
 import unicodedata
 from pathlib import PurePosixPath
 
+import sweworld.pyast as pyast
+
 __all__ = ["DOC_SUFFIXES", "model_view_patch"]
 
 DOC_SUFFIXES = frozenset({".txt", ".md", ".rst", ".adoc", ".markdown", ".rtf", ".org"})
@@ -104,7 +106,7 @@ def _string_statement(code: str) -> str | None:
     if len(quote) == 3 and stripped.count(quote) == 1:
         return quote
     try:
-        node = ast.parse(stripped).body
+        node = pyast.parse(stripped).body
     except (SyntaxError, ValueError):
         return None
     whole = len(node) == 1 and isinstance(node[0], ast.Expr)

@@ -38,6 +38,7 @@ import warnings
 from collections import OrderedDict
 from typing import Any
 
+import sweworld.pyast as pyast
 from sweworld.reward.candidate import Hunk, is_test_file, patch_hunks
 from sweworld.reward.stages.tampering import tampering_reasons
 from sweworld.reward.types import CandidateView, RewardContext, StageResult
@@ -86,7 +87,7 @@ def _strip_docstrings(tree: ast.AST) -> None:
 def _normalize_ast(text: str) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tree = ast.parse(text)
+        tree = pyast.parse(text)
     _strip_docstrings(tree)
     return ast.unparse(tree)
 

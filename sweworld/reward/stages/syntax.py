@@ -15,7 +15,6 @@ deliberately conservative.
 
 from __future__ import annotations
 
-import ast
 import logging
 import sys
 import textwrap
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import sweworld.pyast as pyast
 from sweworld.reward.candidate import patch_hunks
 from sweworld.reward.types import CandidateView, ChangedFile, RewardContext, StageResult
 
@@ -112,7 +112,7 @@ def check_source(
         try:
             compile(text, filename, "exec", dont_inherit=True)
             if feature_version is not None and feature_version < sys.version_info[:2]:
-                ast.parse(text, filename, feature_version=feature_version)
+                pyast.parse(text, filename, feature_version=feature_version)
         except SyntaxError as exc:
             line = exc.lineno or 1
             issue = SyntaxIssue(
@@ -281,7 +281,7 @@ def _parse_issue(text: str) -> SyntaxError | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            ast.parse(text)
+            pyast.parse(text)
         except SyntaxError as exc:
             return exc
         except (ValueError, RecursionError, MemoryError) as exc:

@@ -32,6 +32,7 @@ import warnings
 from collections import Counter
 from pathlib import PurePosixPath
 
+import sweworld.pyast as pyast
 from sweworld.reward.candidate import Hunk, is_runner_config, patch_hunks
 from sweworld.reward.types import CandidateView, ChangedFile
 
@@ -119,7 +120,7 @@ def _parse(text: str) -> ast.Module | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return ast.parse(text)
+            return pyast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
 

@@ -20,7 +20,6 @@ them).
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import importlib.util
 import keyword
@@ -39,6 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import sweworld.pyast as pyast
 from sweworld.reward.types import CandidateView, ChangedFile, RewardContext, StageResult
 
 logger = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ def _parses(text: str) -> bool:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            ast.parse(text)
+            pyast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return False
     return True

@@ -36,6 +36,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+import sweworld.pyast as pyast
 from sweworld.sandbox.paths import PathOutsideWorkspace
 from sweworld.sandbox.tools.base import (
     ToolContext,
@@ -227,7 +228,7 @@ class _Editor:
 
     def _lint(self, text: str, shown: str) -> str:
         try:
-            ast.parse(text, filename=shown)
+            pyast.parse(text, filename=shown)
         except SyntaxError as exc:
             return str(exc)
         except ValueError as exc:  # e.g. source code string cannot contain null bytes
@@ -274,7 +275,7 @@ class _Editor:
 
     def _elided_lines(self, text: str, shown: str) -> list[tuple[int, str]]:
         try:
-            tree = ast.parse(text, filename=shown)
+            tree = pyast.parse(text, filename=shown)
         except SyntaxError as exc:
             raise _EditorError(f"Syntax error for file {shown}: {exc}") from None
         ranges: list[tuple[int, int]] = []

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import sweworld.pyast as pyast
 from sweworld.transition.context.config import ContextConfig
 from sweworld.transition.types import WorkspaceView
 
@@ -52,7 +53,7 @@ def _doc_lines(lines: Sequence[str], start: int, end: int) -> tuple[int, int]:
 
 
 def _ast_units(text: str, lines: Sequence[str]) -> list[Unit]:
-    tree = ast.parse(text)
+    tree = pyast.parse(text)
     return [_ast_unit(node, "", lines) for node in tree.body]
 
 

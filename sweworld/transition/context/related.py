@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import sweworld.pyast as pyast
 from sweworld.models.budget import (
     LineTokens,
     Part,
@@ -45,7 +46,7 @@ def _imports(text: str) -> list[tuple[int, str, tuple[str, ...]]]:
     """(level, module, names) of every import statement, in source order."""
     out: list[tuple[int, str, tuple[str, ...]]] = []
     try:
-        tree = ast.parse(text)
+        tree = pyast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         for line in text.splitlines():
             match = _FROM_RE.match(line)

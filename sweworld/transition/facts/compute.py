@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+import sweworld.pyast as pyast
 from sweworld.transition.facts.collection import (
     collect_pytest,
     first_missing_import,
@@ -260,7 +261,7 @@ def _python_facts(
         )
     else:
         try:
-            tree: ast.Module | None = ast.parse(source)
+            tree: ast.Module | None = pyast.parse(source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             tree = None
         if tree is not None:

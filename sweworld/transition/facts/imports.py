@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import sweworld.pyast as pyast
 from sweworld.transition.facts.records import SyntaxErrorInfo
 from sweworld.transition.types import WORKDIR, WorkspaceView
 
@@ -84,7 +85,7 @@ class Workspace:
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        tree = ast.parse(text, filename=path)
+                        tree = pyast.parse(text, filename=path)
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
                     tree = None
             self._tree[path] = tree

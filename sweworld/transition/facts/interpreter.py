@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+import sweworld.pyast as pyast
 from sweworld.transition.facts.environment import Environment
 from sweworld.transition.facts.imports import QUIET_STDLIB, Found, Importer
 from sweworld.transition.facts.messages import Frame, format_syntax_error
@@ -50,7 +51,7 @@ class Simulator:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                tree = ast.parse(source)
+                tree = pyast.parse(source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return Outcome("unknown")
         lines = source.splitlines(keepends=True) if show_lines else None

@@ -11,6 +11,7 @@ import posixpath
 import re
 import warnings
 
+import sweworld.pyast as pyast
 from sweworld.tasks.repo_metadata import read_metadata
 from sweworld.transition.facts.imports import Importer, Workspace
 from sweworld.transition.facts.messages import format_syntax_error
@@ -35,7 +36,7 @@ def _module_summary(path: str, text: str) -> tuple[SyntaxErrorInfo | None, tuple
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse(text, filename=path)
+            tree = pyast.parse(text, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
         error, _ = format_syntax_error(text, path)

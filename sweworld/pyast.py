@@ -1,0 +1,24 @@
+"""``ast.parse`` behind one process-wide lock.
+
+CPython 3.11 keeps the recursion depth of its C-to-Python AST conversion in interpreter-wide
+state: two threads parsing at once (an environment pool stepping many sessions, the world
+service) can fail with ``SystemError: AST constructor recursion depth mismatch``
+(python/cpython#106905). Every parse in sweworld goes through :func:`parse`; the lock costs
+nothing measurable, since parsing holds the GIL anyway.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+from typing import Any
+
+__all__ = ["parse"]
+
+_LOCK = threading.Lock()
+
+
+def parse(source: str | bytes, filename: str = "<unknown>", mode: str = "exec", **kwargs: Any):
+    """:func:`ast.parse`, one thread at a time."""
+    with _LOCK:
+        return ast.parse(source, filename, mode, **kwargs)
