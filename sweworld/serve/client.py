@@ -211,7 +211,7 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 
 @dataclass
-class _Call:
+class ApiCall:
     """One request and what turns its response body into a result."""
 
     method: str
@@ -297,10 +297,11 @@ class WorldClient:
 
     def health(self) -> schemas.Health:
         """``GET /health`` (no token needed)."""
-        return self._send(_Call("GET", "/health", None, schemas.Health.model_validate, True))
+        return self._send(ApiCall("GET", "/health", None, schemas.Health.model_validate, True))
 
     async def ahealth(self) -> schemas.Health:
-        return await self._asend(_Call("GET", "/health", None, schemas.Health.model_validate, True))
+        call = ApiCall("GET", "/health", None, schemas.Health.model_validate, True)
+        return await self._asend(call)
 
     def create(
         self,
@@ -336,7 +337,7 @@ class WorldClient:
         """A handle on an episode that exists on the service (opened by this token, e.g.
         before a restart): ``KeyError`` (:class:`WorldNotFound`) for an unknown one."""
         state = self._send(
-            _Call("GET", f"/v1/episodes/{episode_id}", None, schemas.EpisodeState.model_validate)
+            ApiCall("GET", f"/v1/episodes/{episode_id}", None, schemas.EpisodeState.model_validate)
         )
         from sweworld.serve.remote import RemoteEpisode
 
@@ -417,7 +418,7 @@ class WorldClient:
             "is `sweworld serve world` running at that URL?"
         )
 
-    def _pause(self, call: _Call, attempt: int, waited: float, outcome: Any) -> float | None:
+    def _pause(self, call: ApiCall, attempt: int, waited: float, outcome: Any) -> float | None:
         """How long to wait before trying ``call`` again after ``outcome`` (an exception or
         a response), or None to give up (the caller raises)."""
         if isinstance(outcome, httpx.Response):
@@ -433,7 +434,7 @@ class WorldClient:
             return self.retry_backoff_s * 2**attempt if attempt < self.retries else None
         return None
 
-    def _result(self, call: _Call, response: httpx.Response) -> Any:
+    def _result(self, call: ApiCall, response: httpx.Response) -> Any:
         if response.status_code >= 400:
             raise _error_for(response, self.url)
         try:
@@ -459,7 +460,7 @@ class WorldClient:
             f"({type(exc).__name__}: {exc}); the call may have run"
         )
 
-    def _send(self, call: _Call) -> Any:
+    def _send(self, call: ApiCall) -> Any:
         http = self._sync_http()
         attempt, waited = 0, 0.0
         while True:
@@ -477,7 +478,7 @@ class WorldClient:
             time.sleep(delay)
             attempt, waited = attempt + 1, waited + delay
 
-    async def _asend(self, call: _Call) -> Any:
+    async def _asend(self, call: ApiCall) -> Any:
         http = self._async_http()
         attempt, waited = 0, 0.0
         while True:

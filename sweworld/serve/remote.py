@@ -35,12 +35,12 @@ from sweworld.env.episode import (
 )
 from sweworld.env.rewards import FinalReward
 from sweworld.serve.client import (
+    ApiCall,
     WorldClient,
     WorldError,
     WorldNotFound,
     WorldTimeout,
     WorldUnavailable,
-    _Call,
 )
 from sweworld.serve.world import schemas
 
@@ -216,12 +216,12 @@ class RemoteEpisode:
 
     def _send(self, method: str, tail: str, finish: Callable[[Any], Any], body: Any = None) -> Any:
         """One call on this episode's route ``tail`` (GETs may be retried on 503)."""
-        call = _Call(method, self._path(tail), body, finish, idempotent=method == "GET")
+        call = ApiCall(method, self._path(tail), body, finish, idempotent=method == "GET")
         return self.client._send(call)
 
     # ------------------------------------------------------------------ reset
 
-    def _reset_call(self, task: Any, seed: int | None) -> _Call:
+    def _reset_call(self, task: Any, seed: int | None) -> ApiCall:
         new_task = coerce_task(task) if task is not None else None
         row = new_task.to_row() if new_task is not None else None
         if self._remote_id is None:
@@ -258,7 +258,7 @@ class RemoteEpisode:
             self.observation, self.reset_info = started.observation, info
             return started.observation, dict(info)
 
-        return _Call("POST", path, request.model_dump(exclude_none=False), finish)
+        return ApiCall("POST", path, request.model_dump(exclude_none=False), finish)
 
     def reset(self, task: Any = None, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         """Start the episode (on ``task``, else the current one): ``(prompt, info)``; the
@@ -290,7 +290,7 @@ class RemoteEpisode:
             response.observation, response.reward, response.terminated, response.truncated, info
         )
 
-    def _step_call(self, action: Any, timeout: float | None) -> _Call:
+    def _step_call(self, action: Any, timeout: float | None) -> ApiCall:
         if timeout is not None and not (
             isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0
         ):
@@ -300,7 +300,7 @@ class RemoteEpisode:
                 f"an action must be text or a tool-call mapping, not {type(action).__name__}"
             )
         body = {"action": action if isinstance(action, str) else dict(action), "timeout": timeout}
-        return _Call("POST", self._path("/step"), body, self._outcome)
+        return ApiCall("POST", self._path("/step"), body, self._outcome)
 
     def step(self, action: str | Mapping[str, Any], *, timeout: float | None = None) -> StepOutcome:
         """Run one agent action on the service (see :meth:`sweworld.env.Episode.step`).
@@ -316,9 +316,9 @@ class RemoteEpisode:
         with self._hold("step", running=True):
             return await self.client._asend(self._step_call(action, timeout))
 
-    def _end_call(self, reason: str, error: str | None) -> _Call:
+    def _end_call(self, reason: str, error: str | None) -> ApiCall:
         body = schemas.EndRequest(reason=reason, error=error).model_dump()  # type: ignore[arg-type]
-        return _Call("POST", self._path("/end"), body, self._outcome)
+        return ApiCall("POST", self._path("/end"), body, self._outcome)
 
     def end(self, reason: str = "max_steps", *, error: str | None = None) -> StepOutcome:
         """End the running episode without an action (see :meth:`sweworld.env.Episode.end`)."""
@@ -425,7 +425,7 @@ class RemoteEpisode:
             return
         with self._closing_quietly(remote_id):
             if remote_id is not None:
-                self.client._send(_Call("DELETE", f"/v1/episodes/{remote_id}", None, _drop_body))
+                self.client._send(ApiCall("DELETE", f"/v1/episodes/{remote_id}", None, _drop_body))
         if self._own_client:
             self.client.close()
 
@@ -436,7 +436,7 @@ class RemoteEpisode:
             return
         with self._closing_quietly(remote_id):
             if remote_id is not None:
-                call = _Call("DELETE", f"/v1/episodes/{remote_id}", None, _drop_body)
+                call = ApiCall("DELETE", f"/v1/episodes/{remote_id}", None, _drop_body)
                 await self.client._asend(call)
         if self._own_client:
             await self.client.aclose()
