@@ -210,7 +210,15 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(config, world)
     sock = listening_socket(args.host, args.port)
     host, port = sock.getsockname()[:2]
-    uv_config = uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=5)
+    # keep-alive well past clients' idle-connection expiry (httpx: 5 s), so that a client
+    # never sends a step on a connection the server is closing
+    uv_config = uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=75,
+    )
     server = draining_server(uv_config, world)
     print(f"sweworld world service on http://{host}:{port} (docs: /docs)", flush=True)
     try:
