@@ -40,7 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="accept requests without a token (DANGEROUS beyond loopback)",
     )
     ep = parser.add_argument_group("episodes")
-    ep.add_argument("--tasks", help="a tasks file or folder clients may open by instance_id")
+    ep.add_argument(
+        "--tasks",
+        help="a tasks file or folder clients may open by instance_id (default: the toy tasks)",
+    )
     ep.add_argument(
         "--executor",
         default="simulated",
@@ -91,6 +94,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     from sweworld.env import EpisodeConfig
     from sweworld.serve.world.auth import read_tokens_file
     from sweworld.serve.world.config import WorldConfig
+    from sweworld.tasks.toy import toy_tasks_path
 
     tokens = list(args.token or [])
     if args.tokens_file:
@@ -108,7 +112,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         tokens=tuple(tokens),
         no_auth=args.no_auth,
         episode=episode,
-        tasks=args.tasks,
+        tasks=args.tasks or str(toy_tasks_path()),
         allow_config_executor=args.allow_config_executor,
         max_episodes_per_token=args.max_episodes_per_token,
         max_steps_per_minute=args.max_steps_per_minute,
