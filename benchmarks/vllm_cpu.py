@@ -87,6 +87,19 @@ def swt_prompts(count: int) -> list:
     return prompts
 
 
+def for_level(prompts: list, level: int) -> list:
+    """The prompts with a tag for this concurrency level at the start of the user message:
+    the levels then share only the system prompt in vLLM's prefix cache (as distinct
+    rollouts do), not whole prompts answered at the level before."""
+    tagged = []
+    for messages in prompts:
+        messages = [dict(m) for m in messages]
+        user = next(i for i, m in enumerate(messages) if m.get("role") == "user")
+        messages[user]["content"] = f"[level {level}]\n" + messages[user]["content"]
+        tagged.append(messages)
+    return tagged
+
+
 def run_batch(lm, prompts: list, concurrency: int, max_tokens: int) -> dict:
     """Send every prompt, ``concurrency`` at a time (one call per request from that many
     threads); returns requests/s and completion tokens/s."""
@@ -184,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         lm = OpenAILM(server.url, "swt", timeout=600, concurrency=max(levels))
         run_batch(lm, prompts[:1], 1, 4)  # warm-up: the engine's first request
         for level in levels:
-            results["server"][level] = run_batch(lm, prompts, level, args.max_tokens)
+            results["server"][level] = run_batch(
+                lm, for_level(prompts, level), level, args.max_tokens
+            )
             print(f"server c={level}: {results['server'][level]}", flush=True)
         lm.close()
     finally:
@@ -195,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         run_in_process_batched(local, prompts[:1], 1, 4)  # warm-up
         for level in levels:
             results["in_process"][level] = run_in_process_batched(
-                local, prompts, level, args.max_tokens
+                local, for_level(prompts, level), level, args.max_tokens
             )
             print(f"in-process batch={level}: {results['in_process'][level]}", flush=True)
         local.close()
