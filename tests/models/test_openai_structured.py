@@ -220,7 +220,9 @@ def test_whole_choice_scoring_sums_prompt_logprobs(server, make_lm):
     scores = lm.choice_logprobs(MESSAGES, ['PASSED"', 'FAILED"'], prefix=prefix)
     assert scores == pytest.approx({'PASSED"': -0.6, 'FAILED"': -2.1})  # two tokens each
     assert len(server.bodies) == 2  # one request per choice
-    for body, choice in zip(server.bodies, ['PASSED"', 'FAILED"'], strict=True):
+    # The choices are scored by concurrent requests: the server sees them in any order.
+    sent = sorted(server.bodies, key=lambda body: body["messages"][-1]["content"])
+    for body, choice in zip(sent, ['FAILED"', 'PASSED"'], strict=True):
         assert body["messages"][-1] == {"role": "assistant", "content": prefix + choice}
         assert body["prompt_logprobs"] == 0 and body["max_tokens"] == 1
         assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
