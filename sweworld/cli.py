@@ -208,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_parsers(sub)
 
+    from sweworld.bench.cli import add_bench_parsers
+
+    add_bench_parsers(sub)
+
     sub.add_parser("gc", help="remove session state left by processes that died")
     return parser
 
@@ -256,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
             from sweworld.serve import cli as serve_cli
 
             return serve_cli.run(args)
+        if args.command == "bench":
+            from sweworld.bench import cli as bench_cli
+
+            return bench_cli.run(args)
         if args.command == "gc":
             from sweworld.sandbox.manager import gc_stale_sessions
 
