@@ -69,7 +69,8 @@ def fmt(value: Any, digits: int = 3) -> str:
         return f"{value:.{digits}g}"
     if isinstance(value, int):
         return f"{value:,}" if abs(value) >= 10_000 else str(value)
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    text = str(value).replace("\r\n", "\n").replace("\r", "\n")
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def figure(
@@ -195,7 +196,7 @@ class BenchOutput:
             title=title or benchmark,
             description=description,
             model=model,
-            provenance=provenance(list(data), argv),
+            provenance={**provenance(list(data), argv), "command": _command_line(argv)},
             settings=self.settings,
             fingerprint=self.fingerprint,
             resumed_rows=len(self._done),
@@ -208,6 +209,7 @@ class BenchOutput:
         done: dict[str, dict[str, Any]] = {}
         if not self.rows_path.exists():
             return done
+        _end_cut_line(self.rows_path)
         with self.rows_path.open(encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 try:
@@ -277,6 +279,27 @@ class BenchOutput:
         tmp = self.dir / "report.md.tmp"
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, self.dir / "report.md")
+
+
+def _end_cut_line(path: Path) -> None:
+    """End a last line cut short by a kill with a newline, so that the next row appended
+    starts a line of its own (and the cut one stays apart, ignored)."""
+    with path.open("rb+") as fh:
+        if fh.seek(0, os.SEEK_END) == 0:
+            return
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) != b"\n":
+            fh.write(b"\n")
+
+
+def _command_line(argv: Sequence[str] | None) -> str:
+    """The command line of this run as one would type it: ``sweworld ...`` however the CLI
+    was started (console script, ``python -m sweworld``, ``python -m sweworld.cli``)."""
+    program = Path(sys.argv[0])
+    name = program.name
+    if program.parent.name == "sweworld" and name in ("__main__.py", "cli.py"):
+        name = "sweworld"
+    return " ".join([name, *(sys.argv[1:] if argv is None else argv)])
 
 
 def _line_progress(items: Iterable[T], total: int | None, desc: str) -> Iterator[T]:
