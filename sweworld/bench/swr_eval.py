@@ -18,7 +18,11 @@ touches every file the gold patch touches; it reads the gold patch, so it is an 
 floor) and a seeded random score. Best-of-N for N = 2, 4, 8: for each task with at least N
 candidates, seeded random subsets of N; the selected candidate's real resolve rate
 (:func:`~sweworld.reward.metrics.best_of_n_metrics`, ties averaged) vs random choice vs the
-oracle, for each model and floor.
+oracle, for each model and floor. Per stage: each stage of the pipeline as a classifier of
+its own (:func:`stage_score`), from the stage verdicts kept per candidate.
+
+Command line: ``sweworld bench swr --data D --out R`` (:func:`add_arguments`, :func:`run`);
+tables and plots: :mod:`sweworld.bench.swr_figures`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -37,16 +40,22 @@ from sweworld.data.schema import SWRRecord
 
 __all__ = [
     "BON_SIZES",
+    "add_arguments",
     "best_of_n_table",
     "bon_groups",
     "bon_tasks",
     "candidate_row",
+    "classification",
+    "exact_stops",
     "floor_scores",
-    "format_metrics",
     "gold_files_score",
     "metrics_of",
+    "run",
     "sample_candidates",
+    "score_records",
+    "stage_score",
     "task_of",
+    "unit_key",
 ]
 
 BON_SIZES = (2, 4, 8)
@@ -146,6 +155,10 @@ def candidate_row(record: SWRRecord, result: Any) -> dict[str, Any]:
     tests_p = None
     if tests is not None and tests.verdict in ("pass", "fail") and tests.score is not None:
         tests_p = float(tests.score)
+    stages = {
+        name: {"verdict": stage.verdict, "score": stage.score}
+        for name, stage in result.stages.items()
+    }
     return {
         "id": record.id,
         "instance_id": record.instance_id,
@@ -159,7 +172,20 @@ def candidate_row(record: SWRRecord, result: Any) -> dict[str, Any]:
         "signature": result.info.get("signature"),
         "scope": result.info.get("scope"),
         "latency_s": result.info.get("latency_s"),
+        "stages": stages,
     }
+
+
+def stage_score(row: dict[str, Any], stage: str) -> float | None:
+    """One stage as a classifier of one candidate: the tests stage's probability when it
+    gave one; an exact stage's verdict as 1.0 (pass) or 0.0 (fail); None when the stage did
+    not run (an earlier stage stopped the candidate), skipped or failed itself."""
+    entry = (row.get("stages") or {}).get(stage)
+    if not entry or entry.get("verdict") not in ("pass", "fail"):
+        return None
+    if entry.get("score") is not None and stage == "tests":
+        return float(entry["score"])
+    return 1.0 if entry["verdict"] == "pass" else 0.0
 
 
 def metrics_of(rows: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -256,30 +282,6 @@ def best_of_n_table(
     return out
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
-
-
-METRIC_COLUMNS = (
-    "n", "no_prediction", "accuracy", "precision", "recall", "f1", "balanced_accuracy",
-    "roc_auc", "ece",
-)  # fmt: skip
-
-
-def format_metrics(title: str, table: dict[str, dict[str, Any]]) -> str:
-    """A text table: one line per scorer (``table``: name -> binary metrics)."""
-    lines = [title, "  " + "".ljust(44) + "".join(c[:9].rjust(10) for c in METRIC_COLUMNS)]
-    for name, m in table.items():
-        lines.append(
-            "  " + name[:44].ljust(44) + "".join(_fmt(m.get(c)).rjust(10) for c in METRIC_COLUMNS)
-        )
-    return "\n".join(lines)
-
-
 def latency(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """p50 / p95 / total seconds of the scored candidates."""
     values = [float(r["latency_s"]) for r in rows if r.get("latency_s") is not None]
@@ -314,14 +316,18 @@ def score_records(
 
 # ------------------------------------------------------------------------------ command line
 
+TITLE = "SWR against real labels (sweworld bench swr)"
+
 
 def add_arguments(parser: Any) -> None:
-    """The options of ``benchmarks/heldout_swr.py`` (and of a ``bench swr`` command)."""
-    parser.add_argument("--data", nargs="+", required=True, help="dataset folders (finalized)")
+    """The options of ``sweworld bench swr`` (and ``benchmarks/heldout_swr.py``)."""
+    parser.add_argument("--data", nargs="+", required=True, help="dataset folders")
+    parser.add_argument("--out", required=True, help="output folder (report.json, report.md)")
+    parser.add_argument("--fresh", action="store_true", help="discard the rows of earlier runs")
     parser.add_argument(
         "--models",
         default="embedded:base,embedded",
-        help="comma-separated SWR LM specs (embedded:base, embedded, hf:PATH+ADAPTER, "
+        help="comma-separated SWR LM specs (embedded:base, embedded, openai:URL#name, "
         "replay:FILE, ...)",
     )
     parser.add_argument("--modes", default="oracle,blind")
@@ -345,132 +351,79 @@ def add_arguments(parser: Any) -> None:
         "source is found, e.g. in $SWEWORLD_REPO_CACHE; hunks otherwise)",
     )
     parser.add_argument("--split", default="test", help="split to evaluate (test: held out)")
-    parser.add_argument("--json", default=None, help="write every figure here, as it comes")
+    parser.add_argument("--partial-every", type=int, default=4, help="rows between reports")
 
 
-def _tasks(records: Sequence[SWRRecord]) -> tuple[list[tuple[SWRRecord, Any]], dict[str, int]]:
+def unit_key(spec: str, mode: str, record_id: str) -> str:
+    """The key of one unit of work in ``rows.jsonl``."""
+    return f"{spec}\x1f{mode}\x1f{record_id}"
+
+
+def usable_pairs(records: Sequence[SWRRecord]) -> tuple[list[tuple[SWRRecord, Any]], Counter]:
+    """``(record, task)`` for the records whose task row reads back; the rest by reason."""
     kept, left = [], Counter()
     for record in records:
         try:
             kept.append((record, task_of(record)))
         except (ValueError, TypeError, KeyError) as exc:
-            left[f"unusable task row: {str(exc).splitlines()[0][:120]}"] += 1
-    return kept, dict(left)
+            left[f"unusable task row: {str(exc).splitlines()[0][:80]}"] += 1
+    return kept, left
 
 
-def _floors(
-    pairs: Sequence[tuple[SWRRecord, Any]], sample_ids: set[str], groups: dict, seed: int
-) -> dict[str, Any]:
-    rows = []
-    for record, task in pairs:
-        scores = floor_scores(record, getattr(task, "patch", "") or "", seed)
-        rows.append(
-            {"id": record.id, "repo": record.repo, "label": bool(record.resolved), **scores}
-        )
-    labels = {r["id"]: r["label"] for r in rows}
-    sampled = [r for r in rows if r["id"] in sample_ids]
-    return {
-        "classification": classification(sampled, FLOOR_NAMES),
-        "best_of_n": {
-            str(n): {
-                name: best_of_n_table(g, {r["id"]: r[name] for r in rows}, labels)
-                for name in FLOOR_NAMES
-            }
-            for n, g in groups.items()
-        },
-    }
+def _score_all(
+    out: Any, args: Any, spec: str, mode: str, pairs: Sequence[tuple[SWRRecord, Any]],
+    report: Callable[..., None],
+) -> None:  # fmt: skip
+    from sweworld.reward.model import RewardModel, SWRConfig
 
-
-def _model_entry(
-    rows: list[dict[str, Any]], sample_ids: set[str], groups: dict, elapsed: float
-) -> dict[str, Any]:
-    sampled = [r for r in rows if r["id"] in sample_ids]
-    labels = {r["id"]: r["label"] for r in rows}
-    scores = {r["id"]: r["score"] for r in rows}
-    classes = {r["id"]: r["signature"] for r in rows}
-    return {
-        "elapsed_s": elapsed,
-        "latency": latency(rows),
-        "classification": classification(sampled, ("score", "tests_p")),
-        "exact_stops": exact_stops(sampled),
-        "status": dict(Counter(r["status"] for r in sampled)),
-        "best_of_n": {
-            str(n): best_of_n_table(g, scores, labels, classes) for n, g in groups.items()
-        },
-        "rows": rows,
-    }
-
-
-def _print_mode(mode: str, entries: dict[str, Any], floors: dict[str, Any], n: int) -> None:
-    table = {}
-    for spec, entry in entries.items():
-        overall = entry["classification"]["overall"]
-        table[f"{spec}: all stages"] = overall["score"]
-        table[f"{spec}: tests stage alone"] = overall["tests_p"]
-    for name in FLOOR_NAMES:
-        table[f"floor: {name}"] = floors["classification"]["overall"][name]
-    print()
-    print(format_metrics(f"== SWR {mode}, {n} held-out candidates (label-balanced sample)", table))
-    repos = sorted({repo for e in entries.values() for repo in e["classification"]["by_repo"]})
-    for repo in repos:
-        per = {}
-        for spec, entry in entries.items():
-            if repo in entry["classification"]["by_repo"]:
-                per[f"{spec}: all stages"] = entry["classification"]["by_repo"][repo]["score"]
-        per.update(
-            {f"floor: {k}": v for k, v in floors["classification"]["by_repo"].get(repo, {}).items()}
-        )
-        print(format_metrics(f"  [{repo}]", per))
-    for spec, entry in entries.items():
-        print(
-            f"  {spec}: exact stages stopped {entry['exact_stops'] or 'nothing'}; "
-            f"latency {_fmt(entry['latency'].get('p50_s'))} s p50, "
-            f"{_fmt(entry['latency'].get('p95_s'))} s p95, {entry['elapsed_s']:.0f} s in all"
-        )
-    print("  best-of-N: selected (ties averaged) / selected (votes) / random / oracle, groups")
-    for n in floors["best_of_n"]:
-        rows = {f"{s}": e["best_of_n"][n] for s, e in entries.items()}
-        rows.update({f"floor: {k}": v for k, v in floors["best_of_n"][n].items()})
-        for name, m in rows.items():
-            print(
-                f"    N={n} {name[:40].ljust(40)} {_fmt(m.get('selected_tie_avg'))} / "
-                f"{_fmt(m.get('selected'))} / {_fmt(m.get('random'))} / {_fmt(m.get('oracle'))}"
-                f", {m.get('n_tasks')} groups ({m.get('mixed_tasks')} mixed)"
-            )
-
-
-def _row_callback(
-    report: Any, spec: str, mode: str, total: int, done: list[dict[str, Any]]
-) -> Callable[[int, dict[str, Any]], None]:
-    """Collects the rows in ``done``, says each on stderr, saves them after each."""
-    from sweworld.bench.report import progress
-
-    def on_row(i: int, row: dict[str, Any]) -> None:
-        done.append(row)
-        progress(
-            f"[swr] {spec} {mode} {i + 1}/{total} label={row['label']} "
-            f"score={row['score']:.2f} {row['status']} {row['latency_s']}s"
-        )
-        report.put(["models", spec, mode], {"partial": True, "rows": list(done)})
-
-    return on_row
+    todo = [(r, t) for r, t in pairs if unit_key(spec, mode, r.id) not in out.done()]
+    if not todo:
+        return
+    stages = tuple(s for s in args.stages.split(",") if s)
+    config = SWRConfig(mode=mode, stages=stages, model=spec, samples=args.samples,
+                       calibration=args.calibration)  # fmt: skip
+    try:
+        model = RewardModel(config)
+    except Exception as exc:  # a model that does not load: said, the others still run
+        out.skip(f"{spec} {mode}: could not load ({type(exc).__name__})", len(todo))
+        print(f"{spec} {mode}: could not load: {type(exc).__name__}: {exc}")
+        return
+    with model:
+        for i, (record, task) in enumerate(out.progress(todo, len(todo), f"swr {spec} {mode}"), 1):
+            try:
+                result = model.score(task, record.patch, base_dir=None if args.hunks_only else True)
+            except Exception as exc:  # an engine that dies: counted, finished rows kept
+                out.skip(f"{spec} {mode}: scoring failed ({type(exc).__name__})")
+                continue
+            row = candidate_row(record, result)
+            row.update(spec=spec, mode=mode)
+            out.add_row(unit_key(spec, mode, record.id), row)
+            report(final=False, every=i)
 
 
 def run(args: Any) -> int:
-    """Score the sample and the best-of-N tasks with every model; print tables; 0 on success."""
-    from sweworld.bench.records import load_records
-    from sweworld.bench.report import JsonReport, provenance
-    from sweworld.reward.model import RewardModel, SWRConfig
+    """``sweworld bench swr``: score the label-balanced sample and the best-of-N tasks'
+    candidates with every model in every mode, rows resumable in ``--out``, report and
+    plots written as rows come; 0 on success, 2 for bad arguments or data."""
+    from sweworld.bench.output import BenchOutput, ResumeMismatch
+    from sweworld.bench.records import DataError, load_records
+    from sweworld.bench.swr_figures import DESCRIPTION, Plan, write_report
     from sweworld.reward.stages.simulated_tests import clear_shared_lms
 
     modes = [m for m in args.modes.split(",") if m]
     specs = [s for s in args.models.split(",") if s]
-    stages = tuple(s for s in args.stages.split(",") if s)
     if any(m not in ("oracle", "blind") for m in modes) or not modes or not specs:
         print(f"--modes takes oracle and/or blind (got {args.modes!r}); --models one spec or more")
         return 2
-    records, counts = load_records(args.data, "swr", args.split)
-    pairs, left_out = _tasks(records)
+    try:
+        records, counts = load_records(args.data, "swr", args.split)
+    except DataError as exc:
+        print(f"sweworld bench swr: {exc}")
+        return 2
+    if not records:
+        print(f"sweworld bench swr: no SWR records in the {args.split} split of {args.data}")
+        return 2
+    pairs, unusable = usable_pairs(records)
     sample = sample_candidates([r for r, _ in pairs], args.limit or None, args.seed)
     bon = bon_tasks([r for r, _ in pairs], args.bon_tasks, args.seed)
     sample_ids = {r.id for r in sample}
@@ -480,67 +433,48 @@ def run(args: Any) -> int:
     groups = {
         n: bon_groups(candidates_of, n, seed=args.seed, draws=args.bon_draws) for n in BON_SIZES
     }
-    groups = {n: g for n, g in groups.items() if g}
-    report = JsonReport(
-        args.json,
-        benchmark="heldout-swr",
-        provenance=provenance(args.data),
-        settings={
-            "stages": list(stages),
-            "samples": args.samples,
-            "calibration": args.calibration,
-            "hunks_only": args.hunks_only,
-            "seed": args.seed,
-        },
-        data={
-            **counts,
-            "split": args.split,
-            "records": len(records),
-            "left_out": left_out,
-            "resolved": dict(Counter(str(r.resolved) for r in records)),
-            "label_source": dict(Counter(r.label_source for r in records)),
-        },
-        sample={
-            "n": len(sample),
-            "resolved": sum(r.resolved for r in sample),
-            "by_repo": dict(Counter(r.repo for r in sample)),
-            "bon_tasks": len(bon),
-            "bon_candidates": sum(len(c) for c in bon.values()),
-            "bon_groups": {str(n): len(g) for n, g in groups.items()},
-            "scored_per_model_and_mode": len(to_score),
-        },
-    )
-    print(
-        f"{len(records)} {args.split} SWR records; left out {left_out or 'none'}; sample of "
-        f"{len(sample)} ({sum(r.resolved for r in sample)} resolved); best-of-N on {len(bon)} "
-        f"tasks; {len(to_score)} candidates to score per model and mode"
-    )
+    plan = Plan(specs, modes, to_score, sample_ids, {n: g for n, g in groups.items() if g},
+                args.seed)  # fmt: skip
+    settings = {"models": specs, "modes": modes, "limit": args.limit, "seed": args.seed,
+                "bon_tasks": args.bon_tasks, "bon_draws": args.bon_draws,
+                "stages": args.stages, "samples": args.samples, "calibration": args.calibration,
+                "hunks_only": args.hunks_only, "split": args.split}  # fmt: skip
+    try:
+        out = BenchOutput(args.out, "swr", title=TITLE, description=DESCRIPTION,
+                          settings=settings, data=args.data, model=", ".join(specs),
+                          fresh=args.fresh)  # fmt: skip
+    except ResumeMismatch as exc:
+        print(f"sweworld bench swr: {exc}")
+        return 2
+    for reason, n in {**counts.get("bad_rows", {}), **unusable}.items():
+        out.skip(reason, n)
+    out.set("data", {**counts, "split": args.split, "records": len(records),
+                     "resolved": dict(Counter(str(r.resolved) for r in records)),
+                     "label_source": dict(Counter(r.label_source for r in records))})  # fmt: skip
+    out.set("sample", {"n": len(sample), "resolved": sum(r.resolved for r in sample),
+                       "by_repo": dict(Counter(r.repo for r in sample)),
+                       "bon_tasks": len(bon),
+                       "bon_groups": {str(n): len(g) for n, g in plan.groups.items()},
+                       "scored_per_model_and_mode": len(to_score)})  # fmt: skip
+    print(f"{len(records)} {args.split} SWR records; sample of {len(sample)} "
+          f"({sum(r.resolved for r in sample)} resolved); best-of-N on {len(bon)} tasks; "
+          f"{len(to_score)} to score per model and mode; {len(out.done())} done")  # fmt: skip
     if not to_score:
-        print("nothing to evaluate")
-        return 1
-    floors = _floors(to_score, sample_ids, groups, args.seed)
-    report.set("floors", floors)
-    results: dict[str, dict[str, Any]] = {mode: {} for mode in modes}
+        print("sweworld bench swr: no candidate left to score (see skipped in report.json)")
+        out.write([], {}, final=True)
+        return 2
+
+    def report(final: bool = True, every: int = 0) -> None:
+        if not final and every % max(args.partial_every, 1):
+            return
+        write_report(out, list(out.done().values()), plan, final=final)
+
+    report(final=False)
     for spec in specs:
         for mode in modes:
-            config = SWRConfig(mode=mode, stages=stages, model=spec, samples=args.samples,
-                               calibration=args.calibration)  # fmt: skip
-            started = time.perf_counter()
-            done: list[dict[str, Any]] = []
-            on_row = _row_callback(report, spec, mode, len(to_score), done)
-            try:
-                with RewardModel(config) as model:
-                    score_records(model, to_score, base_dir=not args.hunks_only, on_row=on_row)
-            except Exception as exc:  # a model that does not load: said, the others still run
-                report.put(
-                    ["models", spec, mode], {"error": f"{type(exc).__name__}: {exc}", "rows": done}
-                )
-                print(f"{spec} {mode}: failed: {type(exc).__name__}: {exc}")
-                continue
-            entry = _model_entry(done, sample_ids, groups, time.perf_counter() - started)
-            results[mode][spec] = entry
-            report.put(["models", spec, mode], entry)
+            _score_all(out, args, spec, mode, to_score, report)
+            report(final=False)
         clear_shared_lms()
-    for mode in modes:
-        _print_mode(mode, results[mode], floors, len(sample))
+    report(final=True)
+    print(f"report: {out.dir / 'report.md'}")
     return 0

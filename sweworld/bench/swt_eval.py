@@ -20,6 +20,9 @@ Figures (:func:`summarize`): exit-code agreement, per-test status agreement (rec
 ran tests and whose real output names tests), exception-type agreement, line similarity,
 fallback rate (unparsable / invalid / model error), latency p50 / p95; overall, by command
 kind and by repository; floors (:data:`FLOORS`) scored on the same records.
+
+Command line: ``sweworld bench swt --data D --out R`` (:func:`add_arguments`, :func:`run`);
+tables and plots: :mod:`sweworld.bench.swt_figures`.
 """
 
 from __future__ import annotations
@@ -40,16 +43,20 @@ from sweworld.transition.types import Prediction
 __all__ = [
     "DEFAULT_STATE_SOURCES",
     "FLOORS",
+    "TITLE",
     "GenerationSettings",
     "ModelPrediction",
-    "format_summary",
+    "add_arguments",
     "generation_settings",
     "load_test_records",
     "predict",
+    "run",
     "sample_records",
     "score_record",
     "select_records",
     "summarize",
+    "unit_key",
+    "unusable_reason",
 ]
 
 #: States whose context holds the workspace (a trajectory-only state does not).
@@ -321,67 +328,21 @@ def evaluate_model(
     return rows
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
-
-
-COLUMNS = (
-    ("n", "n"),
-    ("exit_code_agreement", "exit"),
-    ("exit_code_agreement_model_only", "exit(mdl)"),
-    ("test_status_agreement", "tests"),
-    ("n_with_tests", "n_tests"),
-    ("exception_agreement", "exc"),
-    ("line_similarity", "lines"),
-    ("fallback_rate", "fallback"),
-    ("latency_p50_s", "p50 s"),
-    ("latency_p95_s", "p95 s"),
-)
-
-
-def format_summary(title: str, entries: dict[str, dict[str, Any]], group: str = "overall") -> str:
-    """A text table: one line per model or floor (``entries``: name -> :func:`summarize`),
-    ``group`` ``overall``, or ``by_kind`` / ``by_repo`` (one block per kind or repo)."""
-    head = "  " + "".ljust(42) + "".join(label.rjust(10) for _, label in COLUMNS)
-    lines = [title, head]
-    if group == "overall":
-        for name, summary in entries.items():
-            figures = summary["overall"]
-            lines.append(
-                "  "
-                + name[:42].ljust(42)
-                + "".join(_fmt(figures.get(k)).rjust(10) for k, _ in COLUMNS)
-            )
-        return "\n".join(lines)
-    keys = sorted({k for s in entries.values() for k in s.get(group, {})})
-    for key in keys:
-        lines.append(f"  [{key}]")
-        for name, summary in entries.items():
-            figures = summary.get(group, {}).get(key)
-            if figures:
-                lines.append(
-                    "    "
-                    + name[:40].ljust(40)
-                    + "".join(_fmt(figures.get(k)).rjust(10) for k, _ in COLUMNS)
-                )
-    return "\n".join(lines)
-
-
 # ------------------------------------------------------------------------------ command line
+
+TITLE = "SWT against recorded real transitions (sweworld bench swt)"
 
 
 def add_arguments(parser: Any) -> None:
-    """The options of ``benchmarks/heldout_swt.py`` (and of a ``bench swt`` command)."""
-    parser.add_argument("--data", nargs="+", required=True, help="dataset folders (finalized)")
+    """The options of ``sweworld bench swt`` (and ``benchmarks/heldout_swt.py``)."""
+    parser.add_argument("--data", nargs="+", required=True, help="dataset folders")
+    parser.add_argument("--out", required=True, help="output folder (report.json, report.md)")
+    parser.add_argument("--fresh", action="store_true", help="discard the rows of earlier runs")
     parser.add_argument(
         "--models",
         default="embedded:base,embedded",
-        help="comma-separated LM specs (embedded:base, embedded, embedded+ADAPTER, "
-        "hf:PATH+ADAPTER, replay:FILE, ...)",
+        help="comma-separated LM specs (embedded:base, embedded, openai:URL#name, "
+        "replay:FILE, ...)",
     )
     parser.add_argument("--modes", default="oracle,blind")
     parser.add_argument("--limit", type=int, default=60, help="records in the sample (0: all)")
@@ -392,111 +353,131 @@ def add_arguments(parser: Any) -> None:
         help="state sources evaluated (trajectory-only records have no workspace context)",
     )
     parser.add_argument("--split", default="test", help="split to evaluate (test: held out)")
-    parser.add_argument("--json", default=None, help="write every figure here, as it comes")
+    parser.add_argument("--partial-every", type=int, default=4, help="rows between reports")
 
 
-def _row_callback(report: Any, spec: str, mode: str, total: int) -> Callable[[int, dict], None]:
-    """Progress on stderr and the partial summary saved after each row (a model step costs
-    seconds, a save milliseconds)."""
-    from sweworld.bench.report import progress
+def unusable_reason(record: SWTRecord, modes: Sequence[str]) -> str | None:
+    """Why ``record`` cannot be evaluated (an empty command, an unreadable context), or
+    None."""
+    if not str(record.command or "").strip():
+        return "missing field: command"
+    if record.exit_code is None:
+        return "missing field: exit_code"
+    for mode in modes:
+        try:
+            record.context(mode)
+        except (ValueError, TypeError) as exc:
+            return f"unreadable {mode} context ({type(exc).__name__})"
+    return None
 
-    done: list[dict[str, Any]] = []
 
-    def on_row(i: int, row: dict[str, Any]) -> None:
-        done.append(row)
-        progress(
-            f"[swt] {spec} {mode} {i + 1}/{total} {row['kind']} "
-            f"exit {row['real_exit']}/{row['predicted_exit']} {row['source']} "
-            f"{row['latency_s']:.1f}s"
-        )
-        partial = {"partial": True, "summary": summarize(done), "rows": list(done)}
-        report.put(["models", spec, mode], partial)
+def unit_key(spec: str, mode: str, record_id: str) -> str:
+    """The key of one unit of work in ``rows.jsonl``."""
+    return f"{spec}\x1f{mode}\x1f{record_id}"
 
-    return on_row
+
+def _model_rows(
+    out: Any, lm: Any, spec: str, mode: str, sample: Sequence[SWTRecord], report: Callable
+) -> None:
+    """Answer every record of ``sample`` not yet done for ``(spec, mode)``; rows as they come."""
+    settings = generation_settings(spec, lm, mode)
+    todo = [r for r in sample if unit_key(spec, mode, r.id) not in out.done()]
+    for i, record in enumerate(out.progress(todo, len(todo), f"swt {spec} {mode}"), 1):
+        try:
+            answer = predict(lm, record, mode, settings)
+        except Exception as exc:  # an engine that dies: counted; the finished rows stay
+            out.skip(f"{spec} {mode}: model failed ({type(exc).__name__})")
+            continue
+        row = score_record(record, answer.prediction)
+        row.update(spec=spec, mode=mode, source=answer.source,
+                   fallback_reason=answer.fallback_reason, latency_s=answer.latency_s,
+                   attempts=len(answer.attempts))  # fmt: skip
+        out.add_row(unit_key(spec, mode, record.id), row)
+        report(final=False, every=i)
 
 
 def run(args: Any) -> int:
-    """Evaluate every model of ``args.models`` on the sample; print tables; 0 on success."""
-    from sweworld.bench.report import JsonReport, progress, provenance
+    """``sweworld bench swt``: every model of ``--models`` in every mode on the sample,
+    rows resumable in ``--out``, report and plots written as rows come; 0 on success,
+    2 for bad arguments or data."""
+    from sweworld.bench.output import BenchOutput, ResumeMismatch
+    from sweworld.bench.records import DataError, load_records
+    from sweworld.bench.swt_figures import DESCRIPTION, write_report
     from sweworld.models import make_lm
 
     modes = [m for m in args.modes.split(",") if m]
     specs = [s for s in args.models.split(",") if s]
-    bad = [m for m in modes if m not in ("oracle", "blind")]
-    if bad or not modes or not specs:
+    if any(m not in ("oracle", "blind") for m in modes) or not modes or not specs:
         print(f"--modes takes oracle and/or blind (got {args.modes!r}); --models one spec or more")
         return 2
-    records, counts = load_test_records(args.data, args.split)
-    selected, left_out = select_records(
-        records, state_sources=[s for s in args.state_sources.split(",") if s], modes=modes
-    )
+    try:
+        records, counts = load_records(args.data, "swt", args.split)
+    except DataError as exc:
+        print(f"sweworld bench swt: {exc}")
+        return 2
+    if not records:
+        print(f"sweworld bench swt: no SWT records in the {args.split} split of {args.data}")
+        return 2
+    usable, unusable = [], Counter()
+    for record in records:
+        reason = unusable_reason(record, modes)
+        if reason:
+            unusable[reason] += 1
+        else:
+            usable.append(record)
+    state_sources = [s for s in args.state_sources.split(",") if s]
+    selected, left_out = select_records(usable, state_sources=state_sources, modes=modes)
     sample = sample_records(selected, args.limit or None, args.seed)
-    report = JsonReport(
-        args.json,
-        benchmark="heldout-swt",
-        provenance=provenance(args.data),
-        note=(
-            "model answers on the stored contexts; validation without facts or workspace; "
-            "no exact shortcut, cache or deadline (see sweworld.bench.swt_eval)"
-        ),
-        data={
-            **counts,
-            "split": args.split,
-            "records": len(records),
-            "state_source": dict(Counter(r.state_source for r in records)),
-            "left_out": left_out,
-            "eligible": len(selected),
-        },
-        sample={
-            "n": len(sample),
-            "seed": args.seed,
-            "by_kind": dict(Counter(r.command_kind for r in sample)),
-            "by_repo": dict(Counter(r.repo for r in sample)),
-        },
-    )
-    print(
-        f"{len(records)} {args.split} records; left out {left_out or 'none'}; "
-        f"{len(selected)} eligible; sample of {len(sample)} (seed {args.seed})"
-    )
+    settings = {"models": specs, "modes": modes, "limit": args.limit, "seed": args.seed,
+                "state_sources": state_sources, "split": args.split}  # fmt: skip
+    try:
+        out = BenchOutput(args.out, "swt", title=TITLE, description=DESCRIPTION,
+                          settings=settings, data=args.data, model=", ".join(specs),
+                          fresh=args.fresh)  # fmt: skip
+    except ResumeMismatch as exc:
+        print(f"sweworld bench swt: {exc}")
+        return 2
+    for reason, n in {**counts.get("bad_rows", {}), **unusable}.items():
+        out.skip(reason, n)
+    for reason, n in left_out.items():
+        out.skip(f"left out: {reason}", n)
+    out.set("data", {**counts, "split": args.split, "records": len(records),
+                     "eligible": len(selected)})  # fmt: skip
+    out.set("sample", {"n": len(sample), "seed": args.seed,
+                       "by_kind": dict(Counter(r.command_kind for r in sample)),
+                       "by_repo": dict(Counter(r.repo for r in sample))})  # fmt: skip
+    print(f"{len(records)} {args.split} records; {len(selected)} eligible; sample of "
+          f"{len(sample)} (seed {args.seed}); {len(out.done())} rows done before")  # fmt: skip
     if not sample:
-        print("nothing to evaluate")
-        return 1
-    floors = {mode: floor_summaries(sample) for mode in modes}
-    report.set("floors", floors)
-    results: dict[str, dict[str, Any]] = {mode: {} for mode in modes}
+        print("sweworld bench swt: no record left to evaluate (see skipped in report.json)")
+        out.write([], {}, final=True)
+        return 2
+    sample_ids = {r.id for r in sample}
+
+    def report(final: bool = True, every: int = 0) -> None:
+        if not final and every % max(args.partial_every, 1):
+            return
+        rows = [r for r in out.done().values() if r.get("id") in sample_ids]
+        write_report(out, rows, sample, specs, modes, final=final)
+
+    report(final=False)
     for spec in specs:
-        progress(f"[swt] loading {spec}")
+        if all(unit_key(spec, m, r.id) in out.done() for m in modes for r in sample):
+            continue
         try:
             lm = make_lm(spec)
         except Exception as exc:  # one model that does not load does not stop the others
-            report.put(["models", spec], {"error": f"{type(exc).__name__}: {exc}"})
+            out.skip(f"{spec}: could not load ({type(exc).__name__})", len(sample) * len(modes))
             print(f"{spec}: could not load: {type(exc).__name__}: {exc}")
             continue
         try:
             for mode in modes:
-                settings = generation_settings(spec, lm, mode)
-                started = time.perf_counter()
-                on_row = _row_callback(report, spec, mode, len(sample))
-                rows = evaluate_model(lm, sample, mode, settings, on_row=on_row)
-                summary = summarize(rows)
-                results[mode][spec] = summary
-                report.put(
-                    ["models", spec, mode],
-                    {
-                        "settings": settings.__dict__,
-                        "elapsed_s": time.perf_counter() - started,
-                        "summary": summary,
-                        "rows": rows,
-                    },
-                )
+                _model_rows(out, lm, spec, mode, sample, report)
+                report(final=False)
         finally:
             close = getattr(lm, "close", None)
             if callable(close):
                 close()
-    for mode in modes:
-        entries = {**results[mode], **{f"floor: {k}": v for k, v in floors[mode].items()}}
-        print()
-        print(format_summary(f"== SWT {mode}, {len(sample)} held-out records", entries))
-        print(format_summary("  by command kind", entries, "by_kind"))
-        print(format_summary("  by repository", entries, "by_repo"))
+    report(final=True)
+    print(f"report: {out.dir / 'report.md'}")
     return 0
