@@ -87,7 +87,7 @@ def bar_groups(
     command kind, one bar per model). None values are left out."""
     plt = _pyplot()
     categories = list(groups)
-    series = sorted({s for v in groups.values() for s in v})
+    series = sorted({s for v in groups.values() for s, value in v.items() if value is not None})
     if plt is None or not categories or not series:
         return None
     width = 0.8 / len(series)
@@ -114,7 +114,7 @@ def best_of_n_curve(
 ) -> Path | None:
     """Success rate against N, one line per selector (verifier, random, majority, oracle)."""
     plt = _pyplot()
-    if plt is None or not any(v for v in curves.values()):
+    if plt is None or all(y is None for v in curves.values() for y in v.values()):
         return None
     fig, ax = plt.subplots(figsize=(5, 4))
     for name, points in curves.items():
