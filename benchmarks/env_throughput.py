@@ -38,6 +38,8 @@ from typing import Any
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
+from sweworld.bench.throughput_measure import process_tree as _descendants  # noqa: E402
+
 VIEW = (
     "<function=file_editor>\n<parameter=command>view</parameter>\n"
     "<parameter=path>/testbed/stockroom/textutil.py</parameter>\n</function>"
@@ -70,25 +72,6 @@ def _pss_kb(pid: int) -> int:
     except (OSError, ValueError):
         pass
     return 0
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        out.append(pid)
-        stack.extend(children.get(pid, []))
-    return out
 
 
 def tree_pss_bytes() -> int:
