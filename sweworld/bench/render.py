@@ -159,7 +159,8 @@ def _section(report: Mapping[str, Any], plot_dir: str) -> str:
     legacy = str(report.get("legacy") or "").strip()
     if not legacy:
         return text
-    heading, _, rest = text.partition("\n\n")
+    heading, _, rest = text.partition("\n")
+    rest = rest.lstrip("\n")
     note = f"*Legacy: {legacy}.*" if not legacy.endswith(".") else f"*Legacy: {legacy}*"
     return f"{heading}\n\n{note}\n\n{rest}" if rest else f"{heading}\n\n{note}\n"
 

@@ -1,0 +1,51 @@
+"""The ``sweworld bench`` registry: every benchmark module imports, has ``add_arguments``
+and ``run``, and is listed by ``sweworld bench --help``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+import pytest
+
+from sweworld.bench import cli as bench_cli
+from sweworld.cli import main
+
+
+def test_every_benchmark_has_help():
+    assert set(bench_cli.HELP) == set(bench_cli.BENCHMARKS)
+
+
+@pytest.mark.parametrize("name", sorted(bench_cli.BENCHMARKS))
+def test_each_benchmark_module_imports_with_its_entry_points(name):
+    module = importlib.import_module(bench_cli.BENCHMARKS[name])
+    assert callable(getattr(module, "add_arguments", None)), name
+    assert callable(getattr(module, "run", None)), name
+    parser = argparse.ArgumentParser(prog=f"sweworld bench {name}")
+    module.add_arguments(parser)  # its options build without error
+    assert parser.format_help()
+
+
+@pytest.mark.parametrize("name", sorted(bench_cli.BENCHMARKS))
+def test_each_benchmark_shows_its_options(name, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["bench", name, "--help"])
+    assert done.value.code == 0
+    options = [w for w in capsys.readouterr().out.split() if w.startswith("--")]
+    # a module that failed to import would list --help alone
+    assert set(options) - {"--help"}, name
+
+
+def test_bench_help_lists_every_benchmark(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["bench", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    for name in bench_cli.BENCHMARKS:
+        assert f"    {name}" in text, name
+
+
+def test_a_benchmark_that_cannot_load_says_so(capsys):
+    args = argparse.Namespace(bench_command="tts", bench_import_error="x: No module named y")
+    assert bench_cli.run(args) == 2
+    assert "cannot load x: No module named y" in capsys.readouterr().out
