@@ -1,0 +1,287 @@
+"""Choosing one candidate among N: the selectors of ``sweworld bench tts`` and their
+figures, on plain numbers (no model, no data loading; :mod:`sweworld.bench.tts` feeds them).
+
+A *group* is N candidate ids of one task, in the seeded label-independent order that
+:func:`sweworld.bench.swr_eval.bon_groups` gives. For each group every selector's value is
+the resolved rate of its choice, exact rather than sampled:
+
+- **verifier**: the candidate with the highest SWR score, ties broken by
+  :func:`sweworld.reward.metrics.select_best` (the larger equivalence class, then the
+  earlier position in the group's seeded order). Candidates whose scoring failed are left
+  out of the choice; a group with no scored candidate gets the random expectation (counted
+  as a fallback). The tie-averaged value (a uniform pick among the top-scored) is kept too.
+- **random**: the fraction of the group's candidates that resolve (the expectation of a
+  uniform pick).
+- **majority**: the largest equivalence class (:func:`patch_class`); with several of the
+  same size, the mean over them of each class's resolved fraction (a uniform pick among the
+  tied classes, then among the class's members).
+- **oracle**: 1 when some candidate of the group resolves.
+
+Rates are means over groups; 95% intervals are percentile bootstraps that resample *tasks*
+(all of a task's groups together: groups of one task share candidates, so they are not
+independent).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "GroupValues",
+    "bootstrap_mean_ci",
+    "majority_value",
+    "normalized_diff",
+    "oracle_value",
+    "patch_class",
+    "random_value",
+    "select_groups",
+    "summarize",
+    "verifier_value",
+]
+
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+_SPACE = re.compile(r"\s+")
+
+
+def _header_path(line: str) -> str:
+    path = line[4:].split("\t", 1)[0].strip()
+    if path.startswith(("a/", "b/")):
+        path = path[2:]
+    return path
+
+
+def normalized_diff(patch: str) -> str:
+    """The change a unified diff makes, in a canonical text, so that equivalent diffs
+    compare equal: per file (by its new path; the old one for a deletion), only the
+    added and removed lines, each with its whitespace runs collapsed to one space and its
+    ends stripped (blank ones dropped); context lines, hunk headers (line numbers),
+    ``index`` / mode lines and the order of the files are ignored. Linear in the patch."""
+    files: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    old_path = ""
+    old_left = new_left = 0
+    for line in (patch or "").splitlines():
+        if old_left > 0 or new_left > 0:  # inside a hunk: its counts say where it ends
+            tag = line[:1]
+            if tag == "\\":  # "\ No newline at end of file"
+                continue
+            if tag in ("-", " ", ""):
+                old_left -= 1
+            if tag in ("+", " ", ""):
+                new_left -= 1
+            text = _SPACE.sub(" ", line[1:]).strip()
+            if tag in ("+", "-") and text and current is not None:
+                current.append(tag + text)
+            continue
+        if line.startswith("--- "):
+            old_path = _header_path(line)
+        elif line.startswith("+++ "):
+            path = _header_path(line)
+            if path == "/dev/null":
+                path = old_path
+            current = files.setdefault(path, [])
+        elif line.startswith("diff --git "):
+            parts = line.split(" ")
+            current = files.setdefault(_header_path("    " + parts[-1]), [])
+        else:
+            match = _HUNK.match(line)
+            if match:
+                old_left = int(match.group(1)) if match.group(1) is not None else 1
+                new_left = int(match.group(2)) if match.group(2) is not None else 1
+                if current is None:
+                    current = files.setdefault("", [])
+    return "\n".join(f"=== {path}\n" + "\n".join(lines) for path, lines in sorted(files.items()))
+
+
+def patch_class(patch: str) -> str:
+    """The equivalence class of a candidate: a short hash of :func:`normalized_diff`
+    (``"empty"`` for a patch that changes nothing)."""
+    text = normalized_diff(patch)
+    if not text.strip() or all(not line or line.startswith("=== ") for line in text.split("\n")):
+        return "empty"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------ selectors
+
+
+def random_value(labels: Sequence[bool]) -> float:
+    """Expected resolved rate of a uniform pick: the fraction resolved."""
+    return sum(bool(x) for x in labels) / len(labels)
+
+
+def oracle_value(labels: Sequence[bool]) -> float:
+    """1.0 when some candidate resolves, else 0.0."""
+    return 1.0 if any(labels) else 0.0
+
+
+def majority_value(classes: Sequence[str], labels: Sequence[bool]) -> float:
+    """Expected resolved rate of a member of the largest equivalence class, ties between
+    classes of the same size averaged (a uniform pick among them, then among members)."""
+    sizes = Counter(classes)
+    top = max(sizes.values())
+    tied = [c for c, n in sizes.items() if n == top]
+    rates = [
+        sum(bool(lab) for cls, lab in zip(classes, labels, strict=True) if cls == c) / top
+        for c in tied
+    ]
+    return sum(rates) / len(rates)
+
+
+@dataclass
+class VerifierPick:
+    """The verifier's choice in one group."""
+
+    value: float  # 1.0 / 0.0 for the pick (the random expectation on a fallback)
+    tie_avg: float  # a uniform pick among the top-scored candidates
+    tied: bool  # several candidates share the top score
+    left_out: int  # candidates whose scoring failed
+    fallback: bool  # no candidate scored: the random expectation
+
+
+def verifier_value(
+    scores: Sequence[float | None], labels: Sequence[bool], classes: Sequence[str]
+) -> VerifierPick:
+    """The verifier's pick: highest score among the scored candidates (None: failed, left
+    out), ties by :func:`~sweworld.reward.metrics.select_best` (larger class, then earlier
+    position)."""
+    from sweworld.reward.metrics import select_best
+
+    kept = [i for i, s in enumerate(scores) if s is not None]
+    left_out = len(scores) - len(kept)
+    if not kept:
+        rnd = random_value(labels)
+        return VerifierPick(rnd, rnd, False, left_out, True)
+    cands = [(float(scores[i]), bool(labels[i]), classes[i]) for i in kept]  # type: ignore[arg-type]
+    best = select_best(cands)
+    top = max(c[0] for c in cands)
+    tied = [c[1] for c in cands if c[0] == top]
+    return VerifierPick(
+        value=float(cands[best][1]),
+        tie_avg=sum(tied) / len(tied),
+        tied=len(tied) > 1,
+        left_out=left_out,
+        fallback=False,
+    )
+
+
+# ------------------------------------------------------------------------------ figures
+
+
+@dataclass
+class GroupValues:
+    """Per selector, group index -> ``(task, repository, value)``, and the verifiers'
+    bookkeeping (ties, failed candidates left out, fallbacks, tie-averaged values)."""
+
+    values: dict[str, dict[int, tuple[str, str, float]]] = field(default_factory=dict)
+    tie_avg: dict[str, list[float]] = field(default_factory=dict)
+    counts: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def add(self, selector: str, group: int, task: str, repo: str, value: float) -> None:
+        self.values.setdefault(selector, {})[group] = (task, repo, float(value))
+
+
+def select_groups(
+    groups: Sequence[tuple[str, Sequence[str]]],
+    labels: Mapping[str, bool],
+    classes: Mapping[str, str],
+    repos: Mapping[str, str],
+    verifiers: Mapping[str, Mapping[str, float | None]],
+) -> GroupValues:
+    """Every selector's value on every group. ``verifiers``: name -> candidate id -> score
+    (None: the scoring failed; a candidate not in the mapping: not scored yet, so the
+    verifier leaves the group out until it is)."""
+    out = GroupValues()
+    for index, (task, ids) in enumerate(groups):
+        labs = [bool(labels[i]) for i in ids]
+        cls = [classes[i] for i in ids]
+        repo = repos.get(task, "")
+        out.add("random", index, task, repo, random_value(labs))
+        out.add("majority", index, task, repo, majority_value(cls, labs))
+        out.add("oracle", index, task, repo, oracle_value(labs))
+        for name, scores in verifiers.items():
+            counts = out.counts.setdefault(name, Counter())
+            if any(i not in scores for i in ids):
+                counts["groups not scored yet"] += 1
+                continue
+            pick = verifier_value([scores[i] for i in ids], labs, cls)
+            out.add(name, index, task, repo, pick.value)
+            out.tie_avg.setdefault(name, []).append(pick.tie_avg)
+            counts["groups"] += 1
+            counts["groups with tied top scores"] += int(pick.tied)
+            counts["groups with a failed candidate left out"] += int(pick.left_out > 0)
+            counts["groups with no scored candidate (random expectation)"] += int(pick.fallback)
+    return out
+
+
+def bootstrap_mean_ci(
+    values: Sequence[tuple[str, float]], *, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float] | None:
+    """95% percentile bootstrap interval of the mean of ``(task, value)`` pairs, resampling
+    tasks with replacement (each drawn task brings all its values). None for no value."""
+    if not values:
+        return None
+    sums: dict[str, list[float]] = {}
+    for task, value in values:
+        entry = sums.setdefault(task, [0.0, 0.0])
+        entry[0] += value
+        entry[1] += 1
+    tasks = [sums[t] for t in sorted(sums)]
+    rng = random.Random(seed)
+    means = []
+    for _ in range(resamples):
+        total = count = 0.0
+        for _ in tasks:
+            s, n = tasks[rng.randrange(len(tasks))]
+            total += s
+            count += n
+        means.append(total / count)
+    means.sort()
+    lo = means[round(0.025 * (resamples - 1))]
+    hi = means[round(0.975 * (resamples - 1))]
+    return lo, hi
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def summarize(values: GroupValues, *, seed: int = 0, resamples: int = 2000) -> dict[str, Any]:
+    """Per selector: ``groups``, ``tasks``, ``rate`` with ``ci95``; for verifiers also
+    ``tie_avg``, ``gain_over_random`` (on the same groups, paired) with ``gain_ci95``, and
+    their counts; ``by_repo``: repository -> selector -> rate and groups."""
+    out: dict[str, Any] = {"selectors": {}, "by_repo": {}}
+    for selector, by_group in values.values.items():
+        rows = list(by_group.values())
+        out["selectors"][selector] = {
+            "groups": len(rows),
+            "tasks": len({t for t, _, _ in rows}),
+            "rate": _mean([v for _, _, v in rows]),
+            "ci95": bootstrap_mean_ci([(t, v) for t, _, v in rows], seed=seed, resamples=resamples),
+        }
+        for _, repo, value in rows:
+            per = out["by_repo"].setdefault(repo, {}).setdefault(selector, [0.0, 0])
+            per[0] += value
+            per[1] += 1
+    rnd = values.values.get("random", {})
+    for name, counts in values.counts.items():
+        entry = out["selectors"].setdefault(
+            name, {"groups": 0, "tasks": 0, "rate": None, "ci95": None}
+        )
+        entry["counts"] = dict(counts)
+        entry["tie_avg"] = _mean(values.tie_avg.get(name, []))
+        # paired with the random expectation on the same groups
+        diffs = [(t, v - rnd[g][2]) for g, (t, _, v) in values.values.get(name, {}).items()]
+        entry["gain_over_random"] = _mean([d for _, d in diffs])
+        entry["gain_ci95"] = bootstrap_mean_ci(diffs, seed=seed, resamples=resamples)
+    out["by_repo"] = {
+        repo: {sel: {"rate": s / n, "groups": n} for sel, (s, n) in sorted(per.items())}
+        for repo, per in sorted(out["by_repo"].items())
+    }
+    return out
