@@ -8,7 +8,6 @@ import argparse
 import json
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -178,21 +177,27 @@ def test_legacy_reports_keep_their_provenance():
 
 
 def committed_tree(tmp_path: Path) -> Path:
-    """BENCHMARKS.md and benchmarks/results as committed (HEAD), or the working tree when
-    this is not a git checkout."""
+    """BENCHMARKS.md and the report.json files as committed (HEAD), copied under
+    ``tmp_path``; the working tree itself when this is not a git checkout."""
     git = shutil.which("git")
-    if git and (REPO / ".git").exists():
-        archive = tmp_path / "head.tar"
-        done = subprocess.run(
-            [git, "-C", str(REPO), "archive", "--format=tar", "-o", str(archive), "HEAD",
-             "BENCHMARKS.md", "benchmarks/results"],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        if done.returncode == 0:
-            with tarfile.open(archive) as tar:
-                tar.extractall(tmp_path / "head", filter="data")
-            return tmp_path / "head"
-    return REPO
+    if not git or not (REPO / ".git").exists():
+        return REPO
+
+    def show(*argv: str) -> bytes | None:
+        done = subprocess.run([git, "-C", str(REPO), *argv], capture_output=True, timeout=60)
+        return done.stdout if done.returncode == 0 else None
+
+    listing = show("ls-tree", "-r", "-z", "--name-only", "HEAD", "--", "benchmarks/results")
+    if listing is None:
+        return REPO
+    paths = [p for p in listing.decode().split("\0") if p.endswith("/report.json")]
+    for path in [*paths, "BENCHMARKS.md"]:
+        content = show("show", f"HEAD:{path}")
+        if content is not None:
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / path).write_bytes(content)
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
+    return tmp_path
 
 
 def test_committed_benchmarks_md_is_the_render_of_the_committed_reports(tmp_path, capsys):
