@@ -382,6 +382,8 @@ def _model_rows(
     """Answer every record of ``sample`` not yet done for ``(spec, mode)``; rows as they come."""
     settings = generation_settings(spec, lm, mode)
     todo = [r for r in sample if unit_key(spec, mode, r.id) not in out.done()]
+    if not todo:
+        return
     for i, record in enumerate(out.progress(todo, len(todo), f"swt {spec} {mode}"), 1):
         try:
             answer = predict(lm, record, mode, settings)

@@ -1,5 +1,5 @@
-"""SWT evaluation: selection, sampling, the inference path with a replay LM, floors, and the
-script end to end."""
+"""SWT evaluation: selection, sampling, the inference path with a replay LM, floors, and
+``sweworld bench swt`` end to end (report, plots, resume, --fresh, skips, bad data)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from sweworld.bench.swt_eval import (
     select_records,
     summarize,
 )
+from sweworld.cli import main as cli_main
+from sweworld.data.store import RecordStore
 from sweworld.models import ReplayLM
 from sweworld.transition.prompt import build_messages
-from tests.bench.fixtures import load_script, swt_records, write_dataset
+from tests.bench.fixtures import load_script, swt_record, swt_records, write_dataset
 
 ANSWERS = {
     "t-pytest": json.dumps(
@@ -101,35 +103,142 @@ def test_floors_by_hand():
     assert summarize([])["overall"]["n"] == 0
 
 
-def test_heldout_swt_script_end_to_end_with_replay(tmp_path: Path, capsys):
+def _setup(tmp_path: Path) -> tuple[Path, Path]:
     records = swt_records()
     data = write_dataset(tmp_path / "ds", records)
     replay = tmp_path / "swt.jsonl"
     replay.write_text("".join(json.dumps(line) + "\n" for line in replay_lines(records)))
-    out = tmp_path / "swt.json"
-    main = load_script("heldout_swt").main
-    assert main(["--data", str(data), "--models", f"replay:{replay}", "--json", str(out)]) == 0
-    report = json.loads(out.read_text())
-    assert report["data"]["left_out"] == {"state_source=trajectory": 1}
-    assert report["sample"]["n"] == 3
-    assert report["provenance"]["command"]
+    return data, replay
+
+
+def _bench(data: Path, replay: Path, out: Path, *extra: str) -> int:
+    argv = ["bench", "swt", "--data", str(data), "--models", f"replay:{replay}", "--out", str(out)]
+    return cli_main([*argv, *extra])
+
+
+def _table(report: dict, title: str) -> dict:
+    fig = next(f for f in report["figures"] if f["title"] == title)
+    return {row[0]: dict(zip(fig["columns"], row, strict=True)) for row in fig["rows"]}
+
+
+def _without_latency(figures: list[dict]) -> list[dict]:
+    """The figures with the latency columns blanked (a redone unit takes other seconds)."""
+    out = json.loads(json.dumps(figures))
+    for fig in out:
+        cut = [i for i, c in enumerate(fig["columns"]) if c.startswith("latency")]
+        for row in fig["rows"]:
+            for i in cut:
+                row[i] = None
+    return out
+
+
+def _rows(out: Path) -> list[str]:
+    return (out / "rows.jsonl").read_text().splitlines()
+
+
+def test_bench_swt_writes_the_report_and_plots(tmp_path: Path):
+    data, replay = _setup(tmp_path)
+    out = tmp_path / "R"
+    assert _bench(data, replay, out) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["benchmark"] == "swt" and report["finished"]
+    assert report["skipped"] == {"left out: state_source=trajectory": 1}
+    overall = _table(report, "Agreement with the real execution, overall")
     for mode in ("oracle", "blind"):
-        overall = report["models"][f"replay:{replay}"][mode]["summary"]["overall"]
+        row = overall[f"replay:{replay} ({mode})"]
         # by hand: exit agrees on the pytest and python -c records, not on the fallback (126)
-        assert overall["exit_code_agreement"] == pytest.approx(2 / 3)
-        assert overall["exit_code_agreement_model_only"] == 1.0
-        assert overall["test_status_agreement"] == 0.5  # test_y: FAILED really, PASSED predicted
-        assert overall["exception_agreement"] == pytest.approx(2 / 3)
-        assert overall["fallback_rate"] == pytest.approx(1 / 3)
-        assert overall["fallback_reasons"] == {"unparsable": 1}
+        assert row["n"] == 3
+        assert row["exit code agrees"] == pytest.approx(2 / 3)
+        assert row["exit code agrees (model answers only)"] == 1.0
+        assert row["test statuses agree"] == 0.5  # test_y: FAILED really, PASSED predicted
+        assert row["n with tests"] == 1
+        assert row["exception type agrees"] == pytest.approx(2 / 3)
         # pytest: 1 of 4 + 2 lines (1/3); python -c: 1.0; the fallback: 0.0
-        assert overall["line_similarity"] == pytest.approx((1 / 3 + 1.0 + 0.0) / 3)
-        assert overall["latency_p50_s"] is not None
-    text = capsys.readouterr().out
-    assert "== SWT oracle" in text and "floor: always exit 0" in text
+        assert row["output line similarity"] == pytest.approx((1 / 3 + 1.0 + 0.0) / 3)
+        assert row["fallback rate"] == pytest.approx(1 / 3)
+        assert row["latency p50 s"] is not None
+    floor0 = overall["floor: always exit 0, empty output"]
+    assert floor0["exit code agrees"] == pytest.approx(1 / 3) and floor0["fallback rate"] is None
+    assert overall["floor: always exit 1, empty output"]["exit code agrees"] == pytest.approx(2 / 3)
+    kinds = _table(report, "Exit-code agreement by command kind")
+    assert kinds["python_script"][f"replay:{replay} (oracle)"] == 0.0
+    assert kinds["python_script"]["floor: always exit 1, empty output"] == 1.0
+    assert kinds["pytest"]["n"] == 1 and kinds["python_c"][f"replay:{replay} (blind)"] == 1.0
+    repos = _table(report, "Exit-code agreement by repository")
+    assert repos["psf/requests"][f"replay:{replay} (oracle)"] == 0.5
+    summary = report["summary"]["series"][f"replay:{replay} (oracle)"]["overall"]
+    assert summary["fallback_reasons"] == {"unparsable": 1}
+    md = (out / "report.md").read_text()
+    assert "## Exit-code agreement by command kind" in md and "| command kind | n |" in md
+    assert "![Exit-code agreement by command kind](exit_code_by_kind.png)" in md
+    for png in ("exit_code_by_kind.png", "exit_code_by_repo.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
 
 
-def test_heldout_swt_script_with_no_records(tmp_path: Path):
+def test_bench_swt_resumes_and_starts_over(tmp_path: Path):
+    data, replay = _setup(tmp_path)
+    out = tmp_path / "R"
+    assert _bench(data, replay, out) == 0
+    assert len(_rows(out)) == 6  # 3 records x 2 modes
+    before = _without_latency(json.loads((out / "report.json").read_text())["figures"])
+    # every unit done: the model is not even loaded (its replay file is gone)
+    replay.rename(tmp_path / "away.jsonl")
+    assert _bench(data, replay, out) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert len(_rows(out)) == 6 and report["resumed_rows"] == 6
+    assert _without_latency(report["figures"]) == before
+    assert report["skipped"] == {"left out: state_source=trajectory": 1}
+    # one unit lost (a kill): only that one is redone
+    (tmp_path / "away.jsonl").rename(replay)
+    (out / "rows.jsonl").write_text("\n".join(_rows(out)[:5]) + "\n")
+    assert _bench(data, replay, out) == 0
+    assert len(_rows(out)) == 6
+    assert _without_latency(json.loads((out / "report.json").read_text())["figures"]) == before
+    # other settings are refused without --fresh; --fresh starts over
+    assert _bench(data, replay, out, "--modes", "oracle") == 2
+    assert _bench(data, replay, out, "--modes", "oracle", "--fresh") == 0
+    assert len(_rows(out)) == 3
+    assert json.loads((out / "report.json").read_text())["resumed_rows"] == 0
+
+
+def test_bench_swt_counts_records_with_missing_fields(tmp_path: Path):
+    folder = tmp_path / "raw"  # record files, not finalized: read row by row
+    good = swt_record("t-pyc", "pallets/flask", "python -c 'print(1)'", stdout="1\n")
+    no_command = swt_record("t-empty", "pallets/flask", "", stdout="")
+    with RecordStore(folder) as store:
+        store.add(good)
+        store.add(no_command)
+    lacking = good.to_dict()
+    lacking["id"] = "t-no-exit"
+    del lacking["exit_code"]
+    with (folder / "records" / "swt.jsonl").open("a") as fh:
+        fh.write(json.dumps(lacking) + "\n" + "{not json\n")
+    replay = tmp_path / "r.jsonl"
+    replay.write_text(json.dumps({"text": json.dumps({"stdout": "1\n", "exit_code": 0})}) + "\n")
+    out = tmp_path / "R"
+    assert _bench(folder, replay, out, "--modes", "oracle") == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["skipped"] == {
+        "missing field: exit_code": 1,
+        "missing field: command": 1,
+        "unreadable row (not JSON)": 1,
+    }
+    overall = _table(report, "Agreement with the real execution, overall")
+    assert overall[f"replay:{replay} (oracle)"]["n"] == 1
+    assert overall[f"replay:{replay} (oracle)"]["exit code agrees"] == 1.0
+
+
+def test_bench_swt_bad_data_is_a_clear_error(tmp_path: Path, capsys):
+    replay = tmp_path / "r.jsonl"
+    replay.write_text("")
+    assert _bench(tmp_path / "nowhere", replay, tmp_path / "R") == 2
+    assert "no such dataset folder" in capsys.readouterr().out
     data = write_dataset(tmp_path / "ds", [r for r in swt_records() if r.repo == "owner/trained"])
-    main = load_script("heldout_swt").main
-    assert main(["--data", str(data), "--models", "embedded"]) == 1
+    assert _bench(data, replay, tmp_path / "R") == 2
+    assert "no SWT records in the test split" in capsys.readouterr().out
+    assert _bench(data, replay, tmp_path / "R", "--modes", "sideways") == 2
+
+
+def test_the_old_script_names_its_replacement(capsys):
+    assert load_script("heldout_swt").main(["--data", "D"]) == 2
+    assert "sweworld bench swt --data D" in capsys.readouterr().out
