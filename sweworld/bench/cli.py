@@ -54,11 +54,9 @@ def add_bench_parsers(sub: Any) -> None:
         # Imported lazily per benchmark: a module whose optional parts are missing still
         # lists; it says what is missing when run.
         try:
-            mod = importlib.import_module(module)
-        except ImportError as exc:
-            p.set_defaults(bench_import_error=f"{module}: {exc}")
-            continue
-        mod.add_arguments(p)
+            importlib.import_module(module).add_arguments(p)
+        except Exception as exc:  # one broken benchmark never breaks the other commands
+            p.set_defaults(bench_import_error=f"{module}: {type(exc).__name__}: {exc}")
 
 
 def run(args: argparse.Namespace) -> int:
