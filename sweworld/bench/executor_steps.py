@@ -216,6 +216,24 @@ def _record_command(record: Any) -> str:
     return command
 
 
+#: Paths a recorded diff may carry that are caches, not the agent's work (left out of the
+#: replayed state: every executor writes its own, or none).
+CACHE_PARTS = (".pytest_cache", "__pycache__", ".mypy_cache", ".egg-info", ".tox")
+
+
+def without_caches(diff: str) -> str:
+    """``diff`` without the sections of files under cache folders (:data:`CACHE_PARTS`)."""
+    sections = diff.split("\ndiff --git ")
+    kept = []
+    for i, section in enumerate(sections):
+        head = section.split("\n", 1)[0]
+        if any(part in head for part in CACHE_PARTS):
+            continue
+        kept.append(section if i == 0 else "diff --git " + section)
+    text = "\n".join(kept)
+    return text if text.endswith("\n") or not text else text + "\n"
+
+
 def record_steps(records: Iterable[Any]) -> tuple[dict[str, list[Step]], dict[str, Any]]:
     """Per instance id, the steps replaying its SWT records in episode order (``step``,
     then ``call``), and per instance the task row the records carry. A record whose
@@ -233,21 +251,22 @@ def record_steps(records: Iterable[Any]) -> tuple[dict[str, list[Step]], dict[st
         steps: list[Step] = []
         diff: str | None = None
         for record in recs:
-            if record.diff != diff and not (diff is None and not record.diff):
+            state = without_caches(record.diff or "")
+            if state != diff and not (diff is None and not state):
                 reset = "git checkout -q -- . && git clean -qfd"
-                if record.diff.strip():
+                if state.strip():
                     steps.append(
                         Step(
                             len(steps),
                             "setup:state",
                             f"{reset} && git apply {PATCH_PATH}",
-                            ((PATCH_PATH, record.diff),),
+                            ((PATCH_PATH, state),),
                             False,
                         )
                     )
                 else:
                     steps.append(Step(len(steps), "setup:state", reset, (), False))
-            diff = record.diff
+            diff = state
             recorded = {
                 "stdout": record.stdout,
                 "stderr": record.stderr,

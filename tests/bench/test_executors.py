@@ -1,0 +1,361 @@
+"""``sweworld bench executors``: steps, pair figures, and runs on the toy task.
+
+Local vs Simulated runs need only the sandbox (the simulated executor answers from a
+``replay:`` file); the Docker runs need an engine and the toy task's image, and skip with
+the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from sweworld.bench.executor_pairs import figures_from_rows, pair_names
+from sweworld.bench.executor_steps import (
+    PROBE_LABELS,
+    patched_module,
+    probe_steps,
+    record_steps,
+    without_caches,
+)
+from sweworld.bench.executor_steps import test_ids as read_test_ids
+from sweworld.bench.executors import select_simulated
+from sweworld.cli import main as cli_main
+from sweworld.data.schema import SWTRecord
+from sweworld.execution.base import ExecutionResult
+from sweworld.execution.docker import swebench_image_name
+from tests.conftest import requires_sandbox
+
+TOY = "sweworld__stockroom-1"
+#: The replayed model's one answer: exit 0, no output.
+EMPTY_ANSWER = json.dumps({"stdout": "", "stderr": "", "exit_code": 0})
+
+
+def _replay(tmp_path: Path, n: int = 300) -> Path:
+    path = tmp_path / "replay.jsonl"
+    path.write_text("".join(json.dumps({"text": EMPTY_ANSWER}) + "\n" for _ in range(n)))
+    return path
+
+
+def _bench(out: Path, *extra: str) -> int:
+    return cli_main(["bench", "executors", "--out", str(out), "--ids", TOY, *extra])
+
+
+def _rows(out: Path) -> list[dict]:
+    """The complete rows (a line cut short by a kill is not one)."""
+    rows = []
+    for line in (out / "rows.jsonl").read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
+
+
+def _figure(report: dict, title: str) -> dict:
+    return next(f for f in report["figures"] if f["title"].startswith(title))
+
+
+# ------------------------------------------------------------------------------ steps
+
+
+def test_probe_steps_of_the_toy_task(toy_task):
+    steps = probe_steps(toy_task)
+    measured = [s.label for s in steps if s.measured]
+    assert measured == list(PROBE_LABELS)
+    assert [s.index for s in steps] == list(range(len(steps)))
+    gold = next(s for s in steps if s.label == "setup:gold_patch")
+    assert not gold.measured and gold.kind == "setup"
+    assert gold.files == (("/tmp/sweworld_bench.patch", toy_task.patch),)
+    assert gold.index < next(s.index for s in steps if s.label == "tests_f2p_gold")
+    f2p = next(s for s in steps if s.label == "tests_f2p_base")
+    assert f2p.kind == "pytest" and toy_task.FAIL_TO_PASS[0] in f2p.command
+    assert next(s for s in steps if s.label == "stdin_piped").kind == "python_c"
+    module = next(s for s in steps if s.label == "import_patched_module")
+    assert "import stockroom.textutil as m" in module.command
+
+
+def test_probe_steps_without_tests_or_patch():
+    task = dataclasses.make_dataclass("T", ["FAIL_TO_PASS", "PASS_TO_PASS", "patch"])("", [], "")
+    labels = [s.label for s in probe_steps(task)]
+    assert "tests_f2p_base" not in labels and "setup:gold_patch" not in labels
+    assert "import_patched_module" not in labels and labels[0] == "python_version"
+
+
+def test_helpers():
+    assert (
+        read_test_ids('["a::b", "c"]') == ["a::b", "c"]
+        and read_test_ids("") == []
+        and read_test_ids("x[") == []
+    )
+    patch = (
+        "diff --git a/tests/test_x.py b/tests/test_x.py\n"
+        "diff --git a/src/pkg/__init__.py b/src/pkg/__init__.py\n"
+    )
+    assert patched_module(patch) == "pkg"
+    assert patched_module("diff --git a/README.md b/README.md\n") is None
+    diff = (
+        "diff --git a/.pytest_cache/README.md b/.pytest_cache/README.md\n+x\n"
+        "diff --git a/a.py b/a.py\n+y\n"
+        "diff --git a/p/__pycache__/a.pyc b/p/__pycache__/a.pyc\nBinary\n"
+    )
+    assert without_caches(diff) == "diff --git a/a.py b/a.py\n+y\n"
+    assert without_caches("") == ""
+
+
+def test_simulated_steps_are_spread_evenly(toy_task):
+    steps = probe_steps(toy_task)
+    measured = [s.index for s in steps if s.measured]
+    assert select_simulated(steps, 0) == set(measured)
+    chosen = sorted(select_simulated(steps, 3))
+    assert len(chosen) == 3 and chosen[0] == measured[0] and set(chosen) <= set(measured)
+
+
+def _record(rid: str, step: int, command: str, diff: str = "", **kw) -> SWTRecord:
+    return SWTRecord(id=rid, source="test", instance_id="i-1", repo="o/r", command=command,
+                     stdout="out\n", stderr="", exit_code=0, step=step, diff=diff,
+                     task=json.dumps({"instance_id": "i-1"}), **kw)  # fmt: skip
+
+
+def test_record_steps_set_the_state_before_each_command():
+    recs = [
+        _record("c", 2, "python b.py", diff="diff --git a/b.py b/b.py\n+1\n"),
+        _record("a", 0, "python -m pytest", cwd="/testbed/sub", env='{"K": "v w"}'),
+        _record("b", 1, "python -c 'print(1)'", stdin="hi\n"),
+        _record("d", 3, "python b.py"),
+    ]
+    steps, tasks = record_steps(recs)
+    assert list(tasks) == ["i-1"]
+    labels = [(s.label, s.measured) for s in steps["i-1"]]
+    assert labels == [
+        ("record:a", True),
+        ("record:b", True),
+        ("setup:state", False),
+        ("record:c", True),
+        ("setup:state", False),
+        ("record:d", True),
+    ]
+    first, second, apply, _, reset, _ = steps["i-1"]
+    assert first.command == "cd /testbed/sub && K='v w' python -m pytest"
+    assert second.command == "python -c 'print(1)' <<'SWEWORLD_STDIN'\nhi\nSWEWORLD_STDIN"
+    assert apply.files[0][1].startswith("diff --git a/b.py") and "git apply" in apply.command
+    assert "git apply" not in reset.command and "git checkout" in reset.command
+    assert first.recorded == {"stdout": "out\n", "stderr": "", "exit_code": 0}
+
+
+# ------------------------------------------------------------------------------ figures
+
+
+def _entry(stdout: str, exit_code: int, wall: float = 1.0) -> dict:
+    return {"stdout": stdout, "stderr": "", "exit_code": exit_code, "wall_s": wall}
+
+
+def _row(index, label, kind, command, docker, local, agree) -> dict:
+    return {
+        "task": "t",
+        "repo": "o/r",
+        "index": index,
+        "label": label,
+        "kind": kind,
+        "command": command,
+        "results": {"docker": docker, "local": local},
+        "pairs": {"docker-local": agree},
+    }
+
+
+def test_figures_from_rows_by_hand():
+    from sweworld.bench.executors import compare_pair
+
+    a, b = ExecutionResult("x\n", "", 0), ExecutionResult("y\n", "", 1)
+    same = compare_pair({"result": a}, {"result": a}, "python -c 1", "o/r")
+    differ = compare_pair({"result": a}, {"result": b}, "ls", "o/r")
+    rows = [
+        _row(0, "one", "python_c", "python -c 1", _entry("x\n", 0), _entry("x\n", 0), same),
+        _row(1, "two", "other", "ls", _entry("x\n", 0, 3.0), _entry("y\n", 1), differ),
+    ]
+    figures, summary = figures_from_rows(rows, ["docker", "local"])
+    assert pair_names(["docker", "local", "simulated"]) == [
+        "docker-local",
+        "docker-simulated",
+        "local-simulated",
+    ]
+    overall = _figure({"figures": figures}, "Agreement by executor pair")["rows"]
+    assert overall[0] == ["docker-local", 2, 0.5, None, 1.0, 0.5, 0.5]
+    # the floor (exit 0, no output) against docker: both exit 0, neither output empty
+    assert overall[1][:3] == ["docker vs floor: always exit 0, empty output", 2, 1.0]
+    assert summary["by_kind"] == {"other": {"docker-local": 0.0}, "python_c": {"docker-local": 1.0}}
+    listed = _figure({"figures": figures}, "Steps where local differs")["rows"]
+    assert [r[1] for r in listed] == ["1 two"] and listed[0][3].startswith("exit code")
+    assert summary["speed"]["docker"] == {"steps": 2, "seconds": 4.0, "steps_per_s": 0.5}
+    assert summary["compared_steps"] == 2
+
+
+# ------------------------------------------------------------------------------ runs
+
+
+@requires_sandbox
+@pytest.mark.slow
+def test_local_vs_simulated_on_the_toy_task_and_resume(tmp_path):
+    out = tmp_path / "out"
+    replay = _replay(tmp_path)
+    args = ("--executors", "local,simulated", "--model", f"replay:{replay}")
+    assert _bench(out, *args) == 0
+    report = json.loads((out / "report.json").read_text())
+    rows = {r["row"]["label"]: r["row"] for r in _rows(out)}
+    assert sorted(rows) == sorted(PROBE_LABELS)
+    pair = {label: row["pairs"]["local-simulated"] for label, row in rows.items()}
+    # answered exactly by the simulator's facts: the same output as the real run
+    for label in ("python_version", "nonzero_exit", "missing_module"):
+        assert pair[label]["identical"], (label, rows[label]["results"])
+    assert rows["nonzero_exit"]["results"]["local"]["exit_code"] == 3
+    assert rows["tests_f2p_base"]["results"]["local"]["exit_code"] == 1
+    assert rows["tests_f2p_gold"]["results"]["local"]["exit_code"] == 0
+    assert "ALPHA\nBETA" in rows["stdin_piped"]["results"]["local"]["stdout"]
+    assert rows["env_var"]["results"]["local"]["stdout"] == "42\n"
+    assert rows["cwd_change"]["results"]["local"]["stdout"] == "/testbed/stockroom\n"
+    assert rows["python_writes_file"]["results"]["local"]["stdout"] == "written by python\n"
+    # "exit 0, no output" fails validation for a test run (pytest would collect tests):
+    # the simulator falls back and says nothing was run
+    for label in ("tests_f2p_base", "tests_p2p_base", "tests_f2p_gold", "tests_p2p_gold"):
+        assert rows[label]["results"]["simulated"]["sources"] == ["fallback"]
+        assert pair[label]["exit_code"] is False and pair[label]["tests"] == 0.0
+    overall = _figure(report, "Agreement by executor pair")["rows"][0]
+    assert overall[:3] == ["local-simulated", 14, 8 / 14]
+    assert report["summary"]["headline"][0].startswith("local-simulated: exit code 57.1%")
+    assert (out / "report.md").read_text().count("| local-simulated |") >= 1
+
+    # resume: rows already there are not redone; a lost tail is
+    lines = (out / "rows.jsonl").read_text().splitlines()
+    (out / "rows.jsonl").write_text("\n".join(lines[:5]) + "\n" + lines[5][:20])
+    assert _bench(out, *args) == 0
+    keys = [r["key"] for r in _rows(out)]
+    assert len(keys) == 14 == len(set(keys))
+    assert _bench(out, *args) == 0
+    assert len(_rows(out)) == 14  # nothing left to do: no row added
+    # other settings are refused unless --fresh
+    assert _bench(out, *args, "--simulated-limit", "2") == 2
+    assert _bench(out, *args, "--simulated-limit", "2", "--fresh") == 0
+    sim = [r for r in _rows(out) if "simulated" in r["row"]["results"]]
+    assert len(sim) == 2
+
+
+class _DiesAfter:
+    """An executor whose engine goes away after ``n`` commands: later calls come back not
+    executed, as the Docker executor answers when its engine is unreachable."""
+
+    name = "dies"
+
+    def __init__(self, inner, n: int):
+        self.inner, self.left = inner, n
+
+    def __getattr__(self, name):  # environment(), close_session(), close()
+        return getattr(self.inner, name)
+
+    def execute(self, request):
+        self.left -= 1
+        if self.left >= 0:
+            return self.inner.execute(request)
+        return ExecutionResult(stderr="sweworld: cannot reach the Docker engine\n", exit_code=1,
+                               info={"executed": False, "status": "env_failed"})  # fmt: skip
+
+
+@requires_sandbox
+def test_an_engine_that_dies_mid_run_keeps_the_finished_steps(tmp_path, monkeypatch):
+    import sweworld.bench.executors as bench
+
+    made = bench.make_executor
+
+    def make(name, args):
+        executor = made(name, args)
+        return _DiesAfter(executor, 3) if name == "local" else executor
+
+    monkeypatch.setattr(bench, "make_executor", make)
+    out = tmp_path / "out"
+    args = ("--executors", "simulated,local", "--model", f"replay:{_replay(tmp_path)}")
+    assert _bench(out, *args) == 1  # the run says it failed
+    rows = [r["row"] for r in _rows(out)]
+    report = json.loads((out / "report.json").read_text())
+    assert len(rows) == 14  # every step kept; the simulated side went on alone
+    with_local = [r for r in rows if "local" in r["results"]]
+    # three commands ran, then two steps not executed, then local was left out
+    assert [bool(r["results"]["local"].get("failed")) for r in with_local] == [False] * 3 + [
+        True
+    ] * 2
+    assert report["skipped"]["local: step not executed"] == 2
+    assert "left out after step" in report["summary"]["run_failures"][0]
+
+
+def test_bad_executors_and_data(tmp_path):
+    assert _bench(tmp_path / "o", "--executors", "local") == 2
+    assert _bench(tmp_path / "o", "--executors", "local,qemu") == 2
+    assert _bench(tmp_path / "o", "--executors", "local,simulated", "--from-records",
+                  str(tmp_path / "nowhere")) == 2  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ docker
+
+
+def _engine():
+    try:
+        import docker
+
+        client = docker.from_env(timeout=20)
+        client.ping()
+    except Exception as exc:
+        return None, f"no Docker engine answers: {exc}"
+    return client, ""
+
+
+def _toy_image(client, name: str = TOY) -> str | None:
+    for image in (swebench_image_name(name), swebench_image_name(name, namespace=None)):
+        try:
+            client.images.get(image)
+            return image
+        except Exception:
+            continue
+    return None
+
+
+@requires_sandbox
+@pytest.mark.docker
+def test_a_missing_image_is_counted_and_the_task_runs_without_docker(tmp_path, monkeypatch):
+    client, _ = _engine()
+    if client is None:
+        monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        reason = "docker: no Docker engine answers"
+    else:
+        if _toy_image(client):
+            pytest.skip(f"the toy task's image is present ({swebench_image_name(TOY)})")
+        reason = "docker: image missing (task left without it)"
+    out = tmp_path / "out"
+    code = _bench(out, "--executors", "docker,simulated", "--model", f"replay:{_replay(tmp_path)}")
+    report = json.loads((out / "report.json").read_text())
+    assert code == 1  # nothing compared
+    assert any(k.startswith(reason) for k in report["skipped"]), report["skipped"]
+    assert report["summary"]["missing_executors"][TOY]["docker"]
+    assert all("docker" not in r["row"]["results"] for r in _rows(out))
+
+
+@requires_sandbox
+@pytest.mark.docker
+@pytest.mark.slow
+def test_docker_vs_local_on_the_toy_image(tmp_path):
+    client, problem = _engine()
+    if client is None:
+        pytest.skip(problem)
+    if _toy_image(client) is None:
+        pytest.skip(f"image {swebench_image_name(TOY)} is not on the engine (build it first)")
+    out = tmp_path / "out"
+    assert _bench(out, "--executors", "docker,local") == 0
+    rows = {r["row"]["label"]: r["row"] for r in _rows(out)}
+    pair = {label: row["pairs"]["docker-local"] for label, row in rows.items()}
+    for label in ("tests_f2p_base", "tests_p2p_base", "tests_f2p_gold", "tests_p2p_gold"):
+        assert pair[label]["exit_code"] and pair[label]["tests"] == 1.0, rows[label]["results"]
+    for label in ("nonzero_exit", "missing_module", "stdin_piped", "env_var", "cwd_change"):
+        assert pair[label]["identical"], rows[label]["results"]
+    # a file Python writes in the container is not copied back to the session: by design
+    writes = rows["python_writes_file"]["results"]
+    assert writes["local"]["exit_code"] == 0 and writes["docker"]["exit_code"] != 0
