@@ -1,5 +1,5 @@
-"""SWR evaluation: floors, metrics, best-of-N on constructed cases, and the script end to end
-with the replay LM."""
+"""SWR evaluation: floors, metrics, best-of-N on constructed cases, and ``sweworld bench swr``
+end to end with the replay LM (report, plots, resume, --fresh, skips, bad data)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,12 @@ from sweworld.bench.swr_eval import (
     gold_files_score,
     metrics_of,
     sample_candidates,
+    stage_score,
     task_of,
 )
+from sweworld.cli import main as cli_main
 from sweworld.data.schema import SWRRecord
+from sweworld.data.store import RecordStore
 from tests.bench.fixtures import BOTH, GOLD, HALF, OTHER, load_script, swr_records, write_dataset
 
 
@@ -118,30 +121,130 @@ def test_sample_is_label_balanced_and_tasks_read_back():
         task_of(SWRRecord(id="b", source="t", instance_id="b", repo="r", patch="", resolved=False))
 
 
-@pytest.mark.slow
-def test_heldout_swr_script_end_to_end_with_replay(tmp_path: Path, capsys):
-    main = load_script("heldout_swr").main
+def test_stage_score_reads_the_verdicts():
+    row = {
+        "stages": {
+            "syntax": {"verdict": "pass", "score": None},
+            "typecheck": {"verdict": "skip", "score": None},
+            "semantic": {"verdict": "fail", "score": 0.0},
+            "tests": {"verdict": "pass", "score": 0.7},
+        }
+    }
+    assert stage_score(row, "syntax") == 1.0 and stage_score(row, "semantic") == 0.0
+    assert stage_score(row, "typecheck") is None and stage_score(row, "tests") == 0.7
+    assert stage_score({"stages": {}}, "tests") is None  # stopped before it ran
+
+
+def _replay(tmp_path: Path) -> Path:
     from sweworld.reward.swr.prompt import swr_target
 
-    data = write_dataset(tmp_path / "ds", swr_records())
     answer = swr_target(
         {"tests/test_core.py::test_f": "PASSED", "tests/test_core.py::test_g": "PASSED"}, True
     )
     replay = tmp_path / "swr.jsonl"
-    replay.write_text("".join(json.dumps({"text": answer}) + "\n" for _ in range(20)))
-    out = tmp_path / "swr.json"
-    code = main(["--data", str(data), "--models", f"replay:{replay}", "--modes", "oracle",
-                 "--limit", "4", "--hunks-only", "--json", str(out)])  # fmt: skip
-    assert code == 0
-    report = json.loads(out.read_text())
-    assert report["sample"]["n"] == 4 and report["sample"]["resolved"] == 2
-    assert report["data"]["records"] == 8  # the training repository is not in the test split
-    entry = report["models"][f"replay:{replay}"]["oracle"]
-    assert len(entry["rows"]) == 8  # the sample and every candidate of the best-of-N tasks
-    assert all(r["tests_p"] is not None and r["score"] > 0.5 for r in entry["rows"])
-    overall = entry["classification"]["overall"]["score"]
-    assert overall["n"] == 4 and overall["recall"] == 1.0 and overall["accuracy"] == 0.5
-    floors = report["floors"]["classification"]["overall"]
-    assert floors["always resolved"]["accuracy"] == 0.5
-    assert entry["best_of_n"]["2"]["n_tasks"] > 0
-    assert "== SWR oracle" in capsys.readouterr().out
+    replay.write_text("".join(json.dumps({"text": answer}) + "\n" for _ in range(40)))
+    return replay
+
+
+def _bench(data: Path, replay: Path, out: Path, *extra: str) -> int:
+    argv = ["bench", "swr", "--data", str(data), "--models", f"replay:{replay}", "--out",
+            str(out), "--modes", "oracle", "--hunks-only"]  # fmt: skip
+    return cli_main([*argv, *extra])
+
+
+def _table(report: dict, title: str, key: int = 0) -> dict:
+    fig = next(f for f in report["figures"] if f["title"] == title)
+    return {
+        tuple(row[: key + 1]) if key else row[0]: dict(zip(fig["columns"], row, strict=True))
+        for row in fig["rows"]
+    }
+
+
+def _rows(out: Path) -> list[str]:
+    return (out / "rows.jsonl").read_text().splitlines()
+
+
+@pytest.mark.slow
+def test_bench_swr_report_resume_and_fresh(tmp_path: Path):
+    data = write_dataset(tmp_path / "ds", swr_records())
+    replay = _replay(tmp_path)
+    out = tmp_path / "R"
+    assert _bench(data, replay, out, "--limit", "0") == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["benchmark"] == "swr" and report["finished"] and report["skipped"] == {}
+    assert report["sample"]["n"] == 8 and report["sample"]["resolved"] == 4
+    table = _table(report, "Classification against real labels")
+    model = table[f"replay:{replay} (oracle): all stages"]
+    # every candidate gets P = 0.95 (all tests predicted to pass): all predicted resolved
+    assert model["n"] == 8 and model["accuracy"] == 0.5 and model["recall"] == 1.0
+    assert model["precision"] == 0.5 and model["F1"] == pytest.approx(2 / 3)
+    assert model["ROC AUC"] == 0.5 and model["ECE"] == pytest.approx(0.45)
+    assert table[f"replay:{replay} (oracle): syntax stage alone"]["accuracy"] == 0.5
+    assert table["floor: always resolved"]["ECE"] == pytest.approx(0.5)
+    gold = table["floor: gold files"]
+    # gold, both: 1 (resolved); half: 1 (not resolved); other: 0 (not resolved), per task
+    assert gold["accuracy"] == 0.75 and gold["precision"] == pytest.approx(4 / 6)
+    assert gold["balanced accuracy"] == 0.75 and gold["ROC AUC"] == 0.75
+    assert gold["ECE"] == pytest.approx(6 / 8 * (1 - 4 / 6))
+    per_repo = _table(report, "Classification per repository", key=1)
+    assert per_repo[("psf/requests", "floor: gold files")]["n"] == 4
+    calibration = _table(report, "Calibration of the combined score")
+    assert calibration[f"replay:{replay} (oracle)"]["mean score"] == pytest.approx(0.95)
+    confusion = _table(report, "Confusion matrices (threshold 0.5)")[f"replay:{replay} (oracle)"]
+    assert (confusion["true positive"], confusion["false positive"]) == (4, 4)
+    bon = _table(report, "Best of N", key=1)
+    # N = 4: one subset per task (all 4 candidates); gold files ties gold, both, half: 2/3
+    assert bon[(4, "floor: gold files")]["selected resolves"] == pytest.approx(2 / 3)
+    assert bon[(4, "floor: gold files")]["subsets"] == 2
+    assert bon[(4, f"replay:{replay} (oracle): all stages")]["selected resolves"] == 0.5
+    assert bon[(4, "floor: always resolved")]["oracle"] == 1.0
+    md = (out / "report.md").read_text()
+    assert "## Classification against real labels" in md and "| floor: gold files |" in md
+    for png in ("calibration.png", "confusion_1.png", "best_of_n.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    assert len(_rows(out)) == 8
+    # resumed: nothing redone, the model not even built (its replay file is gone)
+    replay.rename(tmp_path / "away.jsonl")
+    assert _bench(data, replay, out, "--limit", "0") == 0
+    again = json.loads((out / "report.json").read_text())
+    assert len(_rows(out)) == 8 and again["resumed_rows"] == 8 and again["skipped"] == {}
+    assert _table(again, "Classification against real labels") == table
+    # other settings: refused; --fresh starts over
+    (tmp_path / "away.jsonl").rename(replay)
+    assert _bench(data, replay, out, "--limit", "2", "--bon-tasks", "0") == 2
+    assert _bench(data, replay, out, "--limit", "2", "--bon-tasks", "0", "--fresh") == 0
+    assert len(_rows(out)) == 2
+
+
+def test_bench_swr_counts_bad_records_and_bad_data(tmp_path: Path, capsys):
+    good, other = swr_records()[0], swr_records()[3]
+    no_task = SWRRecord(id="no-task", source="t", instance_id="psf__requests-9",
+                        repo="psf/requests", patch=GOLD, resolved=True)  # fmt: skip
+    folder = tmp_path / "raw"  # record files, not finalized: read row by row
+    with RecordStore(folder) as store:
+        for record in (good, other, no_task):
+            store.add(record)
+    lacking = good.to_dict()
+    lacking["id"] = "no-label"
+    del lacking["resolved"]
+    with (folder / "records" / "swr.jsonl").open("a") as fh:
+        fh.write(json.dumps(lacking) + "\n")
+    replay = _replay(tmp_path)
+    out = tmp_path / "R"
+    assert _bench(folder, replay, out, "--bon-tasks", "0") == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["skipped"] == {"missing field: resolved": 1, "unusable task row: no task row": 1}
+    model = _table(report, "Classification against real labels")[
+        f"replay:{replay} (oracle): all stages"
+    ]
+    assert model["n"] == 2 and model["accuracy"] == 0.5
+    assert _bench(tmp_path / "nowhere", replay, tmp_path / "R2") == 2
+    assert "no such dataset folder" in capsys.readouterr().out
+    empty = write_dataset(tmp_path / "ds", [r for r in swr_records() if r.repo == "owner/trained"])
+    assert _bench(empty, replay, tmp_path / "R3") == 2
+    assert "no SWR records in the test split" in capsys.readouterr().out
+
+
+def test_the_old_script_names_its_replacement(capsys):
+    assert load_script("heldout_swr").main(["--out", "R"]) == 2
+    assert "sweworld bench swr --out R" in capsys.readouterr().out
