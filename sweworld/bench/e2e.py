@@ -28,7 +28,6 @@ __all__ = ["add_arguments", "load_task_rows", "run", "write_report"]
 
 TITLE = "An agent on simulated vs real feedback, graded for real (sweworld bench e2e)"
 FEEDBACKS = ("simulated", "real")
-TOY_TASKS = Path(__file__).resolve().parents[2] / "data" / "toy" / "tasks.jsonl"
 
 
 def add_arguments(parser: Any) -> None:
@@ -36,7 +35,7 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--out", required=True, help="output folder (report.json, report.md)")
     parser.add_argument("--fresh", action="store_true", help="discard the rows of earlier runs")
     parser.add_argument(
-        "--tasks", nargs="+", default=[str(TOY_TASKS)], help="task row files (JSONL)"
+        "--tasks", nargs="+", default=None, help="task row files (JSONL; default: the toy tasks)"
     )
     parser.add_argument("--ids", default="", help="comma-separated instance ids to keep")
     parser.add_argument("--limit", type=int, default=0, help="tasks per --tasks file (0: all)")
@@ -86,8 +85,8 @@ def load_task_rows(
                 continue
             try:
                 task = coerce_task(json.loads(line))
-            except (ValueError, TypeError) as exc:
-                skip(f"bad task row ({type(exc).__name__})")
+            except (ValueError, TypeError):
+                skip("bad task row (not JSON, or not a task)")
                 continue
             if (ids and task.instance_id not in ids) or task.instance_id in seen:
                 continue
@@ -121,6 +120,10 @@ def run(args: Any) -> int:
     from sweworld.bench.e2e_agents import candidate_pool, pool_row, run_episode
     from sweworld.bench.output import BenchOutput, ResumeMismatch
 
+    if not args.tasks:
+        from sweworld.tasks.toy import toy_tasks_path
+
+        args.tasks = [str(toy_tasks_path())]
     feedbacks = [f for f in args.feedback.split(",") if f]
     scripted = args.agent == "scripted"
     if not feedbacks or any(f not in FEEDBACKS for f in feedbacks):
