@@ -212,6 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_parsers(sub)
 
+    from sweworld.execution.docker.cli import add_docker_parsers
+
+    add_docker_parsers(sub)
+
     sub.add_parser("gc", help="remove session state left by processes that died")
     return parser
 
@@ -264,6 +268,10 @@ def main(argv: list[str] | None = None) -> int:
             from sweworld.bench import cli as bench_cli
 
             return bench_cli.run(args)
+        if args.command == "docker":
+            from sweworld.execution.docker import cli as docker_cli
+
+            return docker_cli.run(args)
         if args.command == "gc":
             from sweworld.sandbox.manager import gc_stale_sessions
 

@@ -46,12 +46,17 @@ def _required_skip(reason: str) -> str | None:
         return "SWEWORLD_REQUIRE_SERVE=1: the world service's packages must import"
     if required("VLLM") and reason.startswith("no vLLM python"):
         return "SWEWORLD_REQUIRE_VLLM=1: the vLLM server test must run (.ci/vllm-env)"
+    if required("DOCKER") and reason.startswith(DOCKER_SKIP_PREFIX):
+        return "SWEWORLD_REQUIRE_DOCKER=1: a Docker engine and its test images must be there"
     return None
 
 
 #: Frameworks the environment adapters are tested against (extra ``envs``): their tests use
 #: ``pytest.importorskip(name)``, which CI turns into a failure.
 ENV_FRAMEWORKS = ("gymnasium", "minisweagent", "skyrl_gym", "trl", "ray")
+#: How the real-engine Docker tests' skip reasons begin (no package, no engine, no image):
+#: with ``SWEWORLD_REQUIRE_DOCKER=1`` (``.ci/docker-up`` started an engine) they fail.
+DOCKER_SKIP_PREFIX = "docker: "
 #: The packages of the world service (extra ``serve``).
 SERVE_PACKAGES = ("fastapi", "uvicorn", "prometheus_client", "httpx")
 

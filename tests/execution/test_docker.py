@@ -709,12 +709,12 @@ def _real_engine():
     try:
         import docker
     except ImportError:
-        return None, f"the docker package is not installed ({INSTALL_HINT})"
+        return None, f"docker: the docker package is not installed ({INSTALL_HINT})"
     try:
         client = docker.from_env(timeout=20)
         client.ping()
     except Exception as exc:
-        return None, f"no Docker engine answers: {exc}"
+        return None, f"docker: no Docker engine answers: {exc}"
     return client, ""
 
 
@@ -724,14 +724,14 @@ def _image_problem(client, image: str) -> str:
     try:
         client.images.get(image)
     except Exception as exc:
-        return f"image {image} is not on the engine: {exc}"
+        return f"docker: image {image} is not on the engine: {exc}"
     return ""
 
 
 _ENGINE, _ENGINE_PROBLEM = _real_engine()
 _IMAGE_PROBLEM = (
-    "set SWEWORLD_DOCKER_TEST_IMAGE to an image with bash, coreutils and python "
-    "(e.g. a SWE-bench instance image)"
+    "docker: set SWEWORLD_DOCKER_TEST_IMAGE to an image with bash, coreutils and python "
+    "(`sweworld docker build-test-image` makes one)"
     if not REAL_IMAGE
     else _image_problem(_ENGINE, REAL_IMAGE)
 )
@@ -840,7 +840,7 @@ class TestRealEngine:
 
 
 @pytest.mark.docker
-@pytest.mark.skipif(_ENGINE is None, reason=_ENGINE_PROBLEM or "no engine")
+@pytest.mark.skipif(_ENGINE is None, reason=_ENGINE_PROBLEM or "docker: no engine")
 @requires_sandbox
 def test_real_session_on_the_toy_task(manager, toy_task):
     """The toy task in a real container: needs an image named as SWE-bench would name it
@@ -876,7 +876,7 @@ def test_real_session_on_the_toy_task(manager, toy_task):
 
 
 @pytest.mark.docker
-@pytest.mark.skipif(_ENGINE is None, reason=_ENGINE_PROBLEM or "no engine")
+@pytest.mark.skipif(_ENGINE is None, reason=_ENGINE_PROBLEM or "docker: no engine")
 def test_real_git_revert_on_the_toy_image(manager, toy_task, tmp_path):
     """Without a base checkout in the request, reverted files come back from git."""
     image = swebench_image_name(toy_task.instance_id)

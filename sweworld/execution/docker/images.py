@@ -78,6 +78,10 @@ LOG_TAIL = 4000
 _HOST = "/run/sweworld/host"  # where the host's pip folders appear during a build
 _PIP_CACHE = "/run/sweworld/pip-cache"
 _LABEL = "sweworld.image-key"
+# pip settings a build sets itself (the config file is read here and passed as variables)
+_PIP_OWN_SETTINGS = frozenset(
+    {"cert", "cache-dir", "client-cert", "config-file", "target", "prefix", "root", "user"}
+)
 
 # Defines `conda activate NAME` / `conda deactivate` over virtualenvs in envs/NAME.
 ACTIVATE_SHIM = f"""\
@@ -267,7 +271,8 @@ def _finish_base(target: Path) -> None:
         resolv.unlink(missing_ok=True)
         resolv.write_text("")
     python = target / "usr/local/bin/python"
-    if not python.exists():
+    if not python.is_symlink() and not python.exists():
+        python.parent.mkdir(parents=True, exist_ok=True)
         python.symlink_to("/usr/bin/python3")
 
 
@@ -381,7 +386,7 @@ def _host_pip_settings() -> tuple[dict[str, str], list[tuple[str, str]]]:
         if not sep:
             continue
         name = key.rpartition(".")[2].strip()
-        if name in ("cert", "cache-dir", "client-cert", "target", "prefix", "root", "user"):
+        if name in _PIP_OWN_SETTINGS:
             continue
         value = value.strip().strip("'\"")
         words = []
@@ -481,17 +486,19 @@ def _context_tar(context: Path, dockerfile: str) -> Iterator[Any]:
 
 def _checkout(task: Any, manager: Any) -> tuple[Path, str]:
     """The task's base checkout (its path and HEAD) from ``manager`` or a new one."""
-    if manager is not None:
-        base = manager.checkout(task)
-        return Path(base.path), base.head
     from sweworld.sandbox.manager import SessionManager
 
-    own = SessionManager()
+    own = SessionManager() if manager is None else None
     try:
-        base = own.checkout(task)
-        return Path(base.path), base.head
+        base = (manager or own).checkout(task)
+    except Exception as exc:  # no local copy of the repository, a setup patch that fails
+        raise ImageBuildError(
+            f"sweworld: no base checkout of {getattr(task, 'instance_id', task)}: {exc}"
+        ) from exc
     finally:
-        own.close_all()
+        if own is not None:
+            own.close_all()
+    return Path(base.path), base.head
 
 
 def build_task_image(
