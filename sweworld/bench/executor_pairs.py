@@ -9,6 +9,7 @@ only, so a resumed run's report covers every row, old and new.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 from sweworld.bench.output import Figure, figure
 from sweworld.bench.similarity import mean, percentile, rate
 
-__all__ = ["FLOOR", "figures_from_rows", "pair_names", "plot_by_kind"]
+__all__ = ["FLOOR", "figures_from_rows", "masked", "pair_names", "plot_by_kind"]
 
 #: A prediction that needs no executor, scored against the reference on the same steps.
 FLOOR = "floor: always exit 0, empty output"
@@ -33,7 +34,26 @@ METRIC_COLUMNS = [
     "exception type",
     "line similarity",
     "identical output",
+    "identical when masked",
 ]
+
+#: What differs between two real runs of the same command without being a different result:
+#: durations, object addresses, the interpreter's patch version and install paths.
+MASKS = (
+    (re.compile(r"\bin \d+(?:\.\d+)?s\b"), "in <T>s"),
+    (re.compile(r"0x[0-9a-fA-F]{6,}"), "0x<ADDR>"),
+    (re.compile(r"\b(Python|python) ?(\d+\.\d+)\.\d+"), r"\1 \2.<P>"),
+    (re.compile(r'File "[^"\n]*?/lib/python(\d+\.\d+)/'), r'File "<stdlib \1>/'),
+    (re.compile(r"[^\s\"'(]*/(?:site|dist)-packages/"), "<site-packages>/"),
+)
+
+
+def masked(text: str) -> str:
+    """``text`` with durations, addresses, Python patch versions and install paths masked
+    (:data:`MASKS`), so that two runs of one command that differ only in those compare equal."""
+    for pattern, replacement in MASKS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def pair_names(names: Sequence[str]) -> list[str]:
@@ -51,6 +71,7 @@ def _metrics(agreements: Sequence[Mapping[str, Any]]) -> list[Any]:
         rate(a.get("exception") for a in agreements),
         mean(a.get("line_similarity") for a in agreements),
         rate(a.get("identical") for a in agreements),
+        rate(a.get("masked_identical") for a in agreements),
     ]
 
 
@@ -68,6 +89,7 @@ def _floor(rows: Sequence[Mapping[str, Any]], reference: str) -> list[dict[str, 
         real = ExecutionResult(ref.get("stdout", ""), ref.get("stderr", ""), ref["exit_code"])
         agree = compare_results(real, empty, command=row["command"], repo=row.get("repo"))
         agree["identical"] = (real.stdout, real.stderr, real.exit_code) == ("", "", 0)
+        agree["masked_identical"] = agree["identical"]
         out.append(agree)
     return out
 
@@ -80,7 +102,9 @@ def _differences(agree: Mapping[str, Any]) -> str:
         parts.append(f"tests {agree['tests']:.2f}")
     if agree.get("exception") is False:
         parts.append("exception type")
-    if not agree.get("identical"):
+    if agree.get("masked_identical"):
+        parts.append("only timings, addresses, Python patch version or install paths")
+    elif not agree.get("identical"):
         parts.append(f"output (similarity {agree.get('line_similarity', 0):.2f})")
     return ", ".join(parts)
 
@@ -156,7 +180,10 @@ def figures_from_rows(
             "(last exception line of stdout+stderr, none counting as a type) and identical "
             "output are fractions of steps; tests: mean per-test status agreement over the "
             "steps whose output names tests (the shared grader's parser), with that count; "
-            "line similarity: mean difflib ratio of the output lines. The floor row scores "
+            "line similarity: mean difflib ratio of the output lines; identical when masked: "
+            "equal exit code and output once durations (`in 0.05s`), object addresses, the "
+            "Python patch version and stdlib / site-packages paths are masked. The floor row "
+            "scores "
             "an answer that needs no executor (exit 0, no output) against the reference on "
             "the same steps (its outputs as stored in the rows, cut to 3,000 characters).",
         ),

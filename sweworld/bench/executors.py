@@ -44,9 +44,13 @@ def add_arguments(parser: Any) -> None:
     """The options of ``sweworld bench executors``."""
     parser.add_argument("--out", required=True, help="output folder (report.json, report.md)")
     parser.add_argument("--fresh", action="store_true", help="discard the rows of earlier runs")
-    parser.add_argument("--tasks", default=None, help="tasks JSONL (default: the toy tasks)")
+    parser.add_argument(
+        "--tasks", nargs="+", default=None, help="tasks JSONL files (default: the toy tasks)"
+    )
     parser.add_argument("--ids", default="", help="comma-separated instance ids to run")
-    parser.add_argument("--limit", type=int, default=0, help="at most this many tasks (0: all)")
+    parser.add_argument(
+        "--limit", type=int, default=0, help="at most this many tasks per tasks file (0: all)"
+    )
     parser.add_argument(
         "--executors",
         default="docker,local,simulated",
@@ -113,10 +117,31 @@ def docker_client() -> tuple[Any, str]:
     return client, ""
 
 
-def docker_image_problem(client: Any, task: Any, *, build: bool, manager: Any) -> str:
-    """Why the task has no Docker image to run in ('' when it has one)."""
+def docker_image_problem(
+    client: Any, task: Any, *, build: bool, manager: Any, notes: dict[str, Any]
+) -> str:
+    """Why the task has no Docker image to run in ('' when it has one). With ``build``,
+    :func:`~sweworld.execution.docker.images.build_task_image` builds a missing or stale
+    image (one whose ``/testbed`` is not the task's base checkout); what it says about the
+    image goes into ``notes``."""
     from sweworld.execution.docker import swebench_image_name
 
+    if build:
+        try:
+            from sweworld.execution.docker.images import build_task_image
+        except ImportError:
+            return "image not built (no image builder in this version)"
+        try:
+            made = build_task_image(task, manager=manager, client=client)
+        except Exception as exc:
+            return f"image build failed ({type(exc).__name__})"
+        notes[task.instance_id] = {
+            "image": made.name,
+            "built": made.built,
+            "seconds": round(made.seconds, 1),
+            "note": made.note,
+        }
+        return ""
     names = [
         swebench_image_name(task.instance_id),
         swebench_image_name(task.instance_id, namespace=None),
@@ -128,17 +153,7 @@ def docker_image_problem(client: Any, task: Any, *, build: bool, manager: Any) -
         except Exception as exc:
             if type(exc).__name__ not in ("ImageNotFound", "NotFound"):
                 return f"image lookup failed ({type(exc).__name__})"
-    if not build:
-        return "image missing"
-    try:
-        from sweworld.execution.docker.images import build_task_image
-    except ImportError:
-        return "image missing (no image builder in this version)"
-    try:
-        build_task_image(task, manager=manager, client=client)
-    except Exception as exc:
-        return f"image build failed ({type(exc).__name__})"
-    return ""
+    return "image missing"
 
 
 def preflight(name: str, executor: Any, task: Any, manager: Any, ctx: dict[str, Any]) -> str:
@@ -147,7 +162,11 @@ def preflight(name: str, executor: Any, task: Any, manager: Any, ctx: dict[str, 
         if ctx.get("docker_client") is None:
             return ctx.get("docker_problem") or "no Docker engine"
         return docker_image_problem(
-            ctx["docker_client"], task, build=ctx.get("build_images", False), manager=manager
+            ctx["docker_client"],
+            task,
+            build=ctx.get("build_images", False),
+            manager=manager,
+            notes=ctx["images"],
         )
     if name == "local":
         try:
@@ -213,7 +232,9 @@ def run_step(session: Any, step: Any, deadline: float) -> dict[str, Any]:
 
 
 def compare_pair(a: Mapping[str, Any], b: Mapping[str, Any], command: str, repo: str) -> dict:
-    """The pair's agreement on one step (:func:`compare_results` plus identical output)."""
+    """The pair's agreement on one step (:func:`compare_results` plus ``identical`` and
+    ``masked_identical``: equal once timings, addresses, versions and paths are masked)."""
+    from sweworld.bench.executor_pairs import masked
     from sweworld.bench.similarity import compare_results
 
     ra, rb = a["result"], b["result"]
@@ -223,6 +244,10 @@ def compare_pair(a: Mapping[str, Any], b: Mapping[str, Any], command: str, repo:
         rb.stderr,
         rb.exit_code,
     )
+    agree["masked_identical"] = ra.exit_code == rb.exit_code and (
+        masked(ra.stdout),
+        masked(ra.stderr),
+    ) == (masked(rb.stdout), masked(rb.stderr))
     return agree
 
 
@@ -379,9 +404,14 @@ def load_work(args: Any) -> tuple[list[tuple[Any, list[Any]]], dict[str, Any], l
     else:
         from sweworld.tasks.toy import toy_tasks_path
 
-        path = args.tasks or str(toy_tasks_path())
-        work = [(t, probe_steps(t, max_tests=args.max_tests)) for t in load_tasks(path)]
-        data = [path]
+        data = list(args.tasks or [str(toy_tasks_path())])
+        work = []
+        for path in data:
+            tasks = [t for t in load_tasks(path) if not ids or t.instance_id in ids]
+            if args.limit > 0:
+                tasks = tasks[: args.limit]
+            work += [(t, probe_steps(t, max_tests=args.max_tests)) for t in tasks]
+        return work, left, data
     if ids:
         work = [(t, s) for t, s in work if t.instance_id in ids]
     if args.limit > 0:
@@ -466,6 +496,7 @@ def run(args: Any) -> int:
         "missing": {},
         "setup_failures": [],
         "run_failures": [],
+        "images": {},
         "build_images": args.build_images,
     }
     if "docker" in names:
@@ -512,6 +543,7 @@ def _write(
         fig.pop("plot_key", None)
     summary.update(
         missing_executors=ctx["missing"],
+        docker_images=ctx["images"],
         setup_failures=ctx["setup_failures"],
         run_failures=ctx["run_failures"],
         elapsed_s=time.perf_counter() - started,

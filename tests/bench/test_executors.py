@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sweworld.bench.executor_pairs import figures_from_rows, pair_names
+from sweworld.bench.executor_pairs import figures_from_rows, masked, pair_names
 from sweworld.bench.executor_steps import (
     PROBE_LABELS,
     patched_module,
@@ -40,8 +40,8 @@ def _replay(tmp_path: Path, n: int = 300) -> Path:
     return path
 
 
-def _bench(out: Path, *extra: str) -> int:
-    return cli_main(["bench", "executors", "--out", str(out), "--ids", TOY, *extra])
+def _bench(out: Path, *extra: str, ids: str = TOY) -> int:
+    return cli_main(["bench", "executors", "--out", str(out), "--ids", ids, *extra])
 
 
 def _rows(out: Path) -> list[dict]:
@@ -104,6 +104,20 @@ def test_helpers():
     )
     assert without_caches(diff) == "diff --git a/a.py b/a.py\n+y\n"
     assert without_caches("") == ""
+
+
+def test_masked_outputs_differ_only_in_what_runs_may_differ_in():
+    docker = (
+        'platform linux -- Python 3.11.2\n  File "/usr/lib/python3.11/json/d.py"\n1 passed in 0.05s'
+    )
+    local = (
+        'platform linux -- Python 3.11.7\n  File "/x/lib/python3.11/json/d.py"\n1 passed in 1.5s'
+    )
+    assert docker != local and masked(docker) == masked(local)
+    assert masked("<f at 0x7fcf8313ab60>") == masked("<f at 0x7f0000000000>")
+    assert masked("/v/lib/python3.11/site-packages/a.py") == masked("/u/dist-packages/a.py")
+    assert masked("1 passed") != masked("1 failed")
+    assert masked("Python 3.11.2") != masked("Python 3.12.2")
 
 
 def test_simulated_steps_are_spread_evenly(toy_task):
@@ -183,7 +197,7 @@ def test_figures_from_rows_by_hand():
         "local-simulated",
     ]
     overall = _figure({"figures": figures}, "Agreement by executor pair")["rows"]
-    assert overall[0] == ["docker-local", 2, 0.5, None, 1.0, 0.5, 0.5]
+    assert overall[0] == ["docker-local", 2, 0.5, None, 1.0, 0.5, 0.5, 0.5]
     # the floor (exit 0, no output) against docker: both exit 0, neither output empty
     assert overall[1][:3] == ["docker vs floor: always exit 0, empty output", 2, 1.0]
     assert summary["by_kind"] == {"other": {"docker-local": 0.0}, "python_c": {"docker-local": 1.0}}
@@ -321,22 +335,28 @@ def _toy_image(client, name: str = TOY) -> str | None:
 
 @requires_sandbox
 @pytest.mark.docker
-def test_a_missing_image_is_counted_and_the_task_runs_without_docker(tmp_path, monkeypatch):
+def test_a_missing_image_is_counted_and_the_task_runs_without_docker(
+    tmp_path, monkeypatch, toy_task
+):
     client, _ = _engine()
     if client is None:
         monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
         reason = "docker: no Docker engine answers"
     else:
-        if _toy_image(client):
-            pytest.skip(f"the toy task's image is present ({swebench_image_name(TOY)})")
         reason = "docker: image missing (task left without it)"
+    # the toy task under an id no image is named after
+    row = {**toy_task.to_row(), "instance_id": "sweworld__no-image-1"}
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(row) + "\n")
     out = tmp_path / "out"
-    code = _bench(out, "--executors", "docker,simulated", "--model", f"replay:{_replay(tmp_path)}")
+    code = _bench(out, "--tasks", str(tasks), "--executors", "docker,simulated", "--model",
+                  f"replay:{_replay(tmp_path)}", ids="sweworld__no-image-1")  # fmt: skip
     report = json.loads((out / "report.json").read_text())
     assert code == 1  # nothing compared
     assert any(k.startswith(reason) for k in report["skipped"]), report["skipped"]
-    assert report["summary"]["missing_executors"][TOY]["docker"]
-    assert all("docker" not in r["row"]["results"] for r in _rows(out))
+    assert report["summary"]["missing_executors"]["sweworld__no-image-1"]["docker"]
+    rows = _rows(out)
+    assert len(rows) == 14 and all("docker" not in r["row"]["results"] for r in rows)
 
 
 @requires_sandbox
@@ -356,6 +376,8 @@ def test_docker_vs_local_on_the_toy_image(tmp_path):
         assert pair[label]["exit_code"] and pair[label]["tests"] == 1.0, rows[label]["results"]
     for label in ("nonzero_exit", "missing_module", "stdin_piped", "env_var", "cwd_change"):
         assert pair[label]["identical"], rows[label]["results"]
+    for label in ("tests_f2p_base", "tests_f2p_gold", "traceback"):
+        assert pair[label]["masked_identical"], rows[label]["results"]
     # a file Python writes in the container is not copied back to the session: by design
     writes = rows["python_writes_file"]["results"]
     assert writes["local"]["exit_code"] == 0 and writes["docker"]["exit_code"] != 0
