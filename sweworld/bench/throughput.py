@@ -62,7 +62,7 @@ __all__ = ["add_arguments", "cell_key", "run", "throughput_figures"]
 
 #: Version of the step mixes: rows of another version are not resumed (it is in the
 #: settings' fingerprint).
-WORKLOAD_VERSION = 1
+WORKLOAD_VERSION = 2
 
 
 # =========================================================================== figures
@@ -127,7 +127,9 @@ def throughput_figures(rows: Sequence[dict[str, Any]], plot: str | None = None) 
             "and pytest on a test file). `x local`: steps/s over local's at the same "
             "concurrency (above 1: the simulator is faster than running it). Episodes step in "
             "lock step, so steps/s = episodes x rounds / wall time; p50/p95: each step's "
-            "latency; first step: the untimed warm-up command (sandbox or container start). "
+            "latency; first step: the untimed warm-up command (`python -c 'pass'` for real "
+            "executors: their sandbox or container starts; `true` for the others: the "
+            "session's sandbox starts, no model is asked). "
             "`file ops`: view/grep/ls/create/head in the sandbox (no executor). Memory: the "
             "growth of this process tree's RSS (sandbox servers; not a container's "
             "processes, not a model loaded before the baseline) and the machine's "

@@ -157,9 +157,10 @@ def exec_action(task: Any, slot: int, step: int) -> str:
     return f"python -m pytest {_test_file(task)} -q -p no:cacheprovider -k 'not zz_{slot}_{step}'"
 
 
-def warmup_action(task: Any, slot: int, execution: bool) -> str:
-    """The untimed first command of a slot: one that starts the executor (or the sandbox)."""
-    return "python -c 'pass'" if execution else "true"
+def warmup_action(real_executor: bool) -> str:
+    """The untimed first command of a slot: one that starts the real executor's sandbox or
+    container; for the others one that starts the session's sandbox (and asks no model)."""
+    return "python -c 'pass'" if real_executor else "true"
 
 
 _COMMAND_LINE = re.compile(r"<command>\s*\n(?:cwd: [^\n]*\n)?\$ ([^\n]*)", re.S)
@@ -293,7 +294,7 @@ def measure_steps(
         started = time.perf_counter()
         pool.reset(slot_tasks)
         reset_s = time.perf_counter() - started
-        warm = pool.step([warmup_action(t, i, execution) for i, t in enumerate(slot_tasks)])
+        warm = pool.step([warmup_action(execution and lm is None)] * size)
         first = [o.info.get("latency_s") or 0.0 for o in warm]
         latencies: list[float] = []
         sources: Counter[str] = Counter()
@@ -376,13 +377,21 @@ def _image_present(client: Any, name: str) -> bool:
 
 def load_model(spec: str, tasks: Sequence[Any], root: Path) -> Any:
     """The world model of a ``--models`` entry: ``replay`` (recorded real answers, see
-    :func:`replay_world_lm`) or any :func:`~sweworld.models.make_lm` spec."""
+    :func:`replay_world_lm`) or any :func:`~sweworld.models.make_lm` spec, asked once for
+    one token so that a model loaded lazily is in memory before the memory baseline (and
+    one that cannot answer fails here, not in the middle of a cell)."""
     if spec == "replay":
         try:
             answers = record_real_answers(tasks, root)
         except Exception:
             answers = {}
         return replay_world_lm(answers)
-    from sweworld.models import make_lm
+    from sweworld.models import GenerationRequest, make_lm
 
-    return make_lm(spec)
+    lm = make_lm(spec)
+    try:
+        lm.generate([GenerationRequest([{"role": "user", "content": "hi"}], max_tokens=1)])
+    except BaseException:
+        lm.close()
+        raise
+    return lm
