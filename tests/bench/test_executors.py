@@ -2,7 +2,7 @@
 
 Local vs Simulated runs need only the sandbox (the simulated executor answers from a
 ``replay:`` file); the Docker runs need an engine and the toy task's image, and skip with
-the reason otherwise.
+a reason starting ``docker: `` otherwise (a failure under ``SWEWORLD_REQUIRE_DOCKER=1``).
 """
 
 from __future__ import annotations
@@ -319,7 +319,7 @@ def _engine():
         client = docker.from_env(timeout=20)
         client.ping()
     except Exception as exc:
-        return None, f"no Docker engine answers: {exc}"
+        return None, f"docker: no Docker engine answers: {exc}"
     return client, ""
 
 
@@ -367,7 +367,10 @@ def test_docker_vs_local_on_the_toy_image(tmp_path):
     if client is None:
         pytest.skip(problem)
     if _toy_image(client) is None:
-        pytest.skip(f"image {swebench_image_name(TOY)} is not on the engine (build it first)")
+        pytest.skip(
+            f"docker: image {swebench_image_name(TOY)} is not on the engine "
+            "(`sweworld docker build --tasks data/toy/tasks.jsonl` builds it)"
+        )
     out = tmp_path / "out"
     assert _bench(out, "--executors", "docker,local") == 0
     rows = {r["row"]["label"]: r["row"] for r in _rows(out)}
@@ -381,3 +384,34 @@ def test_docker_vs_local_on_the_toy_image(tmp_path):
     # a file Python writes in the container is not copied back to the session: by design
     writes = rows["python_writes_file"]["results"]
     assert writes["local"]["exit_code"] == 0 and writes["docker"]["exit_code"] != 0
+
+
+@requires_sandbox
+def test_recorded_steps_replayed_on_the_toy_task(tmp_path, toy_task):
+    """Two recorded test runs (with the test patch, then with the gold patch too)
+    replayed with Local and Simulated, each also scored against the recorded result."""
+    command = "python -m pytest -rA -p no:cacheprovider tests/test_textutil.py"
+    task = json.dumps(toy_task.to_row())
+    records = [
+        SWTRecord(id="r0", source="test", instance_id=toy_task.instance_id, repo=toy_task.repo,
+                  command=command, stdout="1 failed, 9 passed\n", stderr="", exit_code=1,
+                  step=0, task=task, diff=toy_task.test_patch),
+        SWTRecord(id="r1", source="test", instance_id=toy_task.instance_id, repo=toy_task.repo,
+                  command=command, stdout="10 passed\n", stderr="", exit_code=0, step=1,
+                  task=task, diff=toy_task.test_patch + toy_task.patch),
+    ]  # fmt: skip
+    data = tmp_path / "data"
+    (data / "records").mkdir(parents=True)
+    (data / "records" / "swt.jsonl").write_text(
+        "".join(json.dumps(dataclasses.asdict(r)) + "\n" for r in records)
+    )
+    out = tmp_path / "out"
+    code = _bench(out, "--executors", "local,simulated", "--model",
+                  f"replay:{_replay(tmp_path)}", "--from-records", str(data))  # fmt: skip
+    assert code == 0
+    rows = sorted((r["row"] for r in _rows(out)), key=lambda r: r["index"])
+    assert [r["label"] for r in rows] == ["record:r0", "record:r1"]  # the setup step is not a row
+    assert [r["results"]["local"]["exit_code"] for r in rows] == [1, 0]
+    report = json.loads((out / "report.json").read_text())
+    recorded = _figure(report, "Against the recorded real result")["rows"]
+    assert recorded[0][:3] == ["local", 2, 1.0]
