@@ -899,3 +899,67 @@ def test_real_git_revert_on_the_toy_image(manager, toy_task, tmp_path):
         assert res.info["sync"]["reverted"] == 1
     finally:
         executor.close()
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(_ENGINE is None, reason=_ENGINE_PROBLEM or "docker: no engine")
+@requires_sandbox
+def test_real_a_directory_replaced_by_a_symlink_comes_back(manager, toy_task):
+    """A directory the session replaced with a symlink, then restored: the container's
+    symlink goes (found on the real engine: the restored files were written through it)."""
+    image = swebench_image_name(toy_task.instance_id)
+    problem = _image_problem(_ENGINE, image)
+    if problem:
+        pytest.skip(problem)
+    base = manager.checkout(toy_task).path
+    expected = {d: sorted(os.listdir(base / d)) for d in ("tests", "stockroom")}
+    show = (
+        "python -c \"import os, json; print(json.dumps([os.path.islink('tests'), "
+        "{d: sorted(e for e in os.listdir(d) if e != '__pycache__') "
+        "for d in ('tests', 'stockroom')}]))\""
+    )
+    executor = DockerExecutor(client=_ENGINE, timeout=60)
+    try:
+        with manager.open(toy_task, executor=executor) as sess:
+            import json
+
+            assert json.loads(sess.run(show).stdout) == [False, expected]
+            sess.run("rm -r tests && ln -s stockroom tests")
+            islink, _ = json.loads(sess.run(show).stdout)
+            assert islink
+            sess.run("rm tests && git checkout -- tests")
+            out = sess.run(show)
+            assert json.loads(out.stdout) == [False, expected], out.stderr
+    finally:
+        executor.close()
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(_ENGINE is None, reason=_ENGINE_PROBLEM or "docker: no engine")
+@requires_sandbox
+def test_real_a_file_replaced_by_a_directory_and_back(manager, toy_task):
+    """A base file the session made a directory of (found on the real engine: the sync
+    failed with "not a directory"), then the base's file again."""
+    image = swebench_image_name(toy_task.instance_id)
+    problem = _image_problem(_ENGINE, image)
+    if problem:
+        pytest.skip(problem)
+    readme = (manager.checkout(toy_task).path / "README.md").read_text()
+    show = "python -c \"import os; print(os.path.isdir('README.md'), open('README.md/x').read())\""
+    executor = DockerExecutor(client=_ENGINE, timeout=60)
+    try:
+        with manager.open(toy_task, executor=executor) as sess:
+            assert sess.run("python -c pass").exit_code == 0  # the container is up
+            started = [c.id for c in executor.containers().values()]
+            sess.run("rm README.md && mkdir README.md && echo hi > README.md/x")
+            out = sess.run(show)
+            assert (out.exit_code, out.stdout) == (0, "True hi\n\n"), out.stderr
+            sess.run("echo more > README.md/y")  # the directory is not removed again
+            out = sess.run("python -c \"import os; print(sorted(os.listdir('README.md')))\"")
+            assert out.stdout == "['x', 'y']\n", out.stderr
+            sess.run("rm -r README.md && git checkout README.md")
+            out = sess.run("python -c \"print(open('README.md').read(), end='')\"")
+            assert out.stdout == readme, out.stderr
+            assert [c.id for c in executor.containers().values()] == started  # never replaced
+    finally:
+        executor.close()

@@ -158,6 +158,8 @@ class WorkspaceSync:
                 continue
             if state.synced.get(key) != signature:
                 plan.send.append((f"{arc_root}/{rel}", root, rel, key, "sent"))
+                if base is not None and "/" in rel:
+                    self._plan_parents(plan, state, base, rel)
         for rel in deleted:
             key = ("w", rel)
             if state.synced.get(key) == _DELETED:
@@ -166,7 +168,7 @@ class WorkspaceSync:
             plan.record[key] = _DELETED
             plan.counts["deleted"] += 1
         current = set(written) | set(deleted)
-        for kind, rel in list(state.synced):
+        for (kind, rel), sent in list(state.synced.items()):
             if kind != "w" or rel in current:
                 continue
             plan.record[(kind, rel)] = None
@@ -178,6 +180,31 @@ class WorkspaceSync:
                 plan.send.append((f"{arc_root}/{rel}", base, rel, None, None))
             elif not os.path.lexists(root / rel):
                 plan.remove.add(f"{self.workdir}/{_first_missing(root, rel)}")
+            elif sent != _DELETED and _is_directory(base, rel):
+                # a file or symlink sent where the base has a directory, now back: remove it
+                # (the base's files beneath, deleted then, come back as reverted files;
+                # sent through a symlink left in place they would land in its target)
+                plan.remove.add(f"{self.workdir}/{rel}")
+
+        for (kind, rel), _ in list(state.synced.items()):
+            if kind == "d" and not _is_directory(root, rel):  # the base's file is back
+                plan.record[(kind, rel)] = None
+                if base is not None and rel not in current and _signature(base, rel):
+                    plan.send.append((f"{arc_root}/{rel}", base, rel, None, None))
+
+    def _plan_parents(self, plan: _SyncPlan, state: SessionState, base: Path, rel: str):
+        """A file below a path that is a file or symlink in the base (the session made a
+        directory of it): the container's file goes first, once (key ``("d", path)``)."""
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            parent = "/".join(parts[:i])
+            key = ("d", parent)
+            if key in state.synced or key in plan.record:
+                continue
+            if _signature(base, parent) is not None:
+                plan.remove.add(f"{self.workdir}/{parent}")
+                plan.record[key] = _DELETED
+                return
 
     def _plan_tmp(self, plan: _SyncPlan, state: SessionState, tmp: Path) -> None:
         current = dict(_walk_signatures(tmp))
@@ -247,6 +274,20 @@ def _signature(root: Path, rel: str) -> tuple | None:
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
         return None
     return _stat_signature(st)
+
+
+def _is_directory(root: Path, rel: str) -> bool:
+    """Whether ``rel`` below ``root`` is a directory (no symlink followed on the way)."""
+    opened = _open_parent(root, rel)
+    if opened is None:
+        return False
+    fd, name = opened
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _read_entry(root: Path, rel: str) -> _Entry | None:
