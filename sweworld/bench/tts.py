@@ -29,7 +29,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from sweworld.bench.output import BenchOutput, Figure, figure
+from sweworld.bench.output import BenchOutput
+from sweworld.bench.tts_selection import SELECTOR_BASELINES
 
 __all__ = [
     "add_arguments",
@@ -42,7 +43,6 @@ __all__ = [
 ]
 
 TITLE = "Best of N by the SWR verifier (sweworld bench tts)"
-SELECTOR_BASELINES = ("random", "majority", "oracle")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -218,165 +218,6 @@ def verifier_scores(
     return out
 
 
-# ------------------------------------------------------------------------------ figures
-
-
-def _ci(value: Any) -> tuple[Any, Any]:
-    return (value[0], value[1]) if value else (None, None)
-
-
-def _figures(
-    summaries: dict[int, dict[str, Any]],
-    verifiers: Sequence[str],
-    sets: dict[str, Any],
-    rows: dict[str, dict[str, Any]],
-    plot: str | None,
-) -> list[Figure]:
-    main_rows = []
-    order = [*verifiers, *SELECTOR_BASELINES]
-    for n, summary in sorted(summaries.items()):
-        for name in order:
-            entry = summary["selectors"].get(name)
-            if not entry:
-                continue
-            lo, hi = _ci(entry.get("ci95"))
-            glo, ghi = _ci(entry.get("gain_ci95"))
-            kind = name if name in SELECTOR_BASELINES else f"verifier: {name}"
-            main_rows.append(
-                [
-                    n,
-                    kind,
-                    entry["groups"],
-                    entry["tasks"],
-                    entry["rate"],
-                    lo,
-                    hi,
-                    entry.get("tie_avg"),
-                    entry.get("gain_over_random"),
-                    glo,
-                    ghi,
-                ]
-            )
-    figures = [
-        figure(
-            "Resolved rate of the chosen candidate, N x selector",
-            [
-                "N",
-                "selector",
-                "groups",
-                "tasks",
-                "resolved rate",
-                "95% CI low",
-                "95% CI high",
-                "ties averaged",
-                "gain over random",
-                "gain CI low",
-                "gain CI high",
-            ],
-            main_rows,
-            "Each group is N candidates of one task; the rate is the mean over groups of the "
-            "chosen candidate's real label. random: the expected rate of a uniform pick (the "
-            "floor); majority: a member of the largest class of equivalent patches (same "
-            "normalized diff: added/removed lines with whitespace collapsed, context lines, "
-            "hunk line numbers and file order ignored), tied classes averaged; oracle: 1 when "
-            "some candidate resolves (the ceiling). verifier: the highest SWR score, ties "
-            "broken by the larger equivalence class, then by the candidate's position in a "
-            "seeded order that ignores labels; 'ties averaged' gives tied top scores a uniform "
-            "pick instead. Candidates whose scoring failed are left out of the verifier's "
-            "choice. 95% CIs: percentile bootstrap (2,000 resamples) over tasks, a task's "
-            "groups together; the gain is paired with random on the same groups.",
-            plot=plot,
-        )
-    ]
-    repo_rows = []
-    for n, summary in sorted(summaries.items()):
-        for repo, per in summary["by_repo"].items():
-            groups = max((v["groups"] for v in per.values()), default=0)
-            repo_rows.append([repo, n, groups, *[(per.get(s) or {}).get("rate") for s in order]])
-    if repo_rows:
-        figures.append(
-            figure(
-                "Per repository",
-                ["repository", "N", "groups", *order],
-                repo_rows,
-                "Mean resolved rate of each selector's choice over the repository's groups.",
-            )
-        )
-    outcome = sets["outcomes"]
-    figures.append(
-        figure(
-            "Candidate sets",
-            ["what", "count"],
-            [
-                ["records read", sets["records"]],
-                ["tasks with both labels (used)", outcome.get("usable", 0)],
-                ["tasks: all candidates resolved", outcome.get("all resolved", 0)],
-                ["tasks: no candidate resolved", outcome.get("none resolved", 0)],
-                ["tasks: one candidate", outcome.get("one candidate", 0)],
-                ["tasks: no candidate left", outcome.get("no candidate", 0)],
-                ["tasks chosen (--tasks)", sets["chosen"]],
-                ["candidates of the chosen tasks", sets["candidates"]],
-                ["gold-patch candidates left out", sets["gold_left_out"]],
-                *[[f"N={n}: groups", g] for n, g in sets["groups"].items()],
-                *[
-                    [f"N={n}: tasks with fewer than N candidates", k]
-                    for n, k in sets["too_few"].items()
-                ],
-            ],
-            "Only tasks with at least one resolved and one unresolved candidate can tell the "
-            "selectors apart; the others are counted here and left out.",
-        )
-    )
-    scoring = []
-    for name in verifiers:
-        mine = [r for k, r in rows.items() if _name_of_key(k) == name]
-        failed = [r for r in mine if r.get("failed")]
-        lat = [float(r["latency_s"]) for r in mine if r.get("latency_s") is not None]
-        counts: Counter[str] = Counter()
-        for summary in summaries.values():
-            counts.update((summary["selectors"].get(name) or {}).get("counts") or {})
-        scoring.append(
-            [
-                name,
-                len(mine),
-                len(failed),
-                sum(lat) / len(lat) if lat else None,
-                counts.get("groups with tied top scores", 0),
-                counts.get("groups with a failed candidate left out", 0),
-                counts.get("groups with no scored candidate (random expectation)", 0),
-                counts.get("groups not scored yet", 0),
-            ]
-        )
-    figures.append(
-        figure(
-            "Verifier scoring",
-            [
-                "verifier",
-                "candidates scored",
-                "failed",
-                "mean latency s",
-                "groups tied at top",
-                "groups with a failed candidate",
-                "groups with none scored",
-                "groups not scored yet",
-            ],
-            scoring,
-            "Counts over all N. A failed candidate (the pipeline raised or the tests stage "
-            "erred) keeps its row with the reason; in a group with no scored candidate the "
-            "verifier is given the random expectation.",
-        )
-    )
-    return figures
-
-
-def _name_of_key(key: str) -> str:
-    try:
-        spec, mode, _ = json.loads(key)
-    except (ValueError, TypeError):
-        return ""
-    return f"{spec} ({mode})"
-
-
 def _parse_list(text: str) -> list[str]:
     return [x.strip() for x in str(text).split(",") if x.strip()]
 
@@ -385,7 +226,7 @@ def _report(
     out: BenchOutput, groups: dict[int, list], meta: dict[str, Any], *, final: bool
 ) -> dict[int, dict[str, Any]]:
     from sweworld.bench.plots import best_of_n_curve
-    from sweworld.bench.tts_selection import select_groups, summarize
+    from sweworld.bench.tts_selection import report_figures, select_groups, summarize
 
     done = out.done()
     scores = verifier_scores(done, meta["specs"], meta["modes"], set(meta["labels"]))
@@ -399,9 +240,11 @@ def _report(
             name: {n: (s["selectors"].get(name) or {}).get("rate") for n, s in summaries.items()}
             for name in [*scores, *SELECTOR_BASELINES]
         }
-        path = best_of_n_curve(curves, out.plot_path("best_of_n.png"), "best of N (held out)")
+        path = best_of_n_curve(
+            curves, out.plot_path("best_of_n.png"), f"best of N ({meta['split']} split)"
+        )
         plot = path.name if path else None
-    figures = _figures(summaries, list(scores), meta["sets"], done, plot)
+    figures = report_figures(summaries, list(scores), meta["sets"], done, plot)
     out.write(figures, {str(n): s for n, s in summaries.items()}, final=final)
     return summaries
 
@@ -448,13 +291,20 @@ def run(args: argparse.Namespace) -> int:
         "tts",
         title=TITLE,
         description=(
-            "For held-out tasks with several really-labelled candidate patches (at least one "
+            f"For the tasks of the {args.split!r} split (test: repositories never trained on) "
+            "with several really-labelled candidate patches (at least one "
             "resolved and one not), N candidates at a time: the real resolved rate of the "
             "candidate the SWR verifier scores highest, beside a random pick (the floor), the "
-            "majority of equivalent patches and the oracle (the ceiling). Candidates that are "
-            "the gold patch are left out unless --include-gold (the oracle-mode verifier reads "
-            "the gold patch). Caveat: few held-out tasks have mixed labels, so the intervals "
-            "are wide; a task contributes several overlapping groups."
+            "majority of equivalent patches and the oracle (the ceiling). "
+            + (
+                "Candidates that are the gold patch were kept (--include-gold): fair in blind "
+                "mode only, the oracle-mode verifier reads the gold patch. "
+                if args.include_gold
+                else "Candidates that are the gold patch (kind gold, or the same normalized "
+                "diff) were left out: the oracle-mode verifier reads the gold patch. "
+            )
+            + "Caveat: few tasks have mixed labels, so the intervals are wide; a task "
+            "contributes several overlapping groups."
         ),
         settings=scoring_settings(args),
         data=list(args.data),
@@ -482,6 +332,7 @@ def run(args: argparse.Namespace) -> int:
         "specs": specs,
         "modes": modes,
         "seed": args.seed,
+        "split": args.split,
         "labels": {r.id: bool(r.resolved) for r, _ in pairs},
         "classes": {r.id: patch_class(r.patch) for r, _ in pairs},
         "repos": {t: cands[0][0].repo for t, cands in tasks.items()},

@@ -25,6 +25,7 @@ independent).
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import re
 from collections import Counter
@@ -32,7 +33,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweworld.bench.output import Figure, figure
+
 __all__ = [
+    "SELECTOR_BASELINES",
     "GroupValues",
     "bootstrap_mean_ci",
     "majority_value",
@@ -40,11 +44,13 @@ __all__ = [
     "oracle_value",
     "patch_class",
     "random_value",
+    "report_figures",
     "select_groups",
     "summarize",
     "verifier_value",
 ]
 
+SELECTOR_BASELINES = ("random", "majority", "oracle")
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 _SPACE = re.compile(r"\s+")
 
@@ -285,3 +291,175 @@ def summarize(values: GroupValues, *, seed: int = 0, resamples: int = 2000) -> d
         for repo, per in sorted(out["by_repo"].items())
     }
     return out
+
+
+# ------------------------------------------------------------------------------ report
+
+
+def _ci(value: Any) -> tuple[Any, Any]:
+    return (value[0], value[1]) if value else (None, None)
+
+
+def report_figures(
+    summaries: dict[int, dict[str, Any]],
+    verifiers: Sequence[str],
+    sets: dict[str, Any],
+    rows: dict[str, dict[str, Any]],
+    plot: str | None,
+) -> list[Figure]:
+    """The report's tables: N x selector (with intervals and the verifiers' gains), per
+    repository, the candidate sets (``sets``: counts from ``sweworld bench tts``), and the
+    verifiers' scoring (from the ``rows`` of ``rows.jsonl`` by key)."""
+    main_rows = []
+    order = [*verifiers, *SELECTOR_BASELINES]
+    for n, summary in sorted(summaries.items()):
+        for name in order:
+            entry = summary["selectors"].get(name)
+            if not entry:
+                continue
+            lo, hi = _ci(entry.get("ci95"))
+            glo, ghi = _ci(entry.get("gain_ci95"))
+            kind = name if name in SELECTOR_BASELINES else f"verifier: {name}"
+            main_rows.append(
+                [
+                    n,
+                    kind,
+                    entry["groups"],
+                    entry["tasks"],
+                    entry["rate"],
+                    lo,
+                    hi,
+                    entry.get("tie_avg"),
+                    entry.get("gain_over_random"),
+                    glo,
+                    ghi,
+                ]
+            )
+    n_tasks = sets["chosen"]
+    few_tasks = (
+        f" Only {n_tasks} task(s): an interval resampling so few tasks understates the "
+        "uncertainty (it shows the spread of these tasks, not a confidence bound)."
+        if n_tasks < 10
+        else ""
+    )
+    figures = [
+        figure(
+            "Resolved rate of the chosen candidate, N x selector",
+            [
+                "N",
+                "selector",
+                "groups",
+                "tasks",
+                "resolved rate",
+                "95% CI low",
+                "95% CI high",
+                "ties averaged",
+                "gain over random",
+                "gain CI low",
+                "gain CI high",
+            ],
+            main_rows,
+            "Each group is N candidates of one task; the rate is the mean over groups of the "
+            "chosen candidate's real label. random: the expected rate of a uniform pick (the "
+            "floor); majority: a member of the largest class of equivalent patches (same "
+            "normalized diff: added/removed lines with whitespace collapsed, context lines, "
+            "hunk line numbers and file order ignored), tied classes averaged; oracle: 1 when "
+            "some candidate resolves (the ceiling). verifier: the highest SWR score, ties "
+            "broken by the larger equivalence class, then by the candidate's position in a "
+            "seeded order that ignores labels; 'ties averaged' gives tied top scores a uniform "
+            "pick instead. Candidates whose scoring failed are left out of the verifier's "
+            "choice. 95% CIs: percentile bootstrap (2,000 resamples) over tasks, a task's "
+            "groups together; the gain is paired with random on the same groups." + few_tasks,
+            plot=plot,
+        )
+    ]
+    repo_rows = []
+    for n, summary in sorted(summaries.items()):
+        for repo, per in summary["by_repo"].items():
+            groups = max((v["groups"] for v in per.values()), default=0)
+            repo_rows.append([repo, n, groups, *[(per.get(s) or {}).get("rate") for s in order]])
+    if repo_rows:
+        figures.append(
+            figure(
+                "Per repository",
+                ["repository", "N", "groups", *order],
+                repo_rows,
+                "Mean resolved rate of each selector's choice over the repository's groups.",
+            )
+        )
+    outcome = sets["outcomes"]
+    figures.append(
+        figure(
+            "Candidate sets",
+            ["what", "count"],
+            [
+                ["records read", sets["records"]],
+                ["tasks with both labels (used)", outcome.get("usable", 0)],
+                ["tasks: all candidates resolved", outcome.get("all resolved", 0)],
+                ["tasks: no candidate resolved", outcome.get("none resolved", 0)],
+                ["tasks: one candidate", outcome.get("one candidate", 0)],
+                ["tasks: no candidate left", outcome.get("no candidate", 0)],
+                ["tasks chosen (--tasks)", sets["chosen"]],
+                ["candidates of the chosen tasks", sets["candidates"]],
+                ["gold-patch candidates left out", sets["gold_left_out"]],
+                *[[f"N={n}: groups", g] for n, g in sets["groups"].items()],
+                *[
+                    [f"N={n}: tasks with fewer than N candidates", k]
+                    for n, k in sets["too_few"].items()
+                ],
+            ],
+            "Only tasks with at least one resolved and one unresolved candidate can tell the "
+            "selectors apart; the others are counted here and left out.",
+        )
+    )
+    scoring = []
+    for name in verifiers:
+        mine = [r for k, r in rows.items() if _name_of_key(k) == name]
+        failed = [r for r in mine if r.get("failed")]
+        lat = [float(r["latency_s"]) for r in mine if r.get("latency_s") is not None]
+        counts: Counter[str] = Counter()
+        for summary in summaries.values():
+            counts.update((summary["selectors"].get(name) or {}).get("counts") or {})
+        scoring.append(
+            [
+                name,
+                len(mine),
+                len(failed),
+                sum(lat) / len(lat) if lat else None,
+                sum(lat),
+                counts.get("groups with tied top scores", 0),
+                counts.get("groups with a failed candidate left out", 0),
+                counts.get("groups with no scored candidate (random expectation)", 0),
+                counts.get("groups not scored yet", 0),
+            ]
+        )
+    figures.append(
+        figure(
+            "Verifier scoring",
+            [
+                "verifier",
+                "candidates scored",
+                "failed",
+                "mean latency s",
+                "scoring s in all",
+                "groups tied at top",
+                "groups with a failed candidate",
+                "groups with none scored",
+                "groups not scored yet",
+            ],
+            scoring,
+            "Counts over all N; latencies are per candidate, summed over the runs that "
+            "scored them (a resumed run adds only what it scored). A failed candidate (the "
+            "pipeline raised or the tests stage erred) keeps its row with the reason; in a "
+            "group with no scored candidate the verifier is given the random expectation.",
+        )
+    )
+    return figures
+
+
+def _name_of_key(key: str) -> str:
+    try:
+        spec, mode, _ = json.loads(key)
+    except (ValueError, TypeError):
+        return ""
+    return f"{spec} ({mode})"
