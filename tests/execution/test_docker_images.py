@@ -231,3 +231,29 @@ def test_a_failing_recipe_raises_with_its_log_and_leaves_nothing(
     assert image_present(engine, name) is None
     assert list(scratch.iterdir()) == []
     assert images._mounts_under(scratch) == []
+
+
+# ---------------------------------------------------------------------- the command line
+
+
+def test_build_names_an_unknown_instance(capsys):
+    from sweworld.cli import main
+    from sweworld.tasks.toy import toy_tasks_path
+
+    with pytest.raises(SystemExit, match="no task nope__nope-1 in"):
+        main(["docker", "build", "--tasks", str(toy_tasks_path()), "--id", "nope__nope-1"])
+
+
+@pytest.mark.docker
+@real_engine
+@requires_sandbox
+def test_status_lists_the_images_of_tasks(capsys, toy_image, toy_task):
+    from sweworld.execution.docker.cli import main
+    from sweworld.tasks.toy import toy_tasks_path
+
+    code = main(["status", "--tasks", str(toy_tasks_path())])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("engine: Docker ")
+    assert f"{toy_task.instance_id}: {toy_image.name}" in lines
+    others = [line for line in lines[1:] if not line.startswith(toy_task.instance_id + ":")]
+    assert code == (1 if any("no image" in line for line in others) else 0)

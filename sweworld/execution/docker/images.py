@@ -607,6 +607,9 @@ def build_task_image(
                     f"sweworld: the engine failed building {name}: {exc}", _tail(log + text)
                 ) from exc
         log += "".join(str(e.get("stream", "")) for e in stream)
+        if existing is not None and existing.id != image.id:  # the image it replaces
+            with contextlib.suppress(Exception):  # still used by a container: kept
+                client.images.remove(existing.id)
         return ImageBuild(name, time.monotonic() - started, True, _tail(log), image.id, base, note)
     finally:
         shutil.rmtree(work, ignore_errors=True)
