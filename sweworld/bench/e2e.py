@@ -11,7 +11,8 @@ command on the same workspace (:class:`~sweworld.bench.e2e_agents.ShadowedExecut
 
 The agents are in :mod:`sweworld.bench.e2e_agents`: ``--agent scripted`` (the test-driven
 candidate agent, the default) or ``--agent openai:URL#MODEL`` (any OpenAI-compatible chat
-endpoint). One row per (task, feedback) episode in ``OUT/rows.jsonl``; a run resumes.
+endpoint). One row per (task, feedback) episode in ``OUT/rows.jsonl``; a run resumes (an
+episode that ended in error, or a task whose candidates could not be graded, is tried again).
 """
 
 from __future__ import annotations
@@ -116,8 +117,8 @@ def load_candidates(path: str) -> dict[str, list[str]]:
 
 def run(args: Any) -> int:
     """``sweworld bench e2e``: both feedbacks per task, rows resumable in ``--out``, the report
-    written as rows come; 0 on success, 2 for bad arguments, 1 when every episode failed."""
-    from sweworld.bench.e2e_agents import candidate_pool, pool_row, run_episode
+    written as rows come; 0 on success, 2 for bad arguments, 1 when no episode finished."""
+    from sweworld.bench.e2e_agents import candidate_pool, pool_row, run_episode, usable_pool
     from sweworld.bench.output import BenchOutput, ResumeMismatch
 
     if not args.tasks:
@@ -142,28 +143,14 @@ def run(args: Any) -> int:
     except (ValueError, OSError) as exc:
         print(f"sweworld bench e2e: {exc}")
         return 2
-    settings = {
-        "agent": args.agent,
-        "world_model": args.world_model,
-        "mutants": args.mutants,
-        "candidates": args.candidates,
-        "seed": args.seed,
-        "max_steps": args.max_steps,
-        "max_tokens": args.max_tokens,
-        "shadow": not args.no_shadow,
-        "step_timeout": args.step_timeout,
-    }
+    settings = {"agent": args.agent, "world_model": args.world_model, "mutants": args.mutants,
+                "candidates": args.candidates, "seed": args.seed, "max_steps": args.max_steps,
+                "max_tokens": args.max_tokens, "shadow": not args.no_shadow,
+                "step_timeout": args.step_timeout}  # fmt: skip
     try:
-        out = BenchOutput(
-            args.out,
-            "e2e",
-            title=TITLE,
-            description=DESCRIPTION,
-            settings=settings,
-            data=args.tasks,
-            fresh=args.fresh,
-            model=f"world model {args.world_model}; agent {args.agent}",
-        )
+        out = BenchOutput(args.out, "e2e", title=TITLE, description=DESCRIPTION,
+                          settings=settings, data=args.tasks, fresh=args.fresh,
+                          model=f"world model {args.world_model}; agent {args.agent}")  # fmt: skip
     except ResumeMismatch as exc:
         print(f"sweworld bench e2e: {exc}")
         return 2
@@ -177,14 +164,8 @@ def run(args: Any) -> int:
         print("sweworld bench e2e: no task to run (see skipped in report.json)")
         out.write([], {}, final=True)
         return 2
-    out.set(
-        "tasks",
-        {
-            "files": files,
-            "ids": [t.instance_id for t in tasks],
-            "by_repo": dict(Counter(t.repo for t in tasks)),
-        },
-    )
+    by_repo = dict(Counter(t.repo for t in tasks))
+    out.set("tasks", {"files": files, "ids": [t.instance_id for t in tasks], "by_repo": by_repo})
     pools = {
         t.instance_id: candidate_pool(
             t, mutants=args.mutants, seed=args.seed, extra=extra.get(t.instance_id, ())
@@ -202,14 +183,20 @@ def run(args: Any) -> int:
     try:
         for task in out.progress(tasks, total=len(tasks), desc="e2e tasks"):
             iid = task.instance_id
-            if scripted and f"pool\x1f{iid}" not in done:
+            if scripted and not usable_pool(done.get(f"pool\x1f{iid}")):
                 if not pools[iid]:
                     out.skip("task without candidates (no gold patch, none in --candidates)")
                     continue
-                out.add_row(f"pool\x1f{iid}", pool_row(task, pools[iid], ctx))
+                pool = pool_row(task, pools[iid], ctx)
+                if pool["error"]:  # not stored: a later run tries again
+                    print(f"{iid}: the candidates cannot be graded: {pool['error']}",
+                          file=sys.stderr)  # fmt: skip
+                    out.skip(f"task environment failed ({pool['error'].split(':')[0]})")
+                    continue
+                out.add_row(f"pool\x1f{iid}", pool)
             for feedback in ("real", "simulated"):
                 key = f"{feedback}\x1f{iid}"
-                if feedback not in feedbacks or key in done:
+                if feedback not in feedbacks or done.get(key, {}).get("status") == "ok":
                     continue
                 row = run_episode(task, feedback, ctx)
                 if row.get("status") == "error":
@@ -220,7 +207,7 @@ def run(args: Any) -> int:
         _close(ctx)
     rows = write_report(out, tasks, feedbacks, scripted, final=True)
     episodes = [r for r in rows if r.get("feedback")]
-    return 1 if episodes and all(r.get("status") == "error" for r in episodes) else 0
+    return 0 if any(r.get("status") == "ok" for r in episodes) else 1
 
 
 def _context(args: Any, pools: dict[str, list[Any]] | None) -> dict[str, Any]:
@@ -233,15 +220,9 @@ def _context(args: Any, pools: dict[str, list[Any]] | None) -> dict[str, Any]:
     from sweworld.sandbox.manager import SessionManager
     from sweworld.sandbox.registry import make_executor
 
-    config = EpisodeConfig(
-        executor="simulated",
-        model=args.world_model,
-        reward="real",
-        max_steps=args.max_steps,
-        step_timeout_s=args.step_timeout,
-        seed=args.seed,
-        max_wall_s=None,
-    )
+    config = EpisodeConfig(executor="simulated", model=args.world_model, reward="real",
+                           max_steps=args.max_steps, step_timeout_s=args.step_timeout,
+                           seed=args.seed, max_wall_s=None)  # fmt: skip
     manager = SessionManager()
     built: dict[str, Any] = {}
 

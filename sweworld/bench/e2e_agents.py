@@ -44,6 +44,7 @@ __all__ = [
     "pool_row",
     "read_test_run",
     "run_episode",
+    "usable_pool",
 ]
 
 #: How an observation of a test run reads: ``pass`` (exit 0 and none of the task's tests
@@ -550,22 +551,31 @@ def run_episode(task: Any, feedback: str, ctx: dict[str, Any]) -> dict[str, Any]
     return row
 
 
+#: Real grading statuses that say nothing about a patch (the environment or run failed).
+UNGRADED = ("error", "env_failed", "exec_failed", "timeout", "test_patch_failed")
+
+
 def pool_row(task: Any, candidates: Sequence[Any], ctx: dict[str, Any]) -> dict[str, Any]:
-    """The real grade of every candidate of the pool (the floors and the oracle)."""
+    """The real grade of every candidate of the pool (the floors and the oracle); with
+    ``error`` set when some candidate could not be graded (the environment failed, ...)."""
     from sweworld.reward.real import real_reward
 
-    graded = []
+    graded, error = [], None
     for cand in candidates:
         result = real_reward(task, cand.patch, manager=ctx["manager"], timeout=ctx["grade_timeout"])
-        graded.append(
-            {
-                "label": cand.label,
-                "origin": cand.origin,
-                "resolved": result.resolved,
-                "status": result.status,
-            }
-        )
-    return {"instance_id": task.instance_id, "candidates": graded}
+        graded.append({"label": cand.label, "origin": cand.origin,
+                       "resolved": result.resolved, "status": result.status})  # fmt: skip
+        if result.status in UNGRADED:
+            reason = result.info.get("reason") or result.info.get("error") or ""
+            error = f"{result.status}: {str(reason).splitlines()[0] if reason else ''}"[:300]
+            break  # the others would fail the same way
+    return {"instance_id": task.instance_id, "candidates": graded, "error": error}
+
+
+def usable_pool(row: dict[str, Any] | None) -> bool:
+    """Whether a pool row holds a real grade of every candidate (else it is graded again)."""
+    candidates = (row or {}).get("candidates") or []
+    return bool(candidates) and all(c.get("status") not in UNGRADED for c in candidates)
 
 
 class ScriptedAgents:

@@ -90,7 +90,9 @@ def test_reading_a_test_run(task):
 def test_scripted_agent_on_simulated_and_real_feedback(tmp_path, task, capsys):
     world = all_pass_world(tmp_path, task)
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text(json.dumps(task.to_row()) + "\n" + '{"repo": 3}\n')
+    elsewhere = {**task.to_row(), "repo": "nobody/nowhere", "instance_id": "nobody-1"}
+    rows = [json.dumps(task.to_row()), '{"repo": 3}', json.dumps(elsewhere)]
+    tasks.write_text("\n".join(rows) + "\n")
     out = tmp_path / "out"
     argv = ["bench", "e2e", "--out", str(out), "--tasks", str(tasks), "--mutants", "1",
             "--world-model", f"replay:{world}"]  # fmt: skip
@@ -114,7 +116,11 @@ def test_scripted_agent_on_simulated_and_real_feedback(tmp_path, task, capsys):
     assert (base["seen"], base["real"], base["real_exit_code"]) == ("pass", "fail", 1)
 
     report = json.loads((out / "report.json").read_text())
-    assert report["skipped"] == {"bad task row (not JSON, or not a task)": 1}
+    assert report["skipped"] == {
+        "bad task row (not JSON, or not a task)": 1,
+        "task environment failed (error)": 1,  # no copy of nobody/nowhere: no episode run
+    }
+    assert not any("nobody-1" in key for key in rows)
     assert report["agent"] == "scripted test-driven candidate agent"
     resolved = figure(report, "Resolved rate")
     by_name = {row[1] or row[0]: row for row in resolved["rows"]}
@@ -161,6 +167,11 @@ def test_a_down_endpoint_is_a_recorded_error(tmp_path, capsys):
     assert report["agent"].startswith("tiny-agent (OpenAI-compatible endpoint")
     assert list(report["summary"]["errors"]) == [row["error"][:200]]
     assert "agent endpoint" in capsys.readouterr().err
+    # resumed: an episode that ended in error is tried again (its row replaced)
+    assert main(argv) == 1
+    lines = (out / "rows.jsonl").read_text().splitlines()
+    assert [json.loads(line)["key"] for line in lines] == [f"real\x1f{TASK_ID}"] * 2
+    assert json.loads((out / "report.json").read_text())["summary"]["real"]["episodes"] == 1
 
 
 class ScriptedChat(http.server.BaseHTTPRequestHandler):
