@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from sweworld.bench.output import BenchOutput
+from sweworld.bench.output import BenchOutput, ResumeMismatch
 from sweworld.bench.tts_selection import SELECTOR_BASELINES
 
 __all__ = [
@@ -249,6 +249,25 @@ def _report(
     return summaries
 
 
+def _description(args: argparse.Namespace) -> str:
+    return (
+        f"For the tasks of the {args.split!r} split (test: repositories never trained on) "
+        "with several really-labelled candidate patches (at least one "
+        "resolved and one not), N candidates at a time: the real resolved rate of the "
+        "candidate the SWR verifier scores highest, beside a random pick (the floor), the "
+        "majority of equivalent patches and the oracle (the ceiling). "
+        + (
+            "Candidates that are the gold patch were kept (--include-gold): fair in blind "
+            "mode only, the oracle-mode verifier reads the gold patch. "
+            if args.include_gold
+            else "Candidates that are the gold patch (kind gold, or the same normalized "
+            "diff) were left out: the oracle-mode verifier reads the gold patch. "
+        )
+        + "Caveat: few tasks have mixed labels, so the intervals are wide; a task "
+        "contributes several overlapping groups."
+    )
+
+
 def scoring_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The options that decide a candidate's score (the rows' fingerprint): rows scored
     with other ones are refused on resume."""
@@ -286,31 +305,20 @@ def run(args: argparse.Namespace) -> int:
         return 2
     stages = tuple(_parse_list(args.stages))
     calibration = None if str(args.calibration).lower() == "none" else args.calibration
-    out = BenchOutput(
-        args.out,
-        "tts",
-        title=TITLE,
-        description=(
-            f"For the tasks of the {args.split!r} split (test: repositories never trained on) "
-            "with several really-labelled candidate patches (at least one "
-            "resolved and one not), N candidates at a time: the real resolved rate of the "
-            "candidate the SWR verifier scores highest, beside a random pick (the floor), the "
-            "majority of equivalent patches and the oracle (the ceiling). "
-            + (
-                "Candidates that are the gold patch were kept (--include-gold): fair in blind "
-                "mode only, the oracle-mode verifier reads the gold patch. "
-                if args.include_gold
-                else "Candidates that are the gold patch (kind gold, or the same normalized "
-                "diff) were left out: the oracle-mode verifier reads the gold patch. "
-            )
-            + "Caveat: few tasks have mixed labels, so the intervals are wide; a task "
-            "contributes several overlapping groups."
-        ),
-        settings=scoring_settings(args),
-        data=list(args.data),
-        model=", ".join(f"{s} ({m})" for s in specs for m in modes),
-        fresh=args.fresh,
-    )
+    try:
+        out = BenchOutput(
+            args.out,
+            "tts",
+            title=TITLE,
+            description=_description(args),
+            settings=scoring_settings(args),
+            data=list(args.data),
+            model=", ".join(f"{s} ({m})" for s in specs for m in modes),
+            fresh=args.fresh,
+        )
+    except ResumeMismatch as exc:
+        print(exc)
+        return 2
     records = _load(out, args.data, args.split)
     usable, skipped, outcomes = candidate_sets(records, include_gold=args.include_gold)
     for reason, count in skipped.items():

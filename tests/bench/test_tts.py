@@ -286,3 +286,8 @@ def test_cli_with_nothing_to_compare(tmp_path: Path):
     assert any(k.startswith("dataset unreadable") for k in report["skipped"])
     assert (out / "report.md").exists()
     assert main(["bench", "tts", *common(data, out, spec), "--modes", "sideways"]) == 2
+    # rows scored with other settings are refused, not mixed in
+    (out / "rows.jsonl").write_text(
+        json.dumps({"key": tts.row_key(spec, "oracle", "c1"), "fingerprint": "x", "row": {}}) + "\n"
+    )
+    assert main(["bench", "tts", *common(data, out, spec)]) == 2
