@@ -963,3 +963,28 @@ def test_real_a_file_replaced_by_a_directory_and_back(manager, toy_task):
             assert [c.id for c in executor.containers().values()] == started  # never replaced
     finally:
         executor.close()
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(_ENGINE is None, reason=_ENGINE_PROBLEM or "docker: no engine")
+@requires_sandbox
+def test_real_an_empty_directory_in_tmp_is_there_for_the_command(manager, toy_task):
+    """``mkdir /tmp/out`` then a command writing into it (found on the real engine: only
+    files were mirrored, so the command failed with FileNotFoundError)."""
+    image = swebench_image_name(toy_task.instance_id)
+    problem = _image_problem(_ENGINE, image)
+    if problem:
+        pytest.skip(problem)
+    write = "python -c \"open('/tmp/out/deep/x', 'w').write('1'); print('wrote')\""
+    executor = DockerExecutor(client=_ENGINE, timeout=60)
+    try:
+        with manager.open(toy_task, executor=executor) as sess:
+            out = sess.run(f"mkdir -p /tmp/out/deep && chmod 700 /tmp/out && {write}")
+            assert (out.exit_code, out.stdout) == (0, "wrote\n"), out.stderr
+            mode = "python -c \"import os; print(oct(os.stat('/tmp/out').st_mode & 0o777))\""
+            assert sess.run(mode).stdout == "0o700\n"
+            sess.run("rm -r /tmp/out")
+            gone = sess.run("python -c \"import os; print(os.path.exists('/tmp/out'))\"")
+            assert gone.stdout == "False\n", gone.stderr
+    finally:
+        executor.close()

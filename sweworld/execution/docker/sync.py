@@ -42,6 +42,7 @@ class _Entry:
     mtime: float
     data: bytes = b""
     link: str | None = None
+    directory: bool = False
 
 
 @dataclass
@@ -300,6 +301,8 @@ def _read_entry(root: Path, rel: str) -> _Entry | None:
     dir_fd, name = opened
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            return _Entry(_dir_signature(st), stat.S_IMODE(st.st_mode), st.st_mtime, directory=True)
         if stat.S_ISLNK(st.st_mode):
             target = os.readlink(name, dir_fd=dir_fd)
             return _Entry(_stat_signature(st), stat.S_IMODE(st.st_mode), st.st_mtime, link=target)
@@ -318,8 +321,13 @@ def _read_entry(root: Path, rel: str) -> _Entry | None:
         os.close(dir_fd)
 
 
+def _dir_signature(st: os.stat_result) -> tuple:
+    return ("dir", stat.S_IMODE(st.st_mode))  # not its mtime: that moves with its entries
+
+
 def _walk_signatures(root: Path, prefix: str = "") -> Iterator[tuple[str, tuple]]:
-    """(relative path, signature) of every regular file and symlink below ``root``."""
+    """(relative path, signature) of every regular file, symlink and directory below
+    ``root`` (directories too: a command may write into an empty one)."""
     try:
         entries = list(os.scandir(root / prefix if prefix else root))
     except OSError:
@@ -331,6 +339,7 @@ def _walk_signatures(root: Path, prefix: str = "") -> Iterator[tuple[str, tuple]
         except OSError:
             continue
         if stat.S_ISDIR(st.st_mode):
+            yield rel, _dir_signature(st)
             yield from _walk_signatures(root, rel)
         elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
             yield rel, _stat_signature(st)
@@ -375,6 +384,10 @@ def _add_to_tar(tar: tarfile.TarFile, arcname: str, entry: _Entry) -> None:
     info.mtime = entry.mtime
     info.uid = info.gid = 0
     info.uname = info.gname = "root"
+    if entry.directory:
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+        return
     if entry.link is not None:
         info.type = tarfile.SYMTYPE
         info.linkname = entry.link
