@@ -217,7 +217,8 @@ def figures_from_rows(
         figures.append(recorded)
     summary["headline"] = [
         f"{p}: exit code {_pct(m['exit code'])}, exception {_pct(m['exception type'])}, "
-        f"identical output {_pct(m['identical output'])} on {m['steps']} steps"
+        f"identical output {_pct(m['identical output'])} "
+        f"({_pct(m['identical when masked'])} when masked) on {m['steps']} steps"
         for p, m in summary["pairs"].items()
     ]
     return figures, summary
@@ -307,31 +308,37 @@ def _disagreements(rows: Sequence[Mapping[str, Any]], names: Sequence[str], summ
     if pair is None:
         return None
     a, b = pair.split("-", 1)
-    listed = []
+    real, masked_only = [], []
     for row in rows:
         agree = (row.get("pairs") or {}).get(pair)
         if agree is None or agree.get("identical"):
             continue
         res = row["results"]
-        listed.append(
-            [
-                row["task"],
-                f"{row['index']} {row['label']}",
-                row["kind"],
-                _differences(agree),
-                f"{res[a]['exit_code']} / {res[b]['exit_code']}",
-                _shown(res[a]),
-                _shown(res[b]),
-            ]
-        )
-    summary["disagreements"] = {"pair": pair, "steps": len(listed)}
+        line = [
+            row["task"],
+            f"{row['index']} {row['label']}",
+            row["kind"],
+            _differences(agree),
+            f"{res[a]['exit_code']} / {res[b]['exit_code']}",
+            _shown(res[a]),
+            _shown(res[b]),
+        ]
+        (masked_only if agree.get("masked_identical") else real).append(line)
+    summary["disagreements"] = {
+        "pair": pair,
+        "steps": len(real) + len(masked_only),
+        "masked_only": len(masked_only),
+    }
+    listed = real + masked_only
     return figure(
         f"Steps where {b} differs from {a}",
         ["task", "step", "kind", "differs in", "exit codes", f"{a} output", f"{b} output"],
         listed[:MAX_LISTED],
-        f"{len(listed)} steps whose output is not identical"
+        f"{len(listed)} steps whose output is not identical: {len(real)} that differ in "
+        f"substance first, then {len(masked_only)} that differ only in timings, object "
+        "addresses, the Python patch version or install paths"
         + (f" (the first {MAX_LISTED} shown)" if len(listed) > MAX_LISTED else "")
-        + f"; outputs are stdout+stderr, cut to {SHOWN_CHARS} characters.",
+        + f". Outputs are stdout+stderr, cut to {SHOWN_CHARS} characters.",
     )
 
 

@@ -238,7 +238,9 @@ def test_local_vs_simulated_on_the_toy_task_and_resume(tmp_path):
         assert pair[label]["exit_code"] is False and pair[label]["tests"] == 0.0
     overall = _figure(report, "Agreement by executor pair")["rows"][0]
     assert overall[:3] == ["local-simulated", 14, 8 / 14]
-    assert report["summary"]["headline"][0].startswith("local-simulated: exit code 57.1%")
+    assert report["summary"]["headline"][0].startswith(
+        "local-simulated: exit code 57.1%, exception 92.9%"
+    )
     assert (out / "report.md").read_text().count("| local-simulated |") >= 1
 
     # resume: rows already there are not redone; a lost tail is
