@@ -183,10 +183,12 @@ def verifier_value(
 @dataclass
 class GroupValues:
     """Per selector, group index -> ``(task, repository, value)``, and the verifiers'
-    bookkeeping (ties, failed candidates left out, fallbacks, tie-averaged values)."""
+    bookkeeping (ties, failed candidates left out, fallbacks, tie-averaged values, and
+    the values with a group that holds a failed candidate given the random expectation)."""
 
     values: dict[str, dict[int, tuple[str, str, float]]] = field(default_factory=dict)
     tie_avg: dict[str, list[float]] = field(default_factory=dict)
+    failed_as_random: dict[str, list[float]] = field(default_factory=dict)
     counts: dict[str, Counter[str]] = field(default_factory=dict)
 
     def add(self, selector: str, group: int, task: str, repo: str, value: float) -> None:
@@ -219,6 +221,8 @@ def select_groups(
             pick = verifier_value([scores[i] for i in ids], labs, cls)
             out.add(name, index, task, repo, pick.value)
             out.tie_avg.setdefault(name, []).append(pick.tie_avg)
+            strict = pick.value if not pick.left_out else random_value(labs)
+            out.failed_as_random.setdefault(name, []).append(strict)
             counts["groups"] += 1
             counts["groups with tied top scores"] += int(pick.tied)
             counts["groups with a failed candidate left out"] += int(pick.left_out > 0)
@@ -260,7 +264,8 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 def summarize(values: GroupValues, *, seed: int = 0, resamples: int = 2000) -> dict[str, Any]:
     """Per selector: ``groups``, ``tasks``, ``rate`` with ``ci95``; for verifiers also
-    ``tie_avg``, ``gain_over_random`` (on the same groups, paired) with ``gain_ci95``, and
+    ``tie_avg``, ``failed_as_random`` (a group with a failed candidate counted as a random
+    pick), ``gain_over_random`` (on the same groups, paired) with ``gain_ci95``, and
     their counts; ``by_repo``: repository -> selector -> rate and groups."""
     out: dict[str, Any] = {"selectors": {}, "by_repo": {}}
     for selector, by_group in values.values.items():
@@ -282,6 +287,7 @@ def summarize(values: GroupValues, *, seed: int = 0, resamples: int = 2000) -> d
         )
         entry["counts"] = dict(counts)
         entry["tie_avg"] = _mean(values.tie_avg.get(name, []))
+        entry["failed_as_random"] = _mean(values.failed_as_random.get(name, []))
         # paired with the random expectation on the same groups
         diffs = [(t, v - rnd[g][2]) for g, (t, _, v) in values.values.get(name, {}).items()]
         entry["gain_over_random"] = _mean([d for _, d in diffs])
@@ -330,6 +336,7 @@ def report_figures(
                     lo,
                     hi,
                     entry.get("tie_avg"),
+                    entry.get("failed_as_random"),
                     entry.get("gain_over_random"),
                     glo,
                     ghi,
@@ -354,6 +361,7 @@ def report_figures(
                 "95% CI low",
                 "95% CI high",
                 "ties averaged",
+                "failure = random pick",
                 "gain over random",
                 "gain CI low",
                 "gain CI high",
@@ -368,8 +376,11 @@ def report_figures(
             "broken by the larger equivalence class, then by the candidate's position in a "
             "seeded order that ignores labels; 'ties averaged' gives tied top scores a uniform "
             "pick instead. Candidates whose scoring failed are left out of the verifier's "
-            "choice. 95% CIs: percentile bootstrap (2,000 resamples) over tasks, a task's "
-            "groups together; the gain is paired with random on the same groups." + few_tasks,
+            "choice; since failures need not be independent of the label (a patch too large "
+            "for the prompt fails, and is more often a wrong one), 'failure = random pick' "
+            "gives every group holding a failed candidate the random expectation instead. "
+            "95% CIs: percentile bootstrap (2,000 resamples) over tasks, a task's groups "
+            "together; the gain is paired with random on the same groups." + few_tasks,
             plot=plot,
         )
     ]

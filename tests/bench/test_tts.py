@@ -162,6 +162,7 @@ def test_best_of_n_numbers_by_hand():
     assert s[2]["majority"]["rate"] == pytest.approx(4.5 / 12)
     assert s[2]["oracle"]["rate"] == pytest.approx(8 / 12)
     assert s[2]["v"]["tie_avg"] == pytest.approx(5 / 12)  # no tie among these scores
+    assert s[2]["v"]["failed_as_random"] == pytest.approx(5 / 12)  # no failure either
     lo, hi = s[2]["v"]["ci95"]
     assert lo <= 5 / 12 <= hi
 
@@ -266,6 +267,7 @@ def test_cli_scores_with_replay_and_keeps_failures(tmp_path: Path):
     # (ties averaged: 2/4). B: b1 (scored) over b4 (0); b2, b3 left out: unresolved.
     assert verifier["rate"] == 0.0 and verifier["tie_avg"] == pytest.approx(0.25)
     assert verifier["counts"]["groups with a failed candidate left out"] == 1
+    assert verifier["failed_as_random"] == pytest.approx((0.0 + 0.25) / 2)  # B: random
     # resume: nothing rescored; with --retry-failed the two failed ones are tried again
     assert main(["bench", "tts", *common(data, out, spec)]) == 0
     assert len((out / "rows.jsonl").read_text().splitlines()) == 8
