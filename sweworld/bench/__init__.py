@@ -1,17 +1,19 @@
-"""Benchmarks of sweworld's models against real outcomes, as pure functions.
+"""Benchmarks of sweworld against real execution: ``sweworld bench <name>`` (:mod:`.cli`).
 
-- :mod:`sweworld.bench.similarity`: agreement of a predicted execution result with the real
-  one (exit code, per-test statuses, exception type, line-level output similarity),
-  percentiles and rates;
-- :mod:`sweworld.bench.sampling`: seeded, stratified samples (by command kind and
-  repository; label-balanced);
-- :mod:`sweworld.bench.report`: the run's provenance (machine, data, command line) and a
-  JSON file rewritten as results arrive;
-- :mod:`sweworld.bench.swt_eval`: SWT on held-out SWT records, several models, oracle and
-  blind, with the floors beside;
-- :mod:`sweworld.bench.swr_eval`: SWR on held-out SWR records: classification and
-  calibration metrics, floors, best-of-N.
+Every benchmark writes one folder (:mod:`.output`: resumable ``rows.jsonl``,
+``report.json``, ``report.md``, plots from :mod:`.plots`); BENCHMARKS.md is rendered from
+the committed ``benchmarks/results/**/report.json`` (:mod:`.render`).
 
-The scripts ``benchmarks/heldout_swt.py`` and ``benchmarks/heldout_swr.py`` are thin
-command lines over these modules.
+- :mod:`.swt_eval` (+ :mod:`.swt_figures`): SWT on recorded real transitions, several
+  models, oracle and blind, floors beside;
+- :mod:`.swr_eval` (+ :mod:`.swr_figures`): SWR against real labels: classification and
+  calibration metrics per stage and combined, floors, best-of-N;
+- :mod:`.tts` (+ :mod:`.tts_selection`): the verifier's pick among N candidates against
+  random, majority of equivalent patches and the oracle;
+- :mod:`.e2e`: an agent on simulated vs real feedback, its patches graded for real;
+- :mod:`.executors`: the same steps on Docker, Local and Simulated executors;
+- :mod:`.throughput`: sessions and steps per second, memory per session;
+- helpers: :mod:`.similarity` (agreement of a predicted result with the real one),
+  :mod:`.sampling` (seeded stratified samples), :mod:`.records`, :mod:`.report`
+  (provenance, an atomically rewritten JSON file).
 """
