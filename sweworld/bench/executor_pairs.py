@@ -354,7 +354,9 @@ def _recorded_figure(rows: Sequence[Mapping[str, Any]], names: Sequence[str]):
         ["executor", *METRIC_COLUMNS[:5]],
         [[n, *_metrics(by_name[n])[:5]] for n in names if by_name[n]],
         "Each executor's result on a replayed record against the result the record stores "
-        "(what really ran when the data was collected).",
+        "(what really ran when the data was collected). A record stores the workspace's diff, "
+        "not the session's /tmp: a recorded command that runs a file the agent had written "
+        "to /tmp finds no such file in any executor, and counts here as a disagreement.",
     )
 
 
