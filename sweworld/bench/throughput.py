@@ -93,7 +93,7 @@ def throughput_figures(rows: Sequence[dict[str, Any]], plot: str | None = None) 
             r["backend"], kind, r["concurrency"], r["steps"], r.get("steps_per_s"),
             None if r["backend"] == FILE_OPS else ratio, r.get("p50_s"), r.get("p95_s"),
             r.get("first_step_p50_s"), r.get("rss_mb_per_session"),
-            r.get("machine_mb_per_session"), sources,
+            r.get("outside_mb_per_session"), r.get("machine_mb_per_session"), sources,
         ])  # fmt: skip
     sessions = sorted((r for r in rows if r.get("metric") == "sessions"),
                       key=lambda r: r["concurrency"])  # fmt: skip
@@ -117,6 +117,7 @@ def throughput_figures(rows: Sequence[dict[str, Any]], plot: str | None = None) 
                 "p95 s",
                 "first step p50 s",
                 "RSS MB / episode",
+                "container MB / episode",
                 "machine MB / episode",
                 "answered by",
             ],
@@ -132,9 +133,12 @@ def throughput_figures(rows: Sequence[dict[str, Any]], plot: str | None = None) 
             "session's sandbox starts, no model is asked). "
             "`file ops`: view/grep/ls/create/head in the sandbox (no executor). Memory: the "
             "growth of this process tree's RSS (sandbox servers; not a container's "
-            "processes, not a model loaded before the baseline) and the machine's "
-            "MemAvailable drop, per live episode. `answered by`: how the simulator answered "
-            "(model, cache, exact facts, fallback) or the real executor. `replay` answers at "
+            "processes, not a model loaded before the baseline); for docker, the containers' "
+            "resident memory (their memory cgroups' rss); the machine's MemAvailable drop, "
+            "which moves with every other process on the machine (negative: others freed "
+            "more than the episodes took meanwhile); each per live episode. `answered by`: "
+            "how the simulator answered (model, cache, exact facts, fallback) or the real "
+            "executor. `replay` answers at "
             "once with real outputs recorded once: the environment's own overhead.",
             plot=plot,
         ),
@@ -156,21 +160,24 @@ def throughput_figures(rows: Sequence[dict[str, Any]], plot: str | None = None) 
             "command (its sandbox server starts); open+close/s: `churn` sessions opened and "
             "closed one at a time while the others live; close/s: the live ones closed. "
             "Memory: process-tree RSS growth (the sandbox servers) and the machine's "
-            "MemAvailable drop (adds kernel memory: namespaces, overlay mounts), per live "
-            "session.",
+            "MemAvailable drop (adds kernel memory: namespaces, overlay mounts; moves with every "
+            "other process on the machine), per live session.",
         ),
     ]
 
 
 def _plot(rows: Sequence[dict[str, Any]], path: Path) -> str | None:
+    """Bars of execution steps/s: one group per concurrency, one bar per backend (file
+    operations, a different workload and far faster, are in the table only)."""
     from sweworld.bench import plots
 
     groups: dict[str, dict[str, float | None]] = {}
-    for r in sorted(rows, key=lambda r: (_backend_order(r["backend"]), r["concurrency"])):
-        if r.get("metric") == "steps" and r.get("steps_per_s"):
-            groups.setdefault(r["backend"], {})[f"{r['concurrency']} live"] = r["steps_per_s"]
-    made = plots.bar_groups(groups, path, title="steps per second by backend and concurrency",
-                            ylabel="steps / s", ylim=None)  # fmt: skip
+    steps = [r for r in rows if r.get("metric") == "steps" and r["backend"] != FILE_OPS]
+    for r in sorted(steps, key=lambda r: r["concurrency"]):
+        if r.get("steps_per_s"):
+            groups.setdefault(f"{r['concurrency']} live", {})[r["backend"]] = r["steps_per_s"]
+    title = "execution steps per second: simulated vs real, by live episodes"
+    made = plots.bar_groups(groups, path, title=title, ylabel="steps / s", ylim=None)
     return made.name if made else None
 
 
@@ -339,11 +346,11 @@ def _measure(
         return measure_steps(tasks, backend, level, steps, root, executor="local",
                              step_timeout_s=timeout)  # fmt: skip
     if backend == "docker":
-        executor, why = docker_executor(tasks, timeout)
+        executor, memory, why = docker_executor(tasks, timeout)
         if executor is None:
             raise _BackendUnavailable(why or "docker: unavailable")
         return measure_steps(tasks, backend, level, steps, root, executor=executor,
-                             step_timeout_s=timeout)  # fmt: skip
+                             step_timeout_s=timeout, outside_memory=memory)  # fmt: skip
     if backend not in backends:
         try:
             backends[backend] = load_model(backend, tasks, root)

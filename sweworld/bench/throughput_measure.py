@@ -21,6 +21,7 @@ from sweworld.bench.similarity import percentile
 __all__ = [
     "FILE_OPS",
     "REAL_BACKENDS",
+    "ContainerMemory",
     "docker_executor",
     "exec_action",
     "file_op_action",
@@ -266,9 +267,12 @@ def measure_steps(
     executor: Any = "none",
     lm: Any = None,
     step_timeout_s: float = 300.0,
+    outside_memory: Callable[[], tuple[int | None, int]] | None = None,
 ) -> dict[str, Any]:
     """Steps per second of an :class:`~sweworld.env.pool.EnvPool` of ``size`` episodes in
-    lock step for ``steps`` rounds (after one warm-up round); latency and memory."""
+    lock step for ``steps`` rounds (after one warm-up round); latency and memory
+    (``outside_memory``: bytes and count of what the episodes hold outside this process
+    tree, e.g. :class:`ContainerMemory`)."""
     from sweworld.env.pool import EnvPool
     from sweworld.sandbox.manager import SessionManager
 
@@ -314,6 +318,10 @@ def measure_steps(
                     info = call.get("info") or {}
                     sources[str(info.get("source") or info.get("executor") or backend)] += 1
         memory = probe.per_item_mb(size)
+        if outside_memory is not None:
+            held, count = outside_memory()
+            memory["outside_mb_per_session"] = None if held is None else held / size / 2**20
+            memory["outside_processes"] = count
         lm_stats = pool.lm.stats.to_dict() if getattr(pool.lm, "stats", None) else None
     finally:
         pool.close()
@@ -342,29 +350,77 @@ def measure_steps(
 # =========================================================================== backends
 
 
-def docker_executor(tasks: Sequence[Any], step_timeout_s: float) -> tuple[Any, str | None]:
-    """A DockerExecutor when an engine answers and has every task's image; else (None,
-    why not)."""
+def docker_executor(
+    tasks: Sequence[Any], step_timeout_s: float
+) -> tuple[Any, ContainerMemory | None, str | None]:
+    """A DockerExecutor when an engine answers and has every task's image, with a
+    :class:`ContainerMemory` of the containers it will start; else (None, None, why not)."""
     try:
         import docker
     except ImportError:
-        return None, "docker: the docker Python package is not installed"
+        return None, None, "docker: the docker Python package is not installed"
     from sweworld.execution.docker.naming import swebench_image_name
 
     try:
         client = docker.from_env()
         client.ping()
     except Exception as exc:
-        return None, f"docker: no engine answers ({type(exc).__name__})"
+        return None, None, f"docker: no engine answers ({type(exc).__name__})"
+    images: set[str] = set()
     for task in tasks:
         names = [swebench_image_name(task.instance_id),
                  swebench_image_name(task.instance_id, namespace=None)]  # fmt: skip
-        if not any(_image_present(client, name) for name in names):
+        present = [name for name in names if _image_present(client, name)]
+        if not present:
             client.close()
-            return None, f"docker: no image {names[0]} (or {names[1]}) on the engine"
+            return None, None, f"docker: no image {names[0]} (or {names[1]}) on the engine"
+        images.update(names)
     from sweworld.execution.docker.executor import DockerExecutor
 
-    return DockerExecutor(client=client, timeout=step_timeout_s), None
+    memory = ContainerMemory(client, images)
+    return DockerExecutor(client=client, timeout=step_timeout_s), memory, None
+
+
+class ContainerMemory:
+    """Resident memory of the containers of ``images`` started since this was made (their
+    processes are not under this process): the memory cgroup's ``rss`` (cgroup v1) or
+    ``anon`` (v2) of each."""
+
+    def __init__(self, client: Any, images: set[str]):
+        self.client = client
+        self.images = images
+        self.before = self._ids()
+
+    def _ids(self) -> set[str]:
+        return {
+            c.id
+            for c in self.client.containers.list()
+            if (c.attrs.get("Config") or {}).get("Image") in self.images
+        }
+
+    def __call__(self) -> tuple[int | None, int]:
+        """(bytes, containers) of the new containers; bytes None when no cgroup is read."""
+        new = self._ids() - self.before
+        sizes = [_cgroup_rss(cid) for cid in new]
+        known = [size for size in sizes if size is not None]
+        return (sum(known) if known else None), len(new)
+
+
+def _cgroup_rss(container_id: str) -> int | None:
+    for path, key in (
+        (f"/sys/fs/cgroup/memory/docker/{container_id}/memory.stat", "total_rss"),
+        (f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/memory.stat", "anon"),
+        (f"/sys/fs/cgroup/docker/{container_id}/memory.stat", "anon"),
+    ):
+        try:
+            with open(path) as handle:
+                for line in handle:
+                    name, _, value = line.partition(" ")
+                    if name == key:
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def _image_present(client: Any, name: str) -> bool:

@@ -131,3 +131,39 @@ def test_a_backend_that_fails_is_counted_and_the_others_run(tmp_path):
 def test_bad_options_are_refused(tmp_path):
     assert _bench(tmp_path / "a", "--real", "podman") == 2
     assert main(["bench", "throughput", "--out", str(tmp_path / "b"), "--concurrency", "0"]) == 2
+
+
+def _docker_image_of(task) -> str | None:
+    """The task's image on a Docker engine that answers, or None."""
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+    except Exception:
+        return None
+    from sweworld.execution.docker.naming import swebench_image_name
+
+    try:
+        name = swebench_image_name(task.instance_id)
+        client.images.get(name)
+        return name
+    except Exception:
+        return None
+    finally:
+        client.close()
+
+
+@requires_sandbox
+@pytest.mark.slow
+def test_docker_backend_counts_its_containers_memory(tmp_path, toy_task):
+    if _docker_image_of(toy_task) is None:
+        pytest.skip("no Docker engine with the toy task's image (sweworld docker build)")
+    out = tmp_path / "tp"
+    args = ["--concurrency", "1", "--no-sessions", "--no-file-ops", "--models", ""]
+    assert main(["bench", "throughput", "--out", str(out), *TINY[2:], *args,
+                 "--real", "docker"]) == 0  # fmt: skip
+    row = json.loads((out / "rows.jsonl").read_text().splitlines()[0])["row"]
+    assert row["backend"] == "docker" and row["steps"] == 2 and row["executor_errors"] == 0
+    assert row["outside_processes"] == 1  # the episode's container
+    assert row["outside_mb_per_session"] is None or row["outside_mb_per_session"] > 0
