@@ -349,8 +349,12 @@ def _measure(
         executor, memory, why = docker_executor(tasks, timeout)
         if executor is None:
             raise _BackendUnavailable(why or "docker: unavailable")
-        return measure_steps(tasks, backend, level, steps, root, executor=executor,
-                             step_timeout_s=timeout, outside_memory=memory)  # fmt: skip
+        try:
+            return measure_steps(tasks, backend, level, steps, root, executor=executor,
+                                 step_timeout_s=timeout, outside_memory=memory)  # fmt: skip
+        finally:
+            if memory is not None:
+                memory.client.close()  # the executor was given it: it does not close it
     if backend not in backends:
         try:
             backends[backend] = load_model(backend, tasks, root)
