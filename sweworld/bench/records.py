@@ -17,7 +17,10 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DataError", "load_records", "missing_fields"]
+__all__ = ["DataError", "load_records", "missing_fields", "wrong_types"]
+
+#: The JSON value types each column type of the schema accepts (a bool is no integer).
+_JSON_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "bool": (bool,)}
 
 
 class DataError(ValueError):
@@ -33,6 +36,25 @@ def missing_fields(kind: str, row: dict[str, Any]) -> list[str]:
         f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
     ]
     return [name for name in required if row.get(name) is None]
+
+
+def wrong_types(kind: str, row: dict[str, Any]) -> list[str]:
+    """The fields of ``row`` whose value is not of the schema's type (``exit_code: str``);
+    absent and null fields are :func:`missing_fields`' business."""
+    from sweworld.data.schema import RECORD_TYPES
+
+    out = []
+    for f in fields(RECORD_TYPES[kind]):
+        value = row.get(f.name)
+        if value is None:
+            continue
+        name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        accepted = _JSON_TYPES.get(name)
+        if accepted is None:
+            continue
+        if not isinstance(value, accepted) or (name == "int" and isinstance(value, bool)):
+            out.append(f"{f.name}: {type(value).__name__}")
+    return out
 
 
 def _record_file_rows(folder: Path, kind: str, split: str, bad: Counter[str]) -> list[Any]:
@@ -57,6 +79,10 @@ def _record_file_rows(folder: Path, kind: str, split: str, bad: Counter[str]) ->
             missing = missing_fields(kind, row)
             if missing:
                 bad[f"missing field: {', '.join(missing)}"] += 1
+                continue
+            wrong = wrong_types(kind, row)
+            if wrong:
+                bad[f"wrong type: {', '.join(wrong)}"] += 1
                 continue
             try:
                 record = record_from_dict(kind, row)

@@ -363,10 +363,16 @@ def unusable_reason(record: SWTRecord, modes: Sequence[str]) -> str | None:
         return "missing field: command"
     if record.exit_code is None:
         return "missing field: exit_code"
+    try:
+        statuses = record.statuses()
+    except (ValueError, TypeError, RecursionError) as exc:
+        return f"unreadable test_statuses ({type(exc).__name__})"
+    if not isinstance(statuses, dict):
+        return "unreadable test_statuses (not an object)"
     for mode in modes:
         try:
             record.context(mode)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:  # any JSON shape
             return f"unreadable {mode} context ({type(exc).__name__})"
     return None
 

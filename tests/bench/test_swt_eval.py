@@ -228,6 +228,47 @@ def test_bench_swt_counts_records_with_missing_fields(tmp_path: Path):
     assert overall[f"replay:{replay} (oracle)"]["exit code agrees"] == 1.0
 
 
+def test_bench_swt_counts_rows_of_wrong_types_and_unreadable_json_fields(tmp_path: Path):
+    folder = tmp_path / "raw"
+    good = swt_record("t-pyc", "pallets/flask", "python -c 'print(1)'", stdout="1\n")
+    with RecordStore(folder) as store:
+        store.add(good)
+    hostile = []
+    for rid, field, value in (
+        ("t-list-id", "id", ["x"]),  # unhashable: used to crash the de-duplication
+        ("t-str-exit", "exit_code", "abc"),
+        ("t-float-exit", "exit_code", 1.5),
+        ("t-int-command", "command", 123),
+        ("t-dict-stdout", "stdout", {"a": 1}),
+        ("t-list-context", "context_oracle", "[1, 2]"),  # JSON, but not an object
+        ("t-bad-statuses", "test_statuses", "not json"),
+        ("t-list-statuses", "test_statuses", "[1]"),
+    ):
+        row = good.to_dict()
+        row["id"] = rid
+        row[field] = value
+        hostile.append(json.dumps(row))
+    with (folder / "records" / "swt.jsonl").open("a") as fh:
+        fh.write("\n".join([*hostile, "[" * 100_000, '{"id": NaN}']) + "\n")
+    replay = tmp_path / "r.jsonl"
+    replay.write_text(json.dumps({"text": json.dumps({"stdout": "1\n", "exit_code": 0})}) + "\n")
+    out = tmp_path / "R"
+    assert _bench(folder, replay, out, "--modes", "oracle") == 0
+    skipped = json.loads((out / "report.json").read_text())["skipped"]
+    assert skipped.pop("wrong type: id: list") == 1
+    assert skipped.pop("wrong type: exit_code: str") == 1
+    assert skipped.pop("wrong type: exit_code: float") == 1
+    assert skipped.pop("wrong type: command: int") == 1
+    assert skipped.pop("wrong type: stdout: dict") == 1
+    assert skipped.pop("unreadable oracle context (AttributeError)") == 1
+    assert skipped.pop("unreadable test_statuses (JSONDecodeError)") == 1
+    assert skipped.pop("unreadable test_statuses (not an object)") == 1
+    assert skipped.pop("unreadable row (not JSON)") == 1
+    assert list(skipped) == ["missing field: source, instance_id, repo, command, stdout, "
+                             "stderr, exit_code"]  # fmt: skip
+    assert len(_rows(out)) == 1
+
+
 def test_bench_swt_bad_data_is_a_clear_error(tmp_path: Path, capsys):
     replay = tmp_path / "r.jsonl"
     replay.write_text("")
