@@ -51,7 +51,9 @@ __all__ = [
 ]
 
 SELECTOR_BASELINES = ("random", "majority", "oracle")
-_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+#: A hunk header; a count of more than 12 digits is no real hunk (and ``int`` refuses
+#: strings of over 4,300 digits), so such a line is read as any other line.
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d{1,12}))? \+\d+(?:,(\d{1,12}))? @@")
 _SPACE = re.compile(r"\s+")
 
 

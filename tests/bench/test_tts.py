@@ -123,6 +123,18 @@ def test_normalized_diff_ignores_whitespace_line_numbers_and_file_order():
     assert normalized_diff(tricky) == "=== x.py\n--- a/x.py"
 
 
+def test_normalized_diff_of_hostile_patches_is_linear_and_never_raises():
+    import time
+
+    huge_count = "--- a/x.py\n+++ b/x.py\n@@ -1," + "9" * 5000 + " +1,1 @@\n-a\n+b\n"
+    assert normalized_diff(huge_count) == "=== x.py\n"  # no real hunk: nothing read as one
+    start = time.perf_counter()
+    spaces = "--- a/x.py\n+++ b/x.py\n@@ -1,1 +1,1 @@\n+" + " \t" * 2_000_000 + "x\n"
+    assert normalized_diff(spaces) == "=== x.py\n+x"
+    assert patch_class("\x00\xff@@ -1 +1 @@\n" * 100_000) == "empty"
+    assert time.perf_counter() - start < 5
+
+
 def test_selectors_on_one_group_by_hand():
     assert majority_value(["p", "q", "q"], [True, False, False]) == 0.0
     assert majority_value(["p", "q"], [True, False]) == 0.5  # tied classes: averaged
