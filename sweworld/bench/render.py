@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import unicodedata
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -173,8 +174,12 @@ def render_benchmarks(
     to the folder of ``out``. Raises ReportError for a malformed report."""
     reports = find_reports(results)
     base = Path(out).parent.resolve()
+    titles = Counter(str(r.get("title") or r.get("benchmark") or "") for _, r in reports)
     sections = []
     for rel, report in reports:
+        title = str(report.get("title") or report.get("benchmark") or "")
+        if titles[title] > 1:  # one benchmark run several ways: the folder tells them apart
+            report = {**report, "title": f"{title}: {rel}"}
         folder = (Path(results) / rel).resolve()
         plot_dir = Path(os.path.relpath(folder, base)).as_posix().rstrip("/") + "/"
         sections.append(_section(report, "" if plot_dir == "./" else plot_dir))

@@ -76,18 +76,27 @@ def test_plot_links_are_relative_to_the_written_file(tmp_path):
 
 def test_header_contents_and_legacy_note(tmp_path):
     results = tmp_path / "results"
-    write_report(results, "legacy/01-sandbox", "Sandbox (issue 2)", legacy="rerun to refresh")
-    write_report(results, "swt", "Sandbox (issue 2)", figures=[figure("Sandbox (issue 2)", [], [])])
+    write_report(results, "legacy/01-sandbox", "Sandbox (issue 2)", legacy="rerun to refresh",
+                 figures=[figure("SWT", [], [])])  # fmt: skip
+    write_report(results, "swt", "SWT", figures=[figure("Sandbox (issue 2)", [], [])])
     text = render.render_benchmarks(results, tmp_path / "BENCHMARKS.md")
     assert text.startswith("# Benchmarks\n")
     assert "`sweworld bench render`" in text.split("## ")[0]
     # GitHub numbers repeated anchors in document order, over every heading level
     contents = text.split("\n\n## ")[0]
-    assert contents.endswith(
-        "- [Sandbox (issue 2)](#sandbox-issue-2)\n- [Sandbox (issue 2)](#sandbox-issue-2-1)"
-    )
-    assert "## Sandbox (issue 2)\n\n*Legacy: rerun to refresh.*\n\n## " in text
-    assert text.endswith("## Sandbox (issue 2)\n\n### Sandbox (issue 2)\n")
+    assert contents.endswith("- [Sandbox (issue 2)](#sandbox-issue-2)\n- [SWT](#swt-1)")
+    assert "## Sandbox (issue 2)\n\n*Legacy: rerun to refresh.*\n\n### SWT" in text
+    assert text.endswith("## SWT\n\n### Sandbox (issue 2)\n")
+
+
+def test_reports_sharing_a_title_are_told_apart_by_their_folder(tmp_path):
+    results = tmp_path / "results"
+    write_report(results, "tts", "Best of N")
+    write_report(results, "tts/blind", "Best of N")
+    write_report(results, "swr", "SWR")
+    text = render.render_benchmarks(results, tmp_path / "BENCHMARKS.md")
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings == ["## SWR", "## Best of N: tts", "## Best of N: tts/blind"]
 
 
 def test_a_report_without_optional_keys(tmp_path):
