@@ -44,7 +44,9 @@ MASKS = (
     (re.compile(r"0x[0-9a-fA-F]{6,}"), "0x<ADDR>"),
     (re.compile(r"\b(Python|python) ?(\d+\.\d+)\.\d+"), r"\1 \2.<P>"),
     (re.compile(r'File "[^"\n]*?/lib/python(\d+\.\d+)/'), r'File "<stdlib \1>/'),
-    (re.compile(r"[^\s\"'(]*/(?:site|dist)-packages/"), "<site-packages>/"),
+    # From the start of a path only (not after a path character): tried at every character
+    # of a long token, the greedy run made masking quadratic in the output.
+    (re.compile(r"(?<![^\s\"'(])[^\s\"'(]*/(?:site|dist)-packages/"), "<site-packages>/"),
 )
 
 

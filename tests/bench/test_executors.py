@@ -120,6 +120,17 @@ def test_masked_outputs_differ_only_in_what_runs_may_differ_in():
     assert masked("Python 3.11.2") != masked("Python 3.12.2")
 
 
+def test_masking_is_linear_in_a_long_output():
+    import time
+
+    start = time.perf_counter()
+    for text in ("a/" * 200_000, "python " + "1" * 400_000, 'File "' + "/" * 400_000):
+        assert masked(text) == text
+    spaced = "x " * 100_000
+    assert masked(spaced + "/v/site-packages/a.py") == spaced + "<site-packages>/a.py"
+    assert time.perf_counter() - start < 5  # was minutes: a greedy run tried at every char
+
+
 def test_simulated_steps_are_spread_evenly(toy_task):
     steps = probe_steps(toy_task)
     measured = [s.index for s in steps if s.measured]
