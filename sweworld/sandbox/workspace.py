@@ -44,11 +44,13 @@ class WorkspaceChanges:
 
     ``written``: files and symlinks added or possibly modified (a superset: a file opened
     for writing counts even if its bytes did not change); ``deleted``: paths of the base that
-    are gone. Paths under ``.git/`` are left out.
+    are gone; ``dirs``: directories the base does not have (empty ones included, which
+    ``written`` cannot show). Paths under ``.git/`` are left out.
     """
 
     written: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
+    dirs: tuple[str, ...] = ()
 
 
 class Workspace(Protocol):
@@ -298,6 +300,7 @@ class OverlayWorkspace:
     def changes(self) -> WorkspaceChanges:
         written: list[str] = []
         deleted: list[str] = []
+        dirs: list[str] = []
         for dirpath, dirnames, filenames in walk(self.upper):
             rel_dir = os.path.relpath(dirpath, self.upper)
             rel_dir = "" if rel_dir == "." else rel_dir
@@ -310,9 +313,12 @@ class OverlayWorkspace:
                     dirnames.remove(name)
                 elif os.path.islink(os.path.join(dirpath, name)):
                     written.append(rel)  # a symlink to a directory is a written entry
-                elif _is_opaque(os.path.join(dirpath, name)):
-                    # An opaque directory hides everything the base had below it.
-                    deleted += _files_below(self.lower / rel, rel)
+                else:
+                    if not _is_real_dir(self.lower / rel):
+                        dirs.append(rel)
+                    if _is_opaque(os.path.join(dirpath, name)):
+                        # An opaque directory hides everything the base had below it.
+                        deleted += _files_below(self.lower / rel, rel)
             for name in filenames:
                 rel = os.path.join(rel_dir, name)
                 full = os.path.join(dirpath, name)
@@ -321,7 +327,9 @@ class OverlayWorkspace:
                     deleted += _files_below(target, rel) if target.is_dir() else [rel]
                 else:
                     written.append(rel)
-        return WorkspaceChanges(tuple(sorted(written)), tuple(sorted(set(deleted) - set(written))))
+        return WorkspaceChanges(
+            tuple(sorted(written)), tuple(sorted(set(deleted) - set(written))), tuple(sorted(dirs))
+        )
 
 
 class CopyWorkspace:
@@ -353,11 +361,13 @@ class CopyWorkspace:
         return _du(self.root)
 
     def changes(self) -> WorkspaceChanges:
-        mine = _file_stats(self.root)
-        base = _file_stats(self.lower)
+        my_dirs: set[str] = set()
+        base_dirs: set[str] = set()
+        mine = _file_stats(self.root, my_dirs)
+        base = _file_stats(self.lower, base_dirs)
         written = sorted(p for p, st in mine.items() if base.get(p) != st)
         deleted = sorted(p for p in base if p not in mine)
-        return WorkspaceChanges(tuple(written), tuple(deleted))
+        return WorkspaceChanges(tuple(written), tuple(deleted), tuple(sorted(my_dirs - base_dirs)))
 
 
 def _is_whiteout(path: str) -> bool:
@@ -381,13 +391,26 @@ def _files_below(path: Path, rel: str) -> list[str]:
     return out
 
 
-def _file_stats(root: Path) -> dict[str, tuple[int, int, int]]:
-    """relative path -> (mode, size, mtime_ns) of files and symlinks, ``.git`` excluded."""
+def _is_real_dir(path: Path) -> bool:
+    """A directory, not a symlink to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _file_stats(root: Path, dirs: set[str] | None = None) -> dict[str, tuple[int, int, int]]:
+    """relative path -> (mode, size, mtime_ns) of files and symlinks, ``.git`` excluded;
+    the relative paths of directories go into ``dirs`` when given."""
     out = {}
     for dirpath, dirnames, filenames in walk(root):
         if dirpath == str(root) and ".git" in dirnames:
             dirnames.remove(".git")
         links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        if dirs is not None:
+            dirs.update(
+                os.path.relpath(os.path.join(dirpath, d), root) for d in dirnames if d not in links
+            )
         for name in [*filenames, *links]:  # a symlink to a directory counts as an entry
             full = os.path.join(dirpath, name)
             st = os.lstat(full)

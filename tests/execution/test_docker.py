@@ -13,6 +13,7 @@ import io
 import os
 import posixpath
 import shutil
+import stat
 import sys
 import tarfile
 import threading
@@ -29,6 +30,7 @@ from sweworld.execution.docker import (
     INSTALL_HINT,
     KEEPALIVE_SCRIPT,
     KILL_ARGV,
+    LIST_MARKER,
     REVERT_MARKER,
     RUN_MARKER,
     DockerExecutor,
@@ -106,6 +108,7 @@ class FakeContainer:
         self.archives: list[list[str]] = []  # member paths of each put_archive
         self.execs: list[list[str]] = []
         self.runs: list[types.SimpleNamespace] = []
+        self.listings: list[list[str]] = []  # copy-back listings asked for
         self.removed = self.stopped = self.killed = False
         self.busy = threading.Lock()  # a run in progress (commands must not overlap)
 
@@ -165,7 +168,7 @@ class FakeContainer:
                     self._drop(full)
             return 0, b"", b""
         if cmd[:2] == ["bash", "-lc"] and cmd[3] == RUN_MARKER:
-            activate, cwd, limit, stdin_file, front, back, *argv = cmd[4:]
+            activate, cwd, limit, stdin_file, front, back, marker, *argv = cmd[4:]
             stdin = self.files.pop(stdin_file)[1] if stdin_file else b""
             run = types.SimpleNamespace(
                 argv=argv,
@@ -177,10 +180,14 @@ class FakeContainer:
                 stdin=stdin,
                 path_front=front,
                 path_back=back,
+                marker=marker,
             )
             self.runs.append(run)
             self.killed = False
             return self.client.responder(self, run)
+        if cmd[:2] == ["bash", "-c"] and cmd[3] == LIST_MARKER:
+            self.listings.append(cmd[5:])
+            return 0, b"", b""  # the fake's commands change nothing in the container
         raise AssertionError(f"the fake does not know this command: {cmd}")
 
 
@@ -411,6 +418,7 @@ def test_sync_written_deleted_and_reverted_files_across_calls(executor, client, 
     assert sorted(c.archives[0]) == [
         "/testbed/a.py",
         "/testbed/alias.py",
+        "/testbed/new",  # a new directory goes as one (it could be empty)
         "/testbed/new/n.py",
         "/testbed/run.sh",
     ]
@@ -419,7 +427,9 @@ def test_sync_written_deleted_and_reverted_files_across_calls(executor, client, 
     execs_before = len(c.execs)
     res = executor.execute(request(tree))
     ok(res)
-    assert len(c.archives) == 1 and len(c.execs) == execs_before + 1  # only the run
+    # only the run and the listing of what it changed
+    assert len(c.archives) == 1 and len(c.execs) == execs_before + 2
+    assert c.execs[-1][3] == LIST_MARKER and c.runs[-1].marker
     assert res.info["sync"]["sent"] == 0
 
     # one file changed: only it is sent
@@ -438,7 +448,7 @@ def test_sync_written_deleted_and_reverted_files_across_calls(executor, client, 
     assert c.text("/testbed/a.py") == "A = 1\n" and c.text("/testbed/b.py") == "B = 1\n"
     assert not any(p.startswith("/testbed/new") for p in c.files)
     assert ["rm", "-rf", "--", "/testbed/new"] in c.execs
-    assert res.info["sync"]["reverted"] == 3
+    assert res.info["sync"]["reverted"] == 4  # a.py, b.py, new/n.py and the directory new
     assert client.reverts == []  # the base checkout was read, git was not needed
 
 
@@ -986,5 +996,126 @@ def test_real_an_empty_directory_in_tmp_is_there_for_the_command(manager, toy_ta
             sess.run("rm -r /tmp/out")
             gone = sess.run("python -c \"import os; print(os.path.exists('/tmp/out'))\"")
             assert gone.stdout == "False\n", gone.stderr
+    finally:
+        executor.close()
+
+
+# ---------------------------------------------------------------------- copy-back
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(bool(_REAL_PROBLEM), reason=_REAL_PROBLEM)
+class TestRealCopyBack:
+    """What a command writes in the container comes back into the session's trees."""
+
+    @pytest.fixture
+    def real(self, tree):
+        # the test image lacks the fixture's base files: the first sync sends them (their
+        # times changed), or the container's tree would have them deleted
+        for rel in BASE_FILES:
+            os.utime(tree.root / rel, ns=(10**9, 10**9))
+        ex = DockerExecutor(
+            image=REAL_IMAGE,
+            activate=REAL_ACTIVATE,
+            client=_ENGINE,
+            timeout=60,
+            copy_back_bytes=64 * 1024,
+        )
+        yield ex
+        ex.close()
+
+    def test_files_written_and_deleted_come_back_once(self, real, tree):
+        script = (
+            "import os; open('/tmp/x', 'w').write('tmp\\n'); "
+            "open('/testbed/new.py', 'w').write('N = 1\\n'); os.chmod('/testbed/new.py', 0o4755); "
+            "os.makedirs('/testbed/made/deep'); os.remove('/tmp/gone.txt')"
+        )
+        (tree.tmp / "gone.txt").write_text("bye\n")
+        res = real.execute(request(tree, "python", "-c", script))
+        ok(res)
+        assert res.exit_code == 0, res.stderr
+        assert (tree.tmp / "x").read_text() == "tmp\n"
+        assert (tree.root / "new.py").read_text() == "N = 1\n"
+        assert stat.S_IMODE((tree.root / "new.py").stat().st_mode) == 0o755  # no setuid
+        assert (tree.root / "made" / "deep").is_dir()
+        assert not (tree.tmp / "gone.txt").exists()
+        sync = res.info["sync"]
+        assert sync["copied_back"] >= 4 and sync["copy_back_deleted"] == 1, sync
+        assert "made/deep" in tree.ws.changes().dirs
+        # nothing is sent back to the container for what came from it
+        again = real.execute(request(tree, "cat", "/tmp/x", "/testbed/new.py"))
+        assert again.stdout == "tmp\nN = 1\n", again.stderr
+        assert again.info["sync"]["sent"] == again.info["sync"]["tmp_sent"] == 0, again.info
+        assert again.info["sync"]["copied_back"] == 0
+
+    def test_a_huge_file_hits_the_cap_and_is_named(self, real, tree):
+        script = "open('/tmp/big', 'wb').write(b'x' * 200000); open('/tmp/small', 'w').write('s')"
+        res = real.execute(request(tree, "python", "-c", script))
+        ok(res)
+        assert (tree.tmp / "small").read_text() == "s"
+        assert not (tree.tmp / "big").exists()
+        assert res.info["sync"]["copy_back_skipped"] == 1
+        (named,) = res.info["copy_back_skipped"]
+        assert named.startswith("/tmp/big:") and "cap" in named
+
+    def test_symlinks_come_back_as_symlinks_and_nothing_lands_outside(self, real, tree, tmp_path):
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        os.symlink(outside, tree.root / "trap")  # the session's link to a host folder
+        script = (
+            "ln -s /etc/passwd /testbed/pw && rm /testbed/trap && mkdir /testbed/trap && "
+            "echo inside > /testbed/trap/f && mkfifo /tmp/fifo"
+        )
+        res = real.execute(request(tree, "bash", "-c", script))
+        ok(res)
+        assert res.exit_code == 0, res.stderr
+        assert os.readlink(tree.root / "pw") == "/etc/passwd"  # the link, not its target
+        assert not (tree.root / "trap").is_symlink()
+        assert (tree.root / "trap" / "f").read_text() == "inside\n"
+        assert list(outside.iterdir()) == []
+        assert not os.path.lexists(tree.tmp / "fifo")
+        assert any(s.startswith("/tmp/fifo:") for s in res.info["copy_back_skipped"])
+
+    def test_a_new_empty_directory_is_synced_and_removed(self, real, tree):
+        (tree.root / "out").mkdir()
+        res = real.execute(request(tree, "bash", "-c", "echo 1 > out/x && cat out/x"))
+        assert (res.exit_code, res.stdout) == (0, "1\n"), res.stderr
+        assert (tree.root / "out" / "x").read_text() == "1\n"
+        shutil.rmtree(tree.root / "out")
+        res = real.execute(request(tree, "bash", "-c", "test -e out && echo there || echo gone"))
+        assert res.stdout == "gone\n", res.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(_ENGINE is None, reason=_ENGINE_PROBLEM or "docker: no engine")
+@requires_sandbox
+def test_real_session_sees_what_its_commands_wrote(manager, toy_task):
+    """Through a session (overlay workspace where it can mount): the files a command writes
+    in the container are read by the session's file operations, and a deletion reaches the
+    patch; a directory made by a file operation is there for the next command."""
+    image = swebench_image_name(toy_task.instance_id)
+    problem = _image_problem(_ENGINE, image)
+    if problem:
+        pytest.skip(problem)
+    executor = DockerExecutor(client=_ENGINE, timeout=60)
+    try:
+        with manager.open(toy_task, executor=executor) as sess:
+            write = (
+                "python -c \"open('/tmp/sweworld_out.txt', 'w').write('out'); "
+                "open('/testbed/new_module.py', 'w').write('X = 1\\n')\""
+            )
+            assert sess.run(write).exit_code == 0
+            assert sess.run("cat /tmp/sweworld_out.txt").stdout == "out"  # cat: a file op
+            assert sess.read_file("/testbed/new_module.py") == "X = 1\n"
+            gone = sess.run("python -c \"import os; os.remove('stockroom/textutil.py')\"")
+            assert gone.exit_code == 0, gone.stderr
+            with pytest.raises(OSError):
+                sess.read_file("/testbed/stockroom/textutil.py")
+            patch = sess.get_patch()
+            assert "deleted file mode" in patch and "stockroom/textutil.py" in patch, patch
+            out = sess.run(
+                "mkdir made && python -c \"open('made/x', 'w').write('1')\" && cat made/x"
+            )
+            assert (out.exit_code, out.stdout) == (0, "1"), out.stderr
     finally:
         executor.close()

@@ -105,3 +105,25 @@ def test_changes_lists_written_and_deleted_paths(tmp_path, base, kind):
         assert changes.deleted == ("README", "pkg/sub/a.py")
     finally:
         ws.destroy()
+
+
+@pytest.mark.parametrize("kind", ["overlay", "copy"])
+def test_changes_lists_new_directories_empty_ones_included(tmp_path, base, kind):
+    if kind == "overlay" and not overlay_available(str(tmp_path)):
+        pytest.skip("this process may not mount overlays")
+    cls = OverlayWorkspace if kind == "overlay" else CopyWorkspace
+    ws = cls(base, tmp_path / "ws")
+    try:
+        (ws.root / "out" / "deep").mkdir(parents=True)  # new and empty
+        (ws.root / "pkg" / "sub").mkdir()  # new, inside a base directory
+        (ws.root / "pkg" / "mod.py").write_text("x = 2\n")  # pkg itself is the base's
+        os.symlink("pkg", ws.root / "alias")  # a symlink is a written entry, not a dir
+        (ws.root / ".git").mkdir()
+        (ws.root / ".git" / "objects").mkdir()
+        changes = ws.changes()
+        assert changes.dirs == ("out", "out/deep", "pkg/sub")
+        assert "alias" in changes.written
+        shutil.rmtree(ws.root / "out")
+        assert ws.changes().dirs == ("pkg/sub",)
+    finally:
+        ws.destroy()

@@ -26,8 +26,19 @@ The command then runs as ``bash -lc``: the environment is activated (SWE-bench's
 are set, the shell enters the working directory and runs ``timeout <n> argv...`` with stdin
 fed from a file sent along with the sync. stdout and stderr come back separately, each
 capped (a command that prints more is stopped). When the command ends, every process it
-left in the container is killed, as in the sandbox. Files the command writes inside the
-container are not copied back to the session.
+left in the container is killed, as in the sandbox.
+
+Then what the command changed in the container comes back (``copyback.py``), as one shared
+filesystem would show it: files, symlinks and directories it created or modified below
+``/testbed`` (``.git`` left out) and in ``/tmp``, and what it deleted there. The run script
+touches a marker just before the command; afterwards ``find -cnewer`` lists what changed
+(capped at ``COPY_BACK_ENTRIES`` paths), the children of changed directories show
+deletions, and the files travel in one ``tar`` (capped at ``copy_back_bytes``). They are
+written without following symlinks, setuid bits dropped, and recorded as synced so they are
+not sent again. ``info["sync"]`` counts them (``copied_back``, ``copy_back_deleted``,
+``copy_back_bytes``, ``copy_back_skipped``); ``info["copy_back_skipped"]`` names what was
+left out and why. Not copied back: anything outside the tree and ``/tmp`` (installed
+packages, ``$HOME``), ``.git``, devices, FIFOs and sockets, owners, and times.
 
 The ``docker`` package is an optional dependency (``pip install 'sweworld[docker]'``);
 it is imported only when a command first needs the engine. The executor never raises into
@@ -36,13 +47,18 @@ fails to start all become results with ``info["status"] == "env_failed"`` and a 
 """
 
 from sweworld.execution.docker.common import (
+    CHANGE_MARKER,
     CONTROL_DIR,
+    COPY_BACK_BYTES,
+    COPY_BACK_ENTRIES,
     DEFAULT_ACTIVATE,
     INSTALL_HINT,
     KEEPALIVE_SCRIPT,
     KILL_ARGV,
     KILL_GRACE_S,
     KILL_JOIN_S,
+    LIST_MARKER,
+    LIST_SCRIPT,
     MAX_ARGS_BYTES,
     REVERT_MARKER,
     REVERT_SCRIPT,
@@ -56,13 +72,18 @@ from sweworld.execution.docker.executor import DockerExecutor
 from sweworld.execution.docker.naming import swebench_image_name
 
 __all__ = [
+    "CHANGE_MARKER",
     "CONTROL_DIR",
+    "COPY_BACK_BYTES",
+    "COPY_BACK_ENTRIES",
     "DEFAULT_ACTIVATE",
     "INSTALL_HINT",
     "KEEPALIVE_SCRIPT",
     "KILL_ARGV",
     "KILL_GRACE_S",
     "KILL_JOIN_S",
+    "LIST_MARKER",
+    "LIST_SCRIPT",
     "MAX_ARGS_BYTES",
     "REVERT_MARKER",
     "REVERT_SCRIPT",

@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sweworld.execution.docker.common import (
+    CHANGE_MARKER,
     CONTROL_DIR,
+    COPY_BACK_BYTES,
     DEFAULT_ACTIVATE,
     INSTALL_HINT,
     KEEPALIVE_SCRIPT,
@@ -33,6 +35,7 @@ from sweworld.execution.docker.common import (
     is_gone,
     remove_container,
 )
+from sweworld.execution.docker.copyback import CopyBack
 from sweworld.execution.docker.naming import ImageResolver
 from sweworld.execution.docker.sync import WorkspaceSync
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
@@ -46,7 +49,7 @@ _INTERPRETER = re.compile(r"^(python[0-9.]*|pip[0-9.]*|pytest|py\.test)$")
 _DEFAULT_SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-class DockerExecutor(ImageResolver, WorkspaceSync):
+class DockerExecutor(ImageResolver, WorkspaceSync, CopyBack):
     """Runs execution commands in one Docker container per session (see the module doc).
 
     Args:
@@ -64,6 +67,9 @@ class DockerExecutor(ImageResolver, WorkspaceSync):
         network: give the container a network (off by default).
         pull: pull a missing image instead of failing (SWE-bench images are GBs).
         pids_limit: the container's process limit, None for the engine's default.
+        copy_back: copy what a command changed in the container's tree and ``/tmp`` back
+            into the session (as one shared filesystem would show it).
+        copy_back_bytes: cap on the bytes of files copied back after one command.
     """
 
     name = "docker"
@@ -83,6 +89,8 @@ class DockerExecutor(ImageResolver, WorkspaceSync):
         network: bool = False,
         pull: bool = False,
         pids_limit: int | None = None,
+        copy_back: bool = True,
+        copy_back_bytes: int = COPY_BACK_BYTES,
     ):
         if timeout is None or timeout <= 0:
             raise ValueError("timeout must be a positive number of seconds")
@@ -99,6 +107,8 @@ class DockerExecutor(ImageResolver, WorkspaceSync):
         self.network = network
         self.pull = pull
         self.pids_limit = pids_limit
+        self.copy_back = copy_back
+        self.copy_back_bytes = int(copy_back_bytes)
         self._client = client
         self._owns_client = client is None
         self._lock = threading.Lock()  # guards _sessions and _client
@@ -168,6 +178,7 @@ class DockerExecutor(ImageResolver, WorkspaceSync):
                         "was closed.\n"
                     )
                 container = self._ensure_container(client, state, request)
+                state.base = request.base
                 try:
                     t0 = time.perf_counter()
                     counts = self._sync(client, container, state, request)
@@ -196,6 +207,7 @@ class DockerExecutor(ImageResolver, WorkspaceSync):
         env = {k: v for k, v in request.env.items() if k.isidentifier() and k != "PATH"}
         argv = [self._container_arg(a) for a in _command_argv(request.argv)]
         stdin_path = f"{CONTROL_DIR}/stdin" if request.stdin else ""
+        copy_back = self.copy_back and (request.workspace is not None or request.tmp is not None)
         cmd = [
             "bash",
             "-lc",
@@ -207,6 +219,7 @@ class DockerExecutor(ImageResolver, WorkspaceSync):
             stdin_path,
             front,
             back,
+            CHANGE_MARKER if copy_back else "",
             *argv,
         ]
         t0 = time.perf_counter()
@@ -230,6 +243,14 @@ class DockerExecutor(ImageResolver, WorkspaceSync):
         with contextlib.suppress(Exception):
             exit_code = client.api.exec_inspect(exec_id).get("ExitCode")
         exec_s = time.perf_counter() - t0
+
+        back_info: dict[str, Any] = {}
+        copy_back_s = 0.0
+        if copy_back and not stuck:
+            t1 = time.perf_counter()
+            back_info = self._copy_back(client, container, state, request)
+            counts = {**counts, **back_info.pop("counts")}
+            copy_back_s = time.perf_counter() - t1
 
         stdout = out.decode("utf-8", errors="replace")
         stderr = err.decode("utf-8", errors="replace")
@@ -267,6 +288,8 @@ class DockerExecutor(ImageResolver, WorkspaceSync):
                 "sync": counts,
                 "sync_s": sync_s,
                 "exec_s": exec_s,
+                "copy_back_s": copy_back_s,
+                **back_info,
             },
         )
 

@@ -30,7 +30,7 @@ from sweworld.execution.docker.common import (
 )
 from sweworld.sandbox.executor import ExecutionRequest
 
-_DELETED = ("deleted",)
+DELETED = ("deleted",)
 
 
 @dataclass
@@ -61,6 +61,7 @@ class _SyncPlan:
             "reverted": 0,
             "tmp_sent": 0,
             "tmp_deleted": 0,
+            "dirs_sent": 0,
             "bytes": 0,
             "skipped": 0,
         }
@@ -147,9 +148,15 @@ class WorkspaceSync:
         root = Path(request.workspace)  # type: ignore[arg-type]
         base = Path(request.base) if request.base is not None else None
         changes = request.changes()  # type: ignore[misc]
-        written = [p for p in getattr(changes, "written", ()) if _safe_rel(p)]
-        deleted = [p for p in getattr(changes, "deleted", ()) if _safe_rel(p)]
+        written = [p for p in getattr(changes, "written", ()) if safe_rel(p)]
+        deleted = [p for p in getattr(changes, "deleted", ()) if safe_rel(p)]
+        dirs = [p for p in getattr(changes, "dirs", ()) if safe_rel(p)]
         arc_root = self.workdir.lstrip("/")
+        for rel in dirs:  # new directories, empty ones included (a command may write there)
+            key = ("w", rel)
+            signature = _directory_signature(root, rel)
+            if signature is not None and state.synced.get(key) != signature:
+                plan.send.append((f"{arc_root}/{rel}", root, rel, key, "dirs_sent"))
         for rel in written:
             key = ("w", rel)
             signature = _signature(root, rel)
@@ -163,12 +170,12 @@ class WorkspaceSync:
                     self._plan_parents(plan, state, base, rel)
         for rel in deleted:
             key = ("w", rel)
-            if state.synced.get(key) == _DELETED:
+            if state.synced.get(key) == DELETED:
                 continue
             plan.remove.add(f"{self.workdir}/{_first_missing(root, rel)}")
-            plan.record[key] = _DELETED
+            plan.record[key] = DELETED
             plan.counts["deleted"] += 1
-        current = set(written) | set(deleted)
+        current = set(written) | set(deleted) | set(dirs)
         for (kind, rel), sent in list(state.synced.items()):
             if kind != "w" or rel in current:
                 continue
@@ -181,7 +188,7 @@ class WorkspaceSync:
                 plan.send.append((f"{arc_root}/{rel}", base, rel, None, None))
             elif not os.path.lexists(root / rel):
                 plan.remove.add(f"{self.workdir}/{_first_missing(root, rel)}")
-            elif sent != _DELETED and _is_directory(base, rel):
+            elif sent != DELETED and _is_directory(base, rel):
                 # a file or symlink sent where the base has a directory, now back: remove it
                 # (the base's files beneath, deleted then, come back as reverted files;
                 # sent through a symlink left in place they would land in its target)
@@ -204,7 +211,7 @@ class WorkspaceSync:
                 continue
             if _signature(base, parent) is not None:
                 plan.remove.add(f"{self.workdir}/{parent}")
-                plan.record[key] = _DELETED
+                plan.record[key] = DELETED
                 return
 
     def _plan_tmp(self, plan: _SyncPlan, state: SessionState, tmp: Path) -> None:
@@ -223,7 +230,7 @@ class WorkspaceSync:
         self, client: Any, container: Any, prefix: list[str], args: Iterable[str]
     ) -> None:
         """Run ``prefix + args`` in batches that keep each argv small."""
-        for batch in _batches(list(args), MAX_ARGS_BYTES):
+        for batch in batches(list(args), MAX_ARGS_BYTES):
             try:
                 exec_id = client.api.exec_create(container.id, [*prefix, *batch])["Id"]
                 output = client.api.exec_start(exec_id)
@@ -237,12 +244,13 @@ class WorkspaceSync:
                 raise RuntimeError(f"`{prefix[0]}` exited with {code}: {str(text)[-500:]}")
 
 
-def _safe_rel(rel: str) -> bool:
+def safe_rel(rel: str) -> bool:
+    """``rel`` is a relative path without empty, ``.`` or ``..`` components."""
     parts = rel.split("/")
     return bool(rel) and not rel.startswith("/") and all(p not in ("", ".", "..") for p in parts)
 
 
-def _open_parent(root: Path, rel: str) -> tuple[int, str] | None:
+def open_parent(root: Path, rel: str) -> tuple[int, str] | None:
     """An fd of ``rel``'s directory, reached from ``root`` without following any symlink."""
     parts = rel.split("/")
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
@@ -257,12 +265,13 @@ def _open_parent(root: Path, rel: str) -> tuple[int, str] | None:
     return fd, parts[-1]
 
 
-def _stat_signature(st: os.stat_result) -> tuple:
+def stat_signature(st: os.stat_result) -> tuple:
+    """What tells a file or symlink sent from a changed one: mode, size, mtime."""
     return (st.st_mode, st.st_size, st.st_mtime_ns)
 
 
 def _signature(root: Path, rel: str) -> tuple | None:
-    opened = _open_parent(root, rel)
+    opened = open_parent(root, rel)
     if opened is None:
         return None
     fd, name = opened
@@ -274,12 +283,27 @@ def _signature(root: Path, rel: str) -> tuple | None:
         os.close(fd)
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
         return None
-    return _stat_signature(st)
+    return stat_signature(st)
+
+
+def _directory_signature(root: Path, rel: str) -> tuple | None:
+    """The signature of directory ``rel`` below ``root`` (None: not a directory there)."""
+    opened = open_parent(root, rel)
+    if opened is None:
+        return None
+    fd, name = opened
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return dir_signature(st) if stat.S_ISDIR(st.st_mode) else None
 
 
 def _is_directory(root: Path, rel: str) -> bool:
     """Whether ``rel`` below ``root`` is a directory (no symlink followed on the way)."""
-    opened = _open_parent(root, rel)
+    opened = open_parent(root, rel)
     if opened is None:
         return False
     fd, name = opened
@@ -293,19 +317,19 @@ def _is_directory(root: Path, rel: str) -> bool:
 
 def _read_entry(root: Path, rel: str) -> _Entry | None:
     """Read a regular file or a symlink below ``root`` without following symlinks."""
-    if not _safe_rel(rel):
+    if not safe_rel(rel):
         return None
-    opened = _open_parent(root, rel)
+    opened = open_parent(root, rel)
     if opened is None:
         return None
     dir_fd, name = opened
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if stat.S_ISDIR(st.st_mode):
-            return _Entry(_dir_signature(st), stat.S_IMODE(st.st_mode), st.st_mtime, directory=True)
+            return _Entry(dir_signature(st), stat.S_IMODE(st.st_mode), st.st_mtime, directory=True)
         if stat.S_ISLNK(st.st_mode):
             target = os.readlink(name, dir_fd=dir_fd)
-            return _Entry(_stat_signature(st), stat.S_IMODE(st.st_mode), st.st_mtime, link=target)
+            return _Entry(stat_signature(st), stat.S_IMODE(st.st_mode), st.st_mtime, link=target)
         if not stat.S_ISREG(st.st_mode):
             return None
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
@@ -314,14 +338,15 @@ def _read_entry(root: Path, rel: str) -> _Entry | None:
             if not stat.S_ISREG(st.st_mode):
                 return None
             data = fh.read()
-        return _Entry(_stat_signature(st), stat.S_IMODE(st.st_mode), st.st_mtime, data=data)
+        return _Entry(stat_signature(st), stat.S_IMODE(st.st_mode), st.st_mtime, data=data)
     except OSError:
         return None
     finally:
         os.close(dir_fd)
 
 
-def _dir_signature(st: os.stat_result) -> tuple:
+def dir_signature(st: os.stat_result) -> tuple:
+    """A directory's signature: its mode."""
     return ("dir", stat.S_IMODE(st.st_mode))  # not its mtime: that moves with its entries
 
 
@@ -339,10 +364,10 @@ def _walk_signatures(root: Path, prefix: str = "") -> Iterator[tuple[str, tuple]
         except OSError:
             continue
         if stat.S_ISDIR(st.st_mode):
-            yield rel, _dir_signature(st)
+            yield rel, dir_signature(st)
             yield from _walk_signatures(root, rel)
         elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
-            yield rel, _stat_signature(st)
+            yield rel, stat_signature(st)
 
 
 def _first_missing(root: Path, rel: str) -> str:
@@ -365,7 +390,8 @@ def _outermost(paths: Iterable[str]) -> list[str]:
     return sorted(kept)
 
 
-def _batches(args: list[str], limit: int) -> Iterator[list[str]]:
+def batches(args: list[str], limit: int) -> Iterator[list[str]]:
+    """``args`` in consecutive lists of at most ``limit`` bytes each (one arg at least)."""
     batch: list[str] = []
     size = 0
     for arg in args:
