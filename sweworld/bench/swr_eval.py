@@ -376,7 +376,8 @@ def _score_all(
 ) -> None:  # fmt: skip
     from sweworld.reward.model import RewardModel, SWRConfig
 
-    todo = [(r, t) for r, t in pairs if unit_key(spec, mode, r.id) not in out.done()]
+    done = out.done()  # one copy, not one per pair
+    todo = [(r, t) for r, t in pairs if unit_key(spec, mode, r.id) not in done]
     if not todo:
         return
     stages = tuple(s for s in args.stages.split(",") if s)

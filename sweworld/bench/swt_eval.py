@@ -387,7 +387,8 @@ def _model_rows(
 ) -> None:
     """Answer every record of ``sample`` not yet done for ``(spec, mode)``; rows as they come."""
     settings = generation_settings(spec, lm, mode)
-    todo = [r for r in sample if unit_key(spec, mode, r.id) not in out.done()]
+    done = out.done()  # one copy, not one per record
+    todo = [r for r in sample if unit_key(spec, mode, r.id) not in done]
     if not todo:
         return
     for i, record in enumerate(out.progress(todo, len(todo), f"swt {spec} {mode}"), 1):
@@ -470,7 +471,8 @@ def run(args: Any) -> int:
 
     report(final=False)
     for spec in specs:
-        if all(unit_key(spec, m, r.id) in out.done() for m in modes for r in sample):
+        done = out.done()
+        if all(unit_key(spec, m, r.id) in done for m in modes for r in sample):
             continue
         try:
             lm = make_lm(spec)

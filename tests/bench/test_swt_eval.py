@@ -269,6 +269,21 @@ def test_bench_swt_counts_rows_of_wrong_types_and_unreadable_json_fields(tmp_pat
     assert len(_rows(out)) == 1
 
 
+def test_bench_swt_copies_the_done_rows_a_bounded_number_of_times(tmp_path: Path, monkeypatch):
+    """``done()`` copies every row: asked once per record it made a resume quadratic."""
+    from sweworld.bench.output import BenchOutput
+
+    data, replay = _setup(tmp_path)
+    calls = []
+    original = BenchOutput.done
+    monkeypatch.setattr(BenchOutput, "done", lambda self: calls.append(1) or original(self))
+    assert _bench(data, replay, tmp_path / "R", "--partial-every", "1000") == 0
+    first = len(calls)
+    calls.clear()
+    assert _bench(data, replay, tmp_path / "R", "--partial-every", "1000") == 0  # all resumed
+    assert first <= 8 and len(calls) <= 4, (first, len(calls))
+
+
 def test_bench_swt_bad_data_is_a_clear_error(tmp_path: Path, capsys):
     replay = tmp_path / "r.jsonl"
     replay.write_text("")
