@@ -331,15 +331,21 @@ def _disagreements(rows: Sequence[Mapping[str, Any]], names: Sequence[str], summ
         "steps": len(real) + len(masked_only),
         "masked_only": len(masked_only),
     }
-    listed = real + masked_only
+    by_step: dict[str, int] = {}
+    for line in masked_only:
+        label = str(line[1]).split(" ", 1)[-1]
+        by_step[label] = by_step.get(label, 0) + 1
+    masked_text = ", ".join(f"{label} ({n})" for label, n in sorted(by_step.items()))
     return figure(
         f"Steps where {b} differs from {a}",
         ["task", "step", "kind", "differs in", "exit codes", f"{a} output", f"{b} output"],
-        listed[:MAX_LISTED],
-        f"{len(listed)} steps whose output is not identical: {len(real)} that differ in "
-        f"substance first, then {len(masked_only)} that differ only in timings, object "
-        "addresses, the Python patch version or install paths"
-        + (f" (the first {MAX_LISTED} shown)" if len(listed) > MAX_LISTED else "")
+        real[:MAX_LISTED],
+        f"{len(real) + len(masked_only)} steps whose output is not identical: {len(real)} "
+        "that differ in substance, listed"
+        + (f" (the first {MAX_LISTED})" if len(real) > MAX_LISTED else "")
+        + f", and {len(masked_only)} that differ only in timings, object addresses, the "
+        "Python patch version or install paths, not listed"
+        + (f" (by probe step: {masked_text})" if masked_text else "")
         + f". Outputs are stdout+stderr, cut to {SHOWN_CHARS} characters.",
     )
 

@@ -443,9 +443,10 @@ def _description(names: Sequence[str], args: Any) -> str:
     return (
         f"The same steps run in one session per executor ({', '.join(names)}); "
         f"**{names[0]} is the reference**. Steps: {source}. File operations run for real in "
-        "every session alike; only the execution commands go to the executor. Files a "
-        "command writes inside a Docker container are not copied back to the session, so a "
-        "shell command reading them afterwards differs from Local by design." + sim
+        "every session alike; only the execution commands go to the executor (the Docker "
+        "executor copies what a command changes in its container back into the session). "
+        "Docker's images are built here from Debian bookworm (`sweworld docker build`), "
+        "Local runs the host's interpreter: the Python patch versions differ." + sim
     )
 
 
