@@ -69,8 +69,25 @@ def fmt(value: Any, digits: int = 3) -> str:
         return f"{value:.{digits}g}"
     if isinstance(value, int):
         return f"{value:,}" if abs(value) >= 10_000 else str(value)
-    text = str(value).replace("\r\n", "\n").replace("\r", "\n")
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _inline(str(value)).replace("|", "\\|")
+
+
+def _inline(text: str) -> str:
+    """``text`` on one line (a reason or a title from the data cannot start a heading or a
+    list item of its own). Markdown inside stays: cells and titles use code spans."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    """``text`` as one inline code span, whatever backticks it holds."""
+    text = text.replace("\r", " ").replace("\n", " ")
+    longest = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if longest else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def figure(
@@ -107,7 +124,7 @@ def _provenance_lines(report: Mapping[str, Any]) -> list[str]:
     machine = prov.get("machine") or {}
     lines = []
     if prov.get("command"):
-        lines.append(f"- command: `{prov['command']}`")
+        lines.append(f"- command: {_code(str(prov['command']))}")
     if machine:
         parts = [
             f"{machine.get('cpus', '?')} CPUs",
@@ -121,9 +138,9 @@ def _provenance_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"- machine: {', '.join(parts)} ({machine.get('platform', '')})")
     data = [d.get("path", d) if isinstance(d, dict) else d for d in prov.get("data") or []]
     if data:
-        lines.append("- data: " + ", ".join(f"`{Path(str(d)).name or d}`" for d in data))
+        lines.append("- data: " + ", ".join(_code(Path(str(d)).name or str(d)) for d in data))
     if report.get("model"):
-        lines.append(f"- model: {report['model']}")
+        lines.append(f"- model: {_inline(str(report['model']))}")
     if prov.get("sweworld_commit"):
         lines.append(f"- sweworld commit: `{str(prov['sweworld_commit'])[:12]}`")
     when = prov.get("started")
@@ -138,7 +155,8 @@ def render_report(report: Mapping[str, Any], *, level: int = 1, plot_dir: str = 
     each figure as a table with its notes and plot. ``level``: the title's heading level;
     ``plot_dir``: prefix of plot links (BENCHMARKS.md links into ``benchmarks/results/``)."""
     head = "#" * level
-    out = [f"{head} {report.get('title') or report.get('benchmark', 'benchmark')}", ""]
+    title = report.get("title") or report.get("benchmark", "benchmark")
+    out = [f"{head} {_inline(str(title))}", ""]
     if report.get("description"):
         out += [str(report["description"]).strip(), ""]
     prov = _provenance_lines(report)
@@ -146,10 +164,10 @@ def render_report(report: Mapping[str, Any], *, level: int = 1, plot_dir: str = 
         out += [*prov, ""]
     skipped = report.get("skipped") or {}
     if skipped:
-        parts = [f"{reason}: {count}" for reason, count in sorted(skipped.items())]
+        parts = [f"{_inline(str(reason))}: {count}" for reason, count in sorted(skipped.items())]
         out += ["Skipped: " + "; ".join(parts) + ".", ""]
     for fig in report.get("figures") or []:
-        out += [f"{head}# {fig.get('title', '')}", ""]
+        out += [f"{head}# {_inline(str(fig.get('title', '')))}", ""]
         if fig.get("columns"):
             out += [markdown_table(fig["columns"], fig.get("rows") or []), ""]
         if fig.get("notes"):
@@ -218,12 +236,14 @@ class BenchOutput:
                     continue  # a line cut short by a kill
                 if not isinstance(entry, dict) or "key" not in entry:
                     continue
+                if not isinstance(entry.get("row"), dict):
+                    continue  # no row of ours (a hand edit): redone like a missing one
                 if entry.get("fingerprint") != self.fingerprint:
                     raise ResumeMismatch(
                         f"{self.rows_path} holds rows of a run with other settings; "
                         "use another --out folder or --fresh to start over"
                     )
-                done[str(entry["key"])] = entry.get("row") or {}
+                done[str(entry["key"])] = entry["row"]
         return done
 
     def done(self) -> dict[str, dict[str, Any]]:

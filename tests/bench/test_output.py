@@ -160,3 +160,29 @@ def test_render_report_levels_and_plot_dir():
 
 def test_render_report_of_a_bare_report():
     assert render_report({}) == "# benchmark\n"
+
+
+def test_rows_that_are_no_object_are_redone_not_a_crash(tmp_path):
+    out = open_out(tmp_path)
+    out.add_row("r1", {"ok": True})
+    with (tmp_path / "rows.jsonl").open("a", encoding="utf-8") as fh:
+        for row in ("[1, 2]", '"text"', "null"):
+            fh.write(f'{{"key": "bad", "fingerprint": "{out.fingerprint}", "row": {row}}}\n')
+        fh.write("\x00\xff garbage\n")
+    assert open_out(tmp_path).done() == {"r1": {"ok": True}}
+
+
+def test_text_from_data_cannot_inject_markdown_lines():
+    report = {
+        "title": "T\n# injected",
+        "model": "m <img src=x>\n- forged",
+        "provenance": {"command": "sweworld bench swt --models 'replay:a`b'\nrm", "data": ["d`"]},
+        "skipped": {"bad row: x\n## forged heading": 1},
+        "figures": [figure("F\n# h", ["out"], [["<Response [200]> | a\nb"]])],
+    }
+    text = render_report(report)
+    assert "\n# injected" not in text and "\n## forged" not in text and "\n# h" not in text
+    assert "\n- forged" not in text and "\nrm" not in text
+    assert "| <Response [200]> \\| a b |" in text
+    assert "- command: `` sweworld bench swt --models 'replay:a`b' rm ``" in text
+    assert "- data: `` d` ``" in text
