@@ -32,6 +32,7 @@ from sweworld.bench.report import JsonReport, provenance
 __all__ = [
     "BenchOutput",
     "Figure",
+    "OutputBusy",
     "ResumeMismatch",
     "figure",
     "fmt",
@@ -46,6 +47,11 @@ REPORT_VERSION = 1
 
 class ResumeMismatch(RuntimeError):
     """``OUT`` holds rows of a run with other settings; use another folder or ``--fresh``."""
+
+
+class OutputBusy(ResumeMismatch):
+    """Another process is writing ``OUT`` now (a :class:`ResumeMismatch`, so that every
+    benchmark says so and exits 2 where it catches that)."""
 
 
 def fingerprint(settings: Mapping[str, Any]) -> str:
@@ -200,6 +206,7 @@ class BenchOutput:
     ):
         self.dir = Path(out)
         self.dir.mkdir(parents=True, exist_ok=True)
+        _lock_folder(self.dir)
         self.rows_path = self.dir / "rows.jsonl"
         self.settings = dict(settings or {})
         self.fingerprint = fingerprint({"benchmark": benchmark, **self.settings})
@@ -299,6 +306,36 @@ class BenchOutput:
         tmp = self.dir / "report.md.tmp"
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, self.dir / "report.md")
+
+
+#: Output folders this process holds locked (by real path -> the open folder), kept until
+#: it ends: a benchmark opening its folder twice (a report, then a resume) is no other run.
+_LOCKED: dict[str, int] = {}
+
+
+def _lock_folder(folder: Path) -> int | None:
+    """Lock ``folder`` so that no other process can while this one runs (the lock goes
+    with the process, killed or not): two runs with the same ``--out`` would do the same
+    units twice and race on the report's files. :class:`OutputBusy` when another process
+    holds it. Nothing is written into the folder for it."""
+    try:
+        import fcntl
+    except ImportError:  # no POSIX locks on this platform: nothing to guard with
+        return None
+    key = os.path.realpath(folder)
+    if key in _LOCKED:
+        return _LOCKED[key]
+    fd = os.open(key, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise OutputBusy(
+            f"{folder} is being written by another run now; wait for it to finish or use "
+            "another --out folder"
+        ) from None
+    _LOCKED[key] = fd
+    return fd
 
 
 def _end_cut_line(path: Path) -> None:

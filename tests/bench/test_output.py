@@ -186,3 +186,26 @@ def test_text_from_data_cannot_inject_markdown_lines():
     assert "| <Response [200]> \\| a b |" in text
     assert "- command: `` sweworld bench swt --models 'replay:a`b' rm ``" in text
     assert "- data: `` d` ``" in text
+
+
+def test_a_second_process_writing_the_same_folder_is_refused(tmp_path):
+    import subprocess
+
+    from sweworld.bench.output import OutputBusy
+
+    out = open_out(tmp_path)  # this process holds the folder (and may open it again)
+    out.add_row("r1", {"ok": True})
+    assert list(open_out(tmp_path).done()) == ["r1"]
+    code = (
+        "import sys\n"
+        "from sweworld.bench.output import BenchOutput, ResumeMismatch\n"
+        "try:\n"
+        f"    BenchOutput({str(tmp_path)!r}, 'demo', settings={SETTINGS!r})\n"
+        "except ResumeMismatch as exc:\n"
+        "    print(exc); sys.exit(3)\n"
+    )
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert other.returncode == 3, other.stderr
+    assert "being written by another run" in other.stdout
+    assert issubclass(OutputBusy, ResumeMismatch)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "rows.jsonl"]
