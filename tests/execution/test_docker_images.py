@@ -40,6 +40,21 @@ def test_an_unreachable_engine_is_a_clear_error(monkeypatch, toy_task):
         build_task_image(toy_task)
 
 
+@pytest.mark.parametrize("instance_id", ["Bad Name!", "a:b", "x/../y", "z" * 300])
+def test_an_instance_id_that_makes_no_image_name_is_refused_before_any_work(
+    monkeypatch, toy_task, instance_id
+):
+    def no_engine(client):
+        raise AssertionError("the engine was asked before the name was checked")
+
+    monkeypatch.setattr(images, "_client", no_engine)
+    task = toy_task.model_copy(update={"instance_id": instance_id})
+    with pytest.raises(ImageBuildError, match="is no valid image name"):
+        build_task_image(task)
+    for good in (TEST_IMAGE, images.base_image_name(), "localhost:5000/a/b:v1", "ubuntu"):
+        assert images.check_image_name(good) == good
+
+
 def test_the_error_carries_the_log_tail():
     err = ImageBuildError("sweworld: the recipe failed", "line 1\nboom\n")
     assert err.log_tail == "line 1\nboom\n"

@@ -37,6 +37,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -63,6 +64,7 @@ __all__ = [
     "build_base_rootfs",
     "build_task_image",
     "build_test_image",
+    "check_image_name",
     "docker_cache_dir",
     "image_present",
 ]
@@ -347,6 +349,24 @@ def ensure_base_image(
     return name, rootfs
 
 
+#: An image reference the engine accepts: ``[host[:port]/]path[:tag]`` with lowercase
+#: path components (Docker's reference grammar, digests left out).
+_REFERENCE = re.compile(
+    r"(?:(?:localhost|[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)+)(?::\d+)?/|[a-zA-Z0-9-]+:\d+/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127})?"
+)
+
+
+def check_image_name(name: str) -> str:
+    """``name`` when the engine can tag an image with it, else :class:`ImageBuildError`
+    (an instance id with spaces, ``..`` or ``:`` makes no name): said before any build
+    work, not after the install recipe ran."""
+    if len(name) > 255 or not _REFERENCE.fullmatch(name):
+        raise ImageBuildError(f"sweworld: {name[:300]!r} is no valid image name")
+    return name
+
+
 def build_test_image(
     *, client: Any = None, cache: str | Path | None = None, rebuild: bool = False
 ) -> ImageBuild:
@@ -533,7 +553,7 @@ def build_task_image(
     from sweworld.execution.envs import EnvBuilder
 
     started = time.monotonic()
-    name = name or swebench_image_name(task.instance_id)
+    name = check_image_name(name or swebench_image_name(str(task.instance_id)))
     client = _client(client)
     base_path, head = _checkout(task, manager)
     plan = (builder or EnvBuilder()).plan(task, base_path)
