@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -259,13 +260,14 @@ class BenchOutput:
 
     def add_row(self, key: str, row: Mapping[str, Any]) -> None:
         """Record one finished unit: appended to ``rows.jsonl`` and flushed at once."""
-        entry = {"key": str(key), "fingerprint": self.fingerprint, "row": dict(row)}
+        row = _finite(dict(row))  # a NaN or infinite metric is stored as null, not a crash
+        entry = {"key": str(key), "fingerprint": self.fingerprint, "row": row}
         line = json.dumps(entry, default=str, allow_nan=False) + "\n"
         with self.rows_path.open("a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
-        self._done[str(key)] = dict(row)
+        self._done[str(key)] = row
 
     def skip(self, reason: str, count: int = 1) -> None:
         """Count one unit left out, by reason (missing fields, an image that failed, ...)."""
@@ -336,6 +338,17 @@ def _lock_folder(folder: Path) -> int | None:
         ) from None
     _LOCKED[key] = fd
     return fd
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinite floats (nested in dicts and lists) as None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _end_cut_line(path: Path) -> None:

@@ -209,3 +209,12 @@ def test_a_second_process_writing_the_same_folder_is_refused(tmp_path):
     assert "being written by another run" in other.stdout
     assert issubclass(OutputBusy, ResumeMismatch)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "rows.jsonl"]
+
+
+def test_non_finite_metrics_are_stored_as_null_not_a_crash(tmp_path):
+    out = open_out(tmp_path)
+    nan, inf = float("nan"), float("inf")
+    out.add_row("r1", {"rate": nan, "p95": [1.0, inf], "by": {"x": -inf}, "n": 3})
+    expected = {"rate": None, "p95": [1.0, None], "by": {"x": None}, "n": 3}
+    assert out.done() == {"r1": expected}
+    assert open_out(tmp_path).done() == {"r1": expected}
