@@ -131,6 +131,17 @@ def test_a_backend_that_fails_is_counted_and_the_others_run(tmp_path):
 def test_bad_options_are_refused(tmp_path):
     assert _bench(tmp_path / "a", "--real", "podman") == 2
     assert main(["bench", "throughput", "--out", str(tmp_path / "b"), "--concurrency", "0"]) == 2
+    for option, value in (
+        ("--steps", "0"),  # 0 timed rounds: rates of 0/0 reached rows.jsonl as NaN
+        ("--embedded-steps", "-1"),
+        ("--churn", "-5"),
+        ("--step-timeout", "-1"),
+        ("--step-timeout", "nan"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["bench", "throughput", "--out", str(tmp_path / "c"), option, value])
+        assert exit_info.value.code == 2, option
+    assert not (tmp_path / "c").exists()
 
 
 def _docker_image_of(task) -> str | None:
