@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from sweworld.bench.output import at_least
 from sweworld.bench.sampling import stratified_order, stratified_sample
 from sweworld.bench.similarity import percentile
 from sweworld.data.schema import SWRRecord
@@ -332,15 +333,21 @@ def add_arguments(parser: Any) -> None:
     )
     parser.add_argument("--modes", default="oracle,blind")
     parser.add_argument(
-        "--limit", type=int, default=40, help="label-balanced candidates to classify (0: all)"
+        "--limit",
+        type=at_least(0),
+        default=40,
+        help="label-balanced candidates to classify (0: all)",
     )
     parser.add_argument(
-        "--bon-tasks", type=int, default=8, help="tasks for best-of-N (all their candidates)"
+        "--bon-tasks",
+        type=at_least(0),
+        default=8,
+        help="tasks for best-of-N (all their candidates)",
     )
-    parser.add_argument("--bon-draws", type=int, default=5, help="subsets of N per task")
+    parser.add_argument("--bon-draws", type=at_least(1), default=5, help="subsets of N per task")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stages", default="syntax,typecheck,semantic,tests")
-    parser.add_argument("--samples", type=int, default=1, help="reports per candidate")
+    parser.add_argument("--samples", type=at_least(1), default=1, help="reports per candidate")
     parser.add_argument(
         "--calibration", default=None, help="calibration file, or 'auto' (default: the prior)"
     )
@@ -351,7 +358,7 @@ def add_arguments(parser: Any) -> None:
         "source is found, e.g. in $SWEWORLD_REPO_CACHE; hunks otherwise)",
     )
     parser.add_argument("--split", default="test", help="split to evaluate (test: held out)")
-    parser.add_argument("--partial-every", type=int, default=4, help="rows between reports")
+    parser.add_argument("--partial-every", type=at_least(1), default=4, help="rows between reports")
 
 
 def unit_key(spec: str, mode: str, record_id: str) -> str:

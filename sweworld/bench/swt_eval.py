@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweworld.bench.output import at_least
 from sweworld.bench.sampling import stratified_sample
 from sweworld.bench.similarity import compare_results, mean, percentile, rate
 from sweworld.data.schema import SWTRecord
@@ -345,7 +346,9 @@ def add_arguments(parser: Any) -> None:
         "replay:FILE, ...)",
     )
     parser.add_argument("--modes", default="oracle,blind")
-    parser.add_argument("--limit", type=int, default=60, help="records in the sample (0: all)")
+    parser.add_argument(
+        "--limit", type=at_least(0), default=60, help="records in the sample (0: all)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
     parser.add_argument(
         "--state-sources",
@@ -353,7 +356,7 @@ def add_arguments(parser: Any) -> None:
         help="state sources evaluated (trajectory-only records have no workspace context)",
     )
     parser.add_argument("--split", default="test", help="split to evaluate (test: held out)")
-    parser.add_argument("--partial-every", type=int, default=4, help="rows between reports")
+    parser.add_argument("--partial-every", type=at_least(1), default=4, help="rows between reports")
 
 
 def unusable_reason(record: SWTRecord, modes: Sequence[str]) -> str | None:

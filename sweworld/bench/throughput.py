@@ -44,11 +44,11 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sweworld.bench.output import BenchOutput, Figure, figure
+from sweworld.bench.output import BenchOutput, Figure, at_least, figure
 from sweworld.bench.throughput_measure import (
     FILE_OPS,
     REAL_BACKENDS,
@@ -191,7 +191,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", default=None, help="tasks file (default: the toy task's)")
     parser.add_argument("--limit-tasks", type=int, default=1, help="tasks used, round robin")
     parser.add_argument("--concurrency", default="1,16,64", help="live episodes / sessions")
-    parser.add_argument("--steps", type=_at_least(1), default=6, help="timed rounds per episode")
+    parser.add_argument("--steps", type=at_least(1), default=6, help="timed rounds per episode")
     parser.add_argument(
         "--models", default="replay,embedded",
         help="simulated backends: replay (instant answers), embedded, openai:URL#name, ...",
@@ -200,28 +200,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-file-ops", action="store_true", help="leave out file-op steps")
     parser.add_argument("--no-sessions", action="store_true", help="leave out sessions/s")
     parser.add_argument(
-        "--churn", type=_at_least(0), default=20, help="open+close while others live"
+        "--churn", type=at_least(0), default=20, help="open+close while others live"
     )
     parser.add_argument("--embedded-concurrency", default="1,4", help="for embedded* models")
     parser.add_argument(
-        "--embedded-steps", type=_at_least(1), default=2, help="for embedded* models"
+        "--embedded-steps", type=at_least(1), default=2, help="for embedded* models"
     )
     parser.add_argument("--step-timeout", type=_seconds, default=300.0, help="seconds per step")
-
-
-def _at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``low`` (0 timed rounds made 0/0 rates)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
-        return value
-
-    return parse
 
 
 def _seconds(text: str) -> float:

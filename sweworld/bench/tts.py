@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from sweworld.bench.output import BenchOutput, ResumeMismatch
+from sweworld.bench.output import BenchOutput, ResumeMismatch, at_least
 from sweworld.bench.tts_selection import SELECTOR_BASELINES
 
 __all__ = [
@@ -58,8 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--modes", default="oracle", help="oracle and/or blind, comma-separated")
     parser.add_argument("--sizes", default="2,4,8", help="the Ns, comma-separated")
-    parser.add_argument("--tasks", type=int, default=0, help="at most this many tasks (0: all)")
-    parser.add_argument("--draws", type=int, default=5, help="subsets of N per task, at most")
+    parser.add_argument(
+        "--tasks", type=at_least(0), default=0, help="at most this many tasks (0: all)"
+    )
+    parser.add_argument(
+        "--draws", type=at_least(1), default=5, help="subsets of N per task, at most"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--include-gold",
@@ -67,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep candidates that are the gold patch (left out by default: see the help)",
     )
     parser.add_argument("--stages", default="syntax,typecheck,semantic,tests")
-    parser.add_argument("--samples", type=int, default=1, help="reports per candidate")
+    parser.add_argument("--samples", type=at_least(1), default=1, help="reports per candidate")
     parser.add_argument(
         "--calibration", default="auto", help="calibration file, 'auto' or 'none' (the prior)"
     )

@@ -49,3 +49,25 @@ def test_a_benchmark_that_cannot_load_says_so(capsys):
     args = argparse.Namespace(bench_command="tts", bench_import_error="x: No module named y")
     assert bench_cli.run(args) == 2
     assert "cannot load x: No module named y" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("name", "option", "value"),
+    [
+        ("swt", "--limit", "-3"),
+        ("swt", "--partial-every", "0"),
+        ("swr", "--samples", "0"),  # was a ValueError after the data had loaded
+        ("swr", "--bon-draws", "0"),
+        ("swr", "--bon-tasks", "-1"),
+        ("tts", "--draws", "0"),  # was "no task with several candidates of both labels"
+        ("tts", "--samples", "0"),
+        ("tts", "--tasks", "x"),
+    ],
+)
+def test_counts_out_of_range_are_refused_by_the_parser(name, option, value, tmp_path, capsys):
+    argv = ["bench", name, "--data", str(tmp_path), "--out", str(tmp_path / "R"), option, value]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert f"argument {option}" in capsys.readouterr().err
+    assert not (tmp_path / "R").exists()
