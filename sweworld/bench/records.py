@@ -121,6 +121,12 @@ def load_records(
                 records = load_split(folder, kind, split)
             except FileNotFoundError as exc:
                 raise DataError(str(exc)) from None
+            except Exception as exc:  # a damaged dataset: said with its folder, not a bare
+                # "_data_files" or "Expected to read 3000 metadata bytes"
+                first = (str(exc).splitlines() or [""])[0][:200]
+                raise DataError(
+                    f"{folder}: cannot read its {kind} dataset ({type(exc).__name__}: {first})"
+                ) from None
         counts["per_folder"][str(folder)] = len(records)
         for record in records:
             if record.id in seen:

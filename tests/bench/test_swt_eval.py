@@ -295,6 +295,19 @@ def test_bench_swt_bad_data_is_a_clear_error(tmp_path: Path, capsys):
     assert _bench(data, replay, tmp_path / "R", "--modes", "sideways") == 2
 
 
+def test_bench_swt_a_damaged_dataset_is_a_clear_error_naming_it(tmp_path: Path, capsys):
+    replay = tmp_path / "r.jsonl"
+    replay.write_text("")
+    data = write_dataset(tmp_path / "ds", swt_records())
+    (data / "swt" / "test" / "state.json").write_text('{"x": 1}')  # a KeyError inside
+    assert _bench(data, replay, tmp_path / "R") == 2
+    said = capsys.readouterr().out
+    assert f"{data}: cannot read its swt dataset (KeyError" in said
+    (data / "swt" / "dataset_dict.json").write_text("{garbage")
+    assert _bench(data, replay, tmp_path / "R") == 2
+    assert f"{data}: cannot read its swt dataset (JSONDecodeError" in capsys.readouterr().out
+
+
 def test_the_old_script_names_its_replacement(capsys):
     assert load_script("heldout_swt").main(["--data", "D"]) == 2
     assert "sweworld bench swt --data D" in capsys.readouterr().out
