@@ -19,6 +19,9 @@ def _pyplot() -> Any:
         import matplotlib
 
         matplotlib.use("Agg", force=True)
+        # labels come from the data (repositories, commands, model specs): a '$' in one is
+        # text, not the start of a formula that fails to parse and loses the plot
+        matplotlib.rcParams["text.parse_math"] = False
         import matplotlib.pyplot as plt
     except ImportError:
         return None

@@ -36,6 +36,17 @@ def test_each_plot_writes_a_png(tmp_path):
     assert drawn(out)
 
 
+def test_dollar_signs_in_labels_from_the_data_are_text(tmp_path):
+    pytest.importorskip("matplotlib")
+    groups = {"owner/re$po": {"replay:/x/$\\frac{": 0.5}, "$x^$": {"replay:/x/$\\frac{": 1.0}}
+    assert drawn(plots.bar_groups(groups, tmp_path / "b.png", title="$\\frac{"))
+    bins = {"$\\frac{": BINS}
+    assert drawn(plots.calibration_curve(bins, tmp_path / "c.png", title="a $ b $\\x"))
+    assert drawn(plots.best_of_n_curve({"$^": {2: 0.5, 4: 0.6}}, tmp_path / "n.png"))
+    nan = float("nan")
+    assert drawn(plots.bar_groups({"g": {"a": nan, "b": 0.5}}, tmp_path / "nan.png", ylim=None))
+
+
 def test_nothing_to_draw_returns_none(tmp_path):
     pytest.importorskip("matplotlib")
     empty_bins = [{"mean_score": 0.5, "frac_positive": 0.5, "count": 0}]
