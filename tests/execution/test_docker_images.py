@@ -55,6 +55,24 @@ def test_an_instance_id_that_makes_no_image_name_is_refused_before_any_work(
         assert images.check_image_name(good) == good
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the base file system is built as root")
+def test_a_debootstrap_past_its_deadline_is_killed_with_its_children(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = uuid.uuid4().hex
+    fake = bin_dir / "debootstrap"  # like debootstrap: a child (dpkg) that runs on
+    fake.write_text(f"#!/bin/sh\necho unpacking\nsh -c 'sleep 300; echo {marker}' &\nsleep 300\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    with pytest.raises(ImageBuildError, match="did not finish in 1 s") as info:
+        images.build_base_rootfs(tmp_path / "cache", timeout=1)
+    assert "unpacking" in info.value.log_tail
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert left == "", "a child of the build outlived it"
+    base = next((tmp_path / "cache").glob("base-*"))
+    assert not list(base.glob(".build-*")) and not (base / "ok").exists()
+
+
 def test_the_error_carries_the_log_tail():
     err = ImageBuildError("sweworld: the recipe failed", "line 1\nboom\n")
     assert err.log_tail == "line 1\nboom\n"

@@ -205,6 +205,30 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _run_group(argv: list[str], timeout: float) -> tuple[int, str]:
+    """Run ``argv`` in a process group of its own: its exit code and output (stdout and
+    stderr). Past ``timeout`` the whole group is killed (debootstrap's dpkg and apt runs
+    too, which would go on writing into a folder being removed) and TimeoutExpired raised."""
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    ) as proc:
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
+            try:
+                out, _ = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:  # a process that left the group holds the pipe
+                out = b""
+            raise subprocess.TimeoutExpired(argv, timeout, output=out) from None
+        finally:
+            if proc.poll() is None:  # interrupted: nothing of the group outlives the call
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, 9)
+    return proc.returncode, out.decode(errors="replace")
+
+
 def build_base_rootfs(
     cache: str | Path | None = None, *, rebuild: bool = False, timeout: float = 1200.0
 ) -> Path:
@@ -239,18 +263,16 @@ def build_base_rootfs(
                 MIRROR,
             ]
             try:
-                proc = subprocess.run(
-                    argv, capture_output=True, text=True, errors="replace", timeout=timeout
-                )
+                returncode, log = _run_group(argv, timeout)
             except subprocess.TimeoutExpired as exc:
                 raise ImageBuildError(
-                    f"sweworld: debootstrap did not finish in {timeout:.0f} s"
+                    f"sweworld: debootstrap did not finish in {timeout:.0f} s",
+                    _tail((exc.output or b"").decode(errors="replace")),
                 ) from exc
-            log = proc.stdout + proc.stderr
             (root / "debootstrap.log").write_text(log)
-            if proc.returncode != 0:
+            if returncode != 0:
                 raise ImageBuildError(
-                    f"sweworld: debootstrap failed (exit {proc.returncode})", _tail(log)
+                    f"sweworld: debootstrap failed (exit {returncode})", _tail(log)
                 )
             _finish_base(target)
             os.rename(target, rootfs)
