@@ -10,20 +10,30 @@ clock starts (a one-off cost per process).
     SWEWORLD_REPO_CACHE=/work/repo-cache python benchmarks/import_throughput.py \\
         --source ../shared/data/mini-swe-agent-gemini3-verified.tar.gz \\
         --repos psf/requests pallets/flask --workers 2 [--json out.json]
+
+``--contexts none`` replays without building SWT contexts (what ``sweworld data
+build-outcome`` does: state, command and truth only); ``--shards N`` replays in N processes
+(``import_source(shard=(k, N))`` each, one core each) and reports their summed counts over
+the wall time of the slowest; ``--warm`` builds the base checkouts before the clock starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import sys
 import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from sweworld.data.importers import detect_format, get_importer
-from sweworld.data.importing import import_source
+from sweworld.data.importing import CONTEXT_CHOICES, import_source
 from sweworld.data.record import context_config
 from sweworld.data.schema import Trajectory
 
@@ -36,6 +46,30 @@ def _instances(source: Path, fmt: str, repos: list[str], limit: int | None) -> l
             if limit is not None and len(found) >= limit:
                 break
     return found
+
+
+def _part(source: Path, out: Path, shard: tuple[int, int], kw: dict[str, Any]) -> dict[str, Any]:
+    """One shard of the import, in a process of its own."""
+    for mode in ("oracle", "blind"):
+        context_config(mode, kw.get("model", "embedded"))
+    return import_source(source, out, shard=shard, **kw)
+
+
+def _warm(source: Path, fmt: str, instances: list[str]) -> None:
+    """Build the base checkouts of ``instances`` (as a replay does) before the clock."""
+    from sweworld.data.replay import REPLAY_HISTORY
+    from sweworld.sandbox.manager import SessionManager
+    from sweworld.tasks.schema import Task
+
+    manager = SessionManager()
+    wanted = set(instances)
+    for item in get_importer(fmt).read(source, instances=wanted):
+        if isinstance(item, Trajectory) and item.instance_id in wanted:
+            try:
+                manager.checkout(Task.from_row(item.task), history=REPLAY_HISTORY)
+            except Exception as exc:  # no repository: the import falls back, unwarmed
+                print(f"not warmed: {item.instance_id}: {exc}", file=sys.stderr)
+    manager.close_all()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step-timeout", type=float, default=60.0)
     parser.add_argument("--context-model", default="embedded")
     parser.add_argument("--json", help="write the figures here too")
+    parser.add_argument("--contexts", default="both", choices=("both", "oracle", "blind", "none"))
+    parser.add_argument("--shards", type=int, default=1, help="replay processes")
+    parser.add_argument("--warm", action="store_true", help="base checkouts made first")
     args = parser.parse_args(argv)
 
     source = Path(args.source)
@@ -61,12 +98,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for mode in ("oracle", "blind"):  # load the tokenizer outside the clock
         context_config(mode, args.context_model)
+    modes = CONTEXT_CHOICES[args.contexts]
+    if args.warm:
+        _warm(source, fmt, instances)
     rows = {}
     with tempfile.TemporaryDirectory(prefix="import-bench-") as tmp:
         for label, replay in (("replay", True), ("fallback", False)):
-            summary = import_source(
-                source,
-                Path(tmp) / label,
+            kw = dict(
                 fmt=fmt,
                 workers=args.workers,
                 instances=instances,
@@ -74,10 +112,27 @@ def main(argv: list[str] | None = None) -> int:
                 step_timeout=args.step_timeout,
                 progress=False,
                 model=args.context_model,
+                modes=modes,
             )
-            imp = summary["import"]
-            counts = imp["counts"]
-            wall = max(imp["wall_s"], 1e-9)
+            n = max(1, args.shards) if replay else 1
+            started = time.perf_counter()
+            if n == 1:
+                summaries = [import_source(source, Path(tmp) / label, **kw)]
+            else:
+                ctx = multiprocessing.get_context("spawn")
+                with ProcessPoolExecutor(n, mp_context=ctx) as pool:
+                    futs = [
+                        pool.submit(_part, source, Path(tmp) / f"{label}-{k}", (k, n), kw)
+                        for k in range(n)
+                    ]
+                    summaries = [f.result() for f in futs]
+            wall = max(time.perf_counter() - started, 1e-9)
+            counts: Counter[str] = Counter()
+            for part in summaries:
+                counts.update(part["import"]["counts"])
+            summary = {
+                kind: {"total": sum(p[kind]["total"] for p in summaries)} for kind in ("swt", "swr")
+            }
             state = "replay" if replay else "trajectory"
             trajs = counts.get(f"trajectories_{state}", 0)
             steps = counts.get(f"steps_{state}", 0)
@@ -98,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
                 ),
             }
     print(f"{len(instances)} trajectories of {', '.join(args.repos) or 'all repositories'}")
-    print(f"workers {args.workers}, {os.cpu_count()} CPUs, {platform.python_version()}")
+    print(
+        f"workers {args.workers}, shards {args.shards}, contexts {args.contexts}, "
+        f"{os.cpu_count()} CPUs, {platform.python_version()}, load {os.getloadavg()[0]:.1f}"
+    )
     names = list(rows["replay"])
     print(f"{'':20s} {'replay':>12s} {'fallback':>12s}")
     for name in names:

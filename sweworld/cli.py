@@ -55,6 +55,13 @@ def _add_session_args(p: argparse.ArgumentParser, *, executor: str = "none") -> 
         f"scripted:RULES.json, or a dotted path to an Executor class (default: {executor})",
     )
     p.add_argument(
+        "--disk-mb",
+        type=int,
+        default=None,
+        help="the session's disk quota in MiB: /testbed's changes, /tmp and snapshots "
+        "together (default $SWEWORLD_DISK_MB or 1024); kernel-enforced on the overlay backend",
+    )
+    p.add_argument(
         "--rebuild-env",
         action="store_true",
         help="--executor local: rebuild the task's Python environment even if one is cached",
@@ -408,7 +415,9 @@ def _open_session(args: argparse.Namespace):
     manager = SessionManager(
         backend=args.backend,
         executor=_executor(args),
-        limits=SandboxLimits(timeout=args.timeout),
+        limits=SandboxLimits(timeout=args.timeout)
+        if args.disk_mb is None
+        else SandboxLimits(timeout=args.timeout, disk_mb=args.disk_mb),
         observation_format=args.observation_format,
     )
     return manager, manager.open(task, repo_path=args.repo_path, history=args.history)

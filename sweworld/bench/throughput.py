@@ -207,6 +207,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--embedded-steps", type=at_least(1), default=2, help="for embedded* models"
     )
     parser.add_argument("--step-timeout", type=_seconds, default=300.0, help="seconds per step")
+    from sweworld.bench.throughput_serve import add_hostile_arguments
+
+    add_hostile_arguments(parser)
 
 
 def _seconds(text: str) -> float:
@@ -254,7 +257,12 @@ def cell_key(metric: str, backend: str, concurrency: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Measure every cell not done yet, then write the report."""
+    """Measure every cell not done yet, then write the report (with ``--hostile``: the
+    world service quiet vs under hostile clients instead, :mod:`throughput_serve`)."""
+    if getattr(args, "hostile", False):
+        from sweworld.bench.throughput_serve import run_hostile
+
+        return run_hostile(args)
     from sweworld.tasks import load_tasks
     from sweworld.tasks.toy import toy_tasks_path
 

@@ -1,7 +1,8 @@
-"""``sweworld data import|make-tasks|collect``: the sub-commands that make datasets.
+"""``sweworld data import|make-tasks|build-outcome|collect``: the sub-commands that make datasets.
 
 Each sub-command lives with its code: :mod:`sweworld.data.importing` (import),
-:mod:`sweworld.data.factory.cli` (make-tasks), :mod:`sweworld.data.collect` (collect); each
+:mod:`sweworld.data.factory.cli` (make-tasks), :mod:`sweworld.data.collect` (collect),
+:mod:`sweworld.data.build` (build-outcome: all of them for the outcome model); each
 module has ``add_arguments(parser)`` and ``run(args) -> int``.
 """
 
@@ -20,6 +21,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "make-tasks": (
         "sweworld.data.factory.cli",
         "make real tasks from a Python library by injecting bugs (no Docker)",
+    ),
+    "build-outcome": (
+        "sweworld.data.build",
+        "regenerate the outcome model's data: replay import of every cached repository "
+        "and the task factory on libraries, merged and split by repository",
     ),
     "collect": (
         "sweworld.data.collect",

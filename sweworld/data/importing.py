@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+import zlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.data.importers import Skip, detect_format, get_importer
+from sweworld.data.replay import REPLAY_HISTORY
 from sweworld.data.schema import (
     DEFAULT_HELDOUT_REPOS,
     SWRRecord,
@@ -42,9 +44,12 @@ from sweworld.data.schema import (
 from sweworld.data.store import RecordStore, finalize, iter_records
 
 __all__ = [
+    "CONTEXT_CHOICES",
     "ImportStats",
     "add_arguments",
     "import_source",
+    "in_shard",
+    "parse_shard",
     "run",
     "submission_label",
     "trajectory_unit",
@@ -78,12 +83,70 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-replay", action="store_true", help="never replay: fallback records only"
     )
     parser.add_argument("--step-timeout", type=float, default=60.0, help="seconds per step")
+    parser.add_argument("--repos", nargs="+", help="only trajectories of these repositories")
+    parser.add_argument(
+        "--shard",
+        help="K/N: only the trajectories of shard K of N (0-based, by a stable hash of the "
+        "trajectory): N imports into N folders use N cores",
+    )
+    parser.add_argument(
+        "--contexts",
+        default="both",
+        choices=sorted(CONTEXT_CHOICES),
+        help="which SWT contexts each record gets (none: state, command and truth only; "
+        "several times faster on large repositories)",
+    )
+    parser.add_argument(
+        "--history",
+        default=REPLAY_HISTORY,
+        help="git history of the replay checkouts: depth:1 (default), depth:N, none, full",
+    )
     parser.add_argument(
         "--context-model",
         default="embedded",
         help="whose context budgets the SWT contexts use: embedded (the default model's, "
         "counted with its tokenizer) or default (the full budgets)",
     )
+
+
+#: ``--contexts`` -> the context modes each SWT record gets
+CONTEXT_CHOICES: dict[str, tuple[str, ...]] = {
+    "both": ("oracle", "blind"),
+    "oracle": ("oracle",),
+    "blind": ("blind",),
+    "none": (),
+}
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"K/N"`` -> ``(K, N)`` with ``0 <= K < N``; None for no sharding. ValueError else."""
+    if not text:
+        return None
+    k, sep, n = text.partition("/")
+    if not sep or not k.strip().isdigit() or not n.strip().isdigit():
+        raise ValueError(f"--shard must be K/N, not {text!r}")
+    shard, shards = int(k), int(n)
+    if not 0 <= shard < shards:
+        raise ValueError(f"--shard K/N needs 0 <= K < N, not {text!r}")
+    return shard, shards
+
+
+def in_shard(unit: str, shard: tuple[int, int] | None) -> bool:
+    """Whether the unit of work ``unit`` belongs to ``shard`` (a stable hash: the same unit
+    falls in the same shard on every run and machine)."""
+    if shard is None:
+        return True
+    return zlib.crc32(unit.encode("utf-8", "surrogatepass")) % shard[1] == shard[0]
+
+
+def _shard_key(item: Any) -> str:
+    """What places an importer's item in a shard: a trajectory's unit, a record's id, a
+    skip's unit (so that each is written by exactly one shard)."""
+    if isinstance(item, Trajectory):
+        return trajectory_unit(item)
+    if isinstance(item, Skip):
+        return f"skip:{item.unit}"
+    return str(getattr(item, "id", "") or repr(item))
 
 
 def submission_label(trajectory: Trajectory) -> SWRRecord | None:
@@ -147,6 +210,8 @@ def _process(
     replay: bool,
     step_timeout: float,
     model: str,
+    modes: tuple[str, ...] = ("oracle", "blind"),
+    history: str = REPLAY_HISTORY,
 ) -> None:
     from sweworld.data.replay import fallback_records, replay_trajectory
 
@@ -155,14 +220,21 @@ def _process(
     result = None
     if replay and manager is not None:
         try:
-            result = replay_trajectory(trajectory, manager, step_timeout=step_timeout, model=model)
+            result = replay_trajectory(
+                trajectory,
+                manager,
+                step_timeout=step_timeout,
+                model=model,
+                modes=modes,
+                history=history,
+            )
         except Exception as exc:  # no repository, a commit missing, a bad row: fall back
             reason = _fallback_reason(exc)
             stats.fallback(reason)
             if "no local copy" not in reason:
                 store.skip(f"{unit}#replay", f"replay failed, fell back: {reason}")
     if result is None:
-        result = fallback_records(trajectory, model=model)
+        result = fallback_records(trajectory, model=model, modes=modes)
     for rec in result.records:
         store.add(rec)
     for part, reason in result.skipped:
@@ -223,10 +295,17 @@ def import_source(
     runtime_root: str | Path | None = None,
     model: str = "embedded",
     options: dict[str, Any] | None = None,
+    repos: Iterable[str] | None = None,
+    shard: tuple[int, int] | None = None,
+    modes: tuple[str, ...] = ("oracle", "blind"),
+    history: str = REPLAY_HISTORY,
 ) -> dict[str, Any]:
     """Import ``source`` into ``out`` (see the module docstring); returns the summary.
-    ``instances`` and ``limit`` (trajectories) apply to every format; ``options`` are
-    passed to the importer's ``read`` (``tasks``, ``reports``, ...)."""
+    ``instances`` and ``limit`` (trajectories) apply to every format; ``repos`` keeps the
+    trajectories (and records) of those repositories, ``shard`` ``(K, N)`` those of shard K
+    (:func:`in_shard`); ``modes`` are the SWT contexts built (none: ``()``), ``history``
+    the replay checkouts' git history; ``options`` are passed to the importer's ``read``
+    (``tasks``, ``reports``, ...)."""
     from tqdm import tqdm
 
     name = detect_format(source) if fmt == "auto" else fmt
@@ -238,6 +317,7 @@ def import_source(
 
         manager = SessionManager(runtime_root=Path(runtime_root) if runtime_root else None)
     wanted = set(instances) if instances else None
+    wanted_repos = set(repos) if repos else None
     started = time.perf_counter()
     bar = tqdm(desc=f"import {name}", unit="traj", file=sys.stderr, disable=not progress)
     slots = threading.Semaphore(max(1, workers) * 2)  # bounded work in flight
@@ -249,6 +329,11 @@ def import_source(
                 # not every importer filters: the driver does, for all of them
                 iid = getattr(item, "instance_id", None)
                 if wanted is not None and iid is not None and iid not in wanted:
+                    continue
+                repo = getattr(item, "repo", None)
+                if wanted_repos is not None and repo is not None and repo not in wanted_repos:
+                    continue
+                if shard is not None and not in_shard(_shard_key(item), shard):
                     continue
                 if isinstance(item, Trajectory):
                     if limit is not None and n_trajectories >= limit:
@@ -279,6 +364,8 @@ def import_source(
                         replay=replay,
                         step_timeout=step_timeout,
                         model=model,
+                        modes=modes,
+                        history=history,
                     )
                     fut.add_done_callback(lambda _f: (slots.release(), bar.update(1)))
                     futures.append(fut)
@@ -369,6 +456,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"sweworld data import: {args.source}: no such file or folder", file=sys.stderr)
         return 2
     try:
+        shard = parse_shard(args.shard)
+    except ValueError as exc:
+        print(f"sweworld data import: {exc}", file=sys.stderr)
+        return 2
+    try:
         summary = import_source(
             args.source,
             args.out,
@@ -381,6 +473,10 @@ def run(args: argparse.Namespace) -> int:
             step_timeout=args.step_timeout,
             model=args.context_model,
             options={k: v for k, v in (("tasks", args.tasks), ("reports", args.reports)) if v},
+            repos=args.repos,
+            shard=shard,
+            modes=CONTEXT_CHOICES[args.contexts],
+            history=args.history,
         )
     except (ValueError, OSError) as exc:  # unknown format; --out not a writable folder
         print(f"sweworld data import: {exc}", file=sys.stderr)

@@ -29,6 +29,7 @@ __all__ = ["RecordingExecutor", "context_config", "test_statuses"]
 HISTORY_STEPS = 20
 HISTORY_OUTPUT_CHARS = 4000
 DIFF_LIMIT = 200_000
+COUNT_CACHE_SIZE = 200_000  # token counts remembered by text (see _embedded_counter)
 
 
 @functools.lru_cache(maxsize=1)
@@ -44,10 +45,21 @@ def _embedded_counter() -> Callable[[str], int] | None:
     except Exception:  # not installed, not convertible: budgets counted approximately
         return None
     lock = threading.Lock()
+    known: dict[str, int] = {}
 
     def count(text: str) -> int:
+        # The same lines and files are counted at every step of a session (a replay's
+        # contexts re-read unchanged code): counts are remembered by text, which halves
+        # the cost of building contexts. Bounded: cleared when full.
+        n = known.get(text)
+        if n is not None:
+            return n
         with lock:
-            return len(tok(text, add_special_tokens=False)["input_ids"])
+            n = len(tok(text, add_special_tokens=False)["input_ids"])
+            if len(known) >= COUNT_CACHE_SIZE:
+                known.clear()
+            known[text] = n
+        return n
 
     return count
 
@@ -88,7 +100,9 @@ class RecordingExecutor:
         state_source: the records' ``state_source`` (``live`` or ``replay``).
         predictor: an executor whose answer is recorded beside the truth (``prediction``).
         model: whose context budgets to use (``embedded`` or anything else: the defaults).
-        modes: which contexts to build (``oracle``, ``blind``).
+        modes: which contexts to build (``oracle``, ``blind``); none (``()``) records the
+            state (diff), the command and the truth only, several times faster on large
+            repositories, with ``context_oracle`` / ``context_blind`` left empty.
         meta: extra JSON-able fields for every record.
 
     ``begin_step(n)`` tells it the agent's step index (call indexes restart at 0);
@@ -152,7 +166,8 @@ class RecordingExecutor:
         from sweworld.transition.types import WorkspaceView
 
         view = WorkspaceView.from_request(request)
-        facts = compute_facts(request, view)
+        # no context asked for (``modes=()``): the facts only feed the contexts
+        facts = compute_facts(request, view) if self.configs else None
         with self._lock:
             key = self._key(request)
             history = tuple(self._history.get(request.session_id, ()))

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweworld.env.workers import IdleThreadPool, idle_seconds
 from sweworld.models.base import GenerationRequest, LMError, LMTimeout, LMUnavailable
 
 __all__ = ["BatchStats", "BatchingLM"]
@@ -161,8 +162,8 @@ class BatchingLM:
         self._closed = False
         self._running: dict[int, list[_Pending]] = {}  # batches sent to the model, by id
         self._dispatcher: threading.Thread | None = None
-        self._workers = concurrent.futures.ThreadPoolExecutor(
-            max_workers=self.max_concurrent, thread_name_prefix="sweworld-lm-batch"
+        self._workers = IdleThreadPool(  # threads idle for a while exit
+            self.max_concurrent, idle_s=idle_seconds(), thread_name_prefix="sweworld-lm-batch"
         )
 
     # ------------------------------------------------------------------ pass-through

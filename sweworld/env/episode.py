@@ -21,7 +21,6 @@ once: the second call gets :class:`EpisodeBusy`.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import itertools
 import logging
@@ -32,24 +31,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweworld.env.config import END_REASONS, TERMINATED_REASONS, EpisodeConfig
-from sweworld.env.prompts import first_observation, prompt_messages
-from sweworld.env.rewards import EpisodeRewarder, FinalReward, reward_deadline
+from sweworld.env.prompts import bounded_prompt
+from sweworld.env.rewards import EpisodeRewarder, FinalReward, score_in_time
 from sweworld.env.signals import TestTracker, dense_signal, signals_info
 from sweworld.env.stepping import (
-    MAX_ACTION_DEPTH,
     action_text,
     approx_tokens,
     async_pool,
+    bound_task,
     build_executor,
     coerce_task,
     destroy_session,
-    executor_failure,
-    measure_action,
+    parse_episode_action,
     run_with_deadline,
-    step_pool,
+    step_info,
     truncate_text,
 )
-from sweworld.sandbox.actions import ActionParseError, parse_action
 from sweworld.tasks.schema import Task
 
 __all__ = [
@@ -227,6 +224,8 @@ class Episode:
                 raise EpisodeError(
                     "reset() needs a task: pass one to Episode(task=...) or reset(task=...)"
                 )
+            bounded = bound_task(new_task)  # a 50 MB issue text is not a 50 MB prompt
+            problem_cut, new_task = bounded is not new_task, bounded
             self._drop_session()
             self.task = new_task
             self._new_state()
@@ -236,14 +235,18 @@ class Episode:
             if self._closed:  # close() ran while the session opened: it must not outlive it
                 self._drop_session()
                 raise EpisodeError(f"episode {self.id} was closed during reset()")
-            prompt = first_observation(new_task, self.config.prompt_format)
+            prompt, messages, cut = bounded_prompt(
+                new_task, self.config.prompt_format, self.config.max_observation_chars
+            )
             info = {
                 "episode_id": self.id,
                 "instance_id": new_task.instance_id,
                 "repo": new_task.repo,
-                "messages": prompt_messages(new_task, self.config.prompt_format),
+                "messages": messages,
                 "seed": seed,
             }
+            if cut or problem_cut:
+                info["observation_truncated"] = True
             self.tokens = self._count_tokens(prompt)
             return prompt, info
         finally:
@@ -383,68 +386,24 @@ class Episode:
     ) -> tuple[str, int, bool, str | None]:
         """Run the action in the session: ``(observation, exit code, submitted, error)``."""
         cfg = self.config
-        if not isinstance(action, (str, Mapping)):
-            info["action_error"] = "type"
-            return (
-                f"sweworld: an action must be text or a tool-call mapping, not "
-                f"{type(action).__name__}",
-                -1,
-                False,
-                None,
-            )
-        size, depth = measure_action(action, cfg.max_action_chars)
-        if depth > MAX_ACTION_DEPTH:
-            info["action_error"] = "too_deep"
-            return (
-                f"sweworld: the tool-call mapping is nested more than {MAX_ACTION_DEPTH} "
-                "levels deep. Nothing was run.",
-                -1,
-                False,
-                None,
-            )
-        if size > cfg.max_action_chars:  # a tool-call mapping is measured by its text
-            info["action_error"] = "too_long"
-            return (
-                f"sweworld: the action is {size} characters long; the limit is "
-                f"{cfg.max_action_chars}. Nothing was run.",
-                -1,
-                False,
-                None,
-            )
-        try:
-            parsed = parse_action(action, cfg.action_format)  # type: ignore[arg-type]
-        except ActionParseError as exc:
-            info["action_error"] = "parse"
-            return exc.message, -1, False, None
-        except (ValueError, TypeError, RecursionError) as exc:  # a value with no text form
-            info["action_error"] = "parse"
-            return (
-                f"sweworld: the action could not be read ({type(exc).__name__}). Nothing was run.",
-                -1,
-                False,
-                None,
-            )
+        parsed, refusal = parse_episode_action(action, cfg, info)
+        if refusal is not None:
+            return refusal, -1, False, None
         info["command"] = parsed.command if parsed.kind == "bash" else ""
         info["tool"] = parsed.function if parsed.kind != "bash" else "bash"
         limit = cfg.step_timeout_s if timeout is None else min(timeout, cfg.step_timeout_s)
+        # the session hands ``limit`` on to the executor (ExecutionRequest.deadline): a
+        # simulated or real execution call stops there, so the backstop follows the limit
         result, error = run_with_deadline(
             lambda: self._session.step(parsed.to_dict(), timeout=limit),
-            2 * cfg.step_timeout_s + STEP_GRACE_S,
+            2 * limit + STEP_GRACE_S,
         )
         if result is None:
             self._abandoned = self._abandoned or "did not finish" in str(error)
             return "sweworld: the step did not finish in time; the episode ends.", -1, False, error
-        calls = result.info.get("execution_calls") or []
-        info["execution_calls"] = calls
-        info["latency_s"] = result.info.get("latency_s")
-        for key in ("timed_out", "submission_refused"):
-            if result.info.get(key):
-                info[key] = result.info[key]
-        failure = executor_failure(calls)
-        if failure is not None:
-            info["executor_error"] = failure
-            if cfg.end_on_executor_error:
-                error = f"executor failed: {failure}"
+        failure = step_info(result.info, info)
+        if failure is not None and cfg.end_on_executor_error:
+            error = f"executor failed: {failure}"
         if result.done:
             self.patch = result.info.get("patch")
         return result.observation, result.exit_code, bool(result.done), error
@@ -502,20 +461,9 @@ class Episode:
         ``deadline_s`` (left to finish on its own; its result dropped)."""
         if self.task is None:
             raise EpisodeError("no episode has started")
-        rewarder, task, steps = self.rewarder, self.task, self.steps
-        deadline = getattr(rewarder, "deadline_s", None) or reward_deadline(self.config)
-        future = step_pool().submit(
-            lambda: rewarder.score(task, patch, steps=steps, submitted=submitted)
+        return score_in_time(
+            self.rewarder, self.config, self.task, patch, self.steps, submitted, self.id
         )
-        try:
-            return future.result(deadline)
-        except concurrent.futures.TimeoutError:
-            log.error("episode %s: the reward did not answer within %.0f s", self.id, deadline)
-            why = f"the reward did not answer within {deadline:.0f} s"
-        except Exception as exc:
-            log.exception("episode %s: the reward failed", self.id)
-            why = f"{type(exc).__name__}: {exc}"
-        return FinalReward(0.0, None, "none", "error", error=why)
 
     # ------------------------------------------------------------------ branching
 

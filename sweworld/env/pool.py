@@ -36,13 +36,23 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import Episode, EpisodeError, StepOutcome, coerce_task
 from sweworld.env.rewards import EpisodeRewarder
+from sweworld.env.rollouts import (
+    POLICY_THREADS,
+    POLICY_TIMEOUT_S,
+    RolloutResult,
+    check_policy_timeout,
+    instance_id_of,
+    patch_now,
+    policy_timed_out,
+)
 from sweworld.env.stepping import open_episode
+from sweworld.env.workers import CallTimeout, IdleThreadPool, call_with_deadline, idle_seconds
 
 __all__ = [
     "EnvPool",
@@ -50,6 +60,7 @@ __all__ = [
     "RolloutResult",
     "SlotPool",
     "build_pool_executor",
+    "check_policy_timeout",
     "session_config",
 ]
 
@@ -58,6 +69,8 @@ log = logging.getLogger(__name__)
 #: Seconds ``EnvPool.close`` waits for calls in flight (steps of the episodes it just closed,
 #: a policy still thinking) before it lets their threads go.
 CLOSE_WAIT_S = 30.0
+
+_POOL_DEFAULT: Any = object()  # rollout(policy_timeout_s=...) not given: the pool's
 
 
 class PoolError(EpisodeError):
@@ -73,35 +86,6 @@ class PoolError(EpisodeError):
         )
         self.errors = errors
         self.results = results
-
-
-@dataclass
-class RolloutResult:
-    """The end of one rollout.
-
-    Attributes:
-        instance_id: the task's id ("" when the task row could not be read).
-        reward: the final reward (plus dense rewards when they are on), summed over steps.
-        reason: why it ended: an episode end reason (``submitted``, ``max_steps``, ...),
-            ``policy_stopped`` (the policy returned None before the end: not scored) or
-            ``error``.
-        steps: actions run.
-        patch: the episode's patch (``git diff`` against the base).
-        resolved: whether the patch resolves the task, when the reward knows.
-        info: the last step's info (the reward and its evidence under ``"reward"``).
-        trajectory: the data-schema trajectory (None when the episode never started).
-        error: what went wrong, for reason ``error``.
-    """
-
-    instance_id: str
-    reward: float
-    reason: str | None
-    steps: int
-    patch: str
-    resolved: bool | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-    trajectory: Any = None
-    error: str | None = None
 
 
 def build_pool_executor(config: EpisodeConfig, lm: Any) -> Any:
@@ -215,6 +199,9 @@ class EnvPool(SlotPool):
         warm: a :class:`~sweworld.env.warm.WarmSessions` to take sessions from.
         max_batch: most model requests merged into one call.
         batch_wait_s: how long a model request waits for others to join its batch.
+        policy_timeout_s: deadline of one policy call in :meth:`rollout`; the calls then run
+            on worker threads (a policy bound to one thread: None, no deadline, and the
+            calls run on the rollout's own thread).
     """
 
     def __init__(
@@ -227,9 +214,11 @@ class EnvPool(SlotPool):
         warm: Any = None,
         max_batch: int = 32,
         batch_wait_s: float = 0.005,
+        policy_timeout_s: float | None = POLICY_TIMEOUT_S,
         **overrides: Any,
     ):
         super().__init__(size)
+        self.policy_timeout_s = check_policy_timeout(policy_timeout_s)
         config = config or EpisodeConfig()
         self.config = config.replace(**overrides) if overrides else config
         self._live_lock = threading.Lock()
@@ -262,8 +251,11 @@ class EnvPool(SlotPool):
                     )
                 self._open_session = warm.acquire if warm is not None else None
             self.episodes: list[Episode] = [self._new_episode(self.config) for _ in range(size)]
-            self._threads = concurrent.futures.ThreadPoolExecutor(
-                max_workers=size, thread_name_prefix="sweworld-pool"
+            self._threads = IdleThreadPool(  # threads idle for a while exit
+                size, idle_s=idle_seconds(), thread_name_prefix="sweworld-pool"
+            )
+            self._policy_threads = IdleThreadPool(  # policy calls, each with a deadline
+                POLICY_THREADS, idle_s=idle_seconds(), thread_name_prefix="sweworld-policy"
             )
         except BaseException:
             self._close_shared()
@@ -389,11 +381,20 @@ class EnvPool(SlotPool):
         policy_factory: Callable[[], Any],
         *,
         max_steps: int | None = None,
+        policy_timeout_s: Any = _POOL_DEFAULT,
     ) -> list[RolloutResult]:
         """Run a fresh policy (``policy_factory()``) on each task to the end, ``size``
         episodes at a time; one :class:`RolloutResult` per task, in order. Uses episodes
-        of its own (the pool's slots are left as they are)."""
+        of its own (the pool's slots are left as they are).
+
+        Every policy call (``policy_factory()``, ``reset``, ``act``) has a deadline,
+        ``policy_timeout_s`` (default: the pool's): one that does not return in time ends
+        its episode with reason ``error`` (not scored; ``error`` names the call and the
+        deadline) and is left to finish on its own thread; the other rollouts go on."""
         self._check_open()
+        timeout = self.policy_timeout_s
+        if policy_timeout_s is not _POOL_DEFAULT:
+            timeout = check_policy_timeout(policy_timeout_s)
         config = self.config.replace(max_steps=max_steps) if max_steps else self.config
         tasks = list(tasks)
         results: list[RolloutResult | None] = [None] * len(tasks)
@@ -409,11 +410,11 @@ class EnvPool(SlotPool):
                     return
                 if self._closed:  # close() ran: the tasks not started are not run
                     results[index] = RolloutResult(
-                        _instance_id(tasks[index]), 0.0, "error", 0, "",
+                        instance_id_of(tasks[index]), 0.0, "error", 0, "",
                         error="EpisodeError: the pool was closed",
                     )  # fmt: skip
                     continue
-                results[index] = self._rollout_one(tasks[index], policy_factory, config)
+                results[index] = self._rollout_one(tasks[index], policy_factory, config, timeout)
 
         workers = min(self.size, len(tasks))
         futures = [self._submit(worker) for _ in range(workers)]
@@ -422,12 +423,20 @@ class EnvPool(SlotPool):
         return [r for r in results if r is not None]
 
     def _rollout_one(
-        self, task: Any, policy_factory: Callable[[], Any], config: EpisodeConfig
+        self,
+        task: Any,
+        policy_factory: Callable[[], Any],
+        config: EpisodeConfig,
+        timeout: float | None = None,
     ) -> RolloutResult:
         instance_id = ""
         episode: Episode | None = None
         total = 0.0
         info: dict[str, Any] = {}
+
+        def policy_call(fn: Callable[[], Any], what: str) -> Any:
+            return call_with_deadline(self._policy_threads, fn, timeout, f"the policy's {what}")
+
         try:
             task = coerce_task(task)
             instance_id = task.instance_id
@@ -437,14 +446,15 @@ class EnvPool(SlotPool):
                     raise EpisodeError("the pool was closed")
                 self._live.add(episode)
             observation, _ = episode.reset(task)
-            policy = policy_factory()
-            policy.reset(task, observation)
+            policy = policy_call(policy_factory, "factory")
+            first = observation
+            policy_call(lambda: policy.reset(task, first), "reset()")
             while not episode.done:
-                action = policy.act(observation)
+                action = policy_call(partial(policy.act, observation), "act()")
                 if action is None:
                     if self._closed:  # its session went with the pool: nothing to report
                         raise EpisodeError("the pool was closed")
-                    patch = _patch_now(episode)
+                    patch = patch_now(episode)
                     return RolloutResult(
                         instance_id, total, "policy_stopped", episode.steps, patch or "",
                         None, info, episode.trajectory(),
@@ -464,6 +474,9 @@ class EnvPool(SlotPool):
                 episode.trajectory(),
                 info.get("error"),
             )
+        except CallTimeout as exc:  # the policy is stuck: the episode ends, the pool goes on
+            log.warning("rollout of %s: %s; the episode ends", instance_id or "?", exc)
+            return policy_timed_out(instance_id, total, episode, info, str(exc))
         except Exception as exc:
             log.warning("rollout of %s failed: %s: %s", instance_id or "?", type(exc).__name__, exc)
             steps = episode.steps if episode is not None else 0
@@ -508,6 +521,9 @@ class EnvPool(SlotPool):
             if pending:
                 log.warning("EnvPool.close: %d call(s) still running; left behind", len(pending))
             threads.shutdown(wait=not pending, cancel_futures=True)
+        policy_threads = getattr(self, "_policy_threads", None)
+        if policy_threads is not None:  # a stuck policy keeps its thread until it returns
+            policy_threads.shutdown(wait=False, cancel_futures=True)
         self._close_shared()
 
     def _close_shared(self) -> None:
@@ -521,22 +537,6 @@ class EnvPool(SlotPool):
                     log.exception("closing the pool's %s failed", type(part).__name__)
         if self._own_manager:
             self.manager.close_all()
-
-
-def _patch_now(episode: Any) -> str:
-    """The running episode's diff (a remote one asks its service)."""
-    if episode.session is not None:
-        return episode.session.get_patch()
-    current = getattr(episode, "current_patch", None)  # a RemoteEpisode
-    return current() if current is not None and not episode.done else ""
-
-
-def _instance_id(task: Any) -> str:
-    """A task's id, as far as it can be told without reading the row."""
-    found = (
-        task.get("instance_id") if isinstance(task, Mapping) else getattr(task, "instance_id", "")
-    )
-    return found if isinstance(found, str) else ""
 
 
 def _bind(reset: Callable[..., Any], task: Any, seed: int | None) -> Callable[[], Any]:

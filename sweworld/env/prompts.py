@@ -188,3 +188,29 @@ def prompt_messages(task: Any, prompt_format: str = "r2egym") -> list[dict[str, 
 def first_observation(task: Any, prompt_format: str = "r2egym") -> str:
     """The task as one string: the messages' contents, separated by a blank line."""
     return "\n\n".join(m["content"] for m in prompt_messages(task, prompt_format))
+
+
+def bounded_prompt(
+    task: Any, prompt_format: str, limit: int
+) -> tuple[str, list[dict[str, str]], bool]:
+    """``(first observation, messages, cut)`` with the observation at most ``limit``
+    characters: when the whole prompt is longer, the problem statement is cut (head and
+    tail around a visible marker) so that the instructions around it stay whole; only a
+    template longer than ``limit`` by itself is cut as text. ``task`` is a Task (or
+    anything with ``model_copy``) or a row mapping."""
+    from sweworld.env.stepping import truncate_text
+
+    messages = prompt_messages(task, prompt_format)
+    prompt = "\n\n".join(m["content"] for m in messages)
+    if len(prompt) <= limit:
+        return prompt, messages, False
+    problem = _problem(task)
+    room = max(limit - (len(prompt) - len(problem)), 200)
+    problem, _ = truncate_text(problem, room)
+    if isinstance(task, dict):
+        task = {**task, "problem_statement": problem}
+    else:
+        task = task.model_copy(update={"problem_statement": problem})
+    messages = prompt_messages(task, prompt_format)
+    prompt, _ = truncate_text("\n\n".join(m["content"] for m in messages), limit)
+    return prompt, messages, True

@@ -15,7 +15,6 @@ is imported inside functions only: importing this module does not need it.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import logging
 import os
@@ -29,6 +28,7 @@ from typing import Any
 from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import Episode, EpisodeError, build_executor
 from sweworld.env.pool import build_pool_executor, session_config
+from sweworld.env.workers import IdleThreadPool, idle_seconds
 
 __all__ = ["ActorSet", "EpisodeGroup", "check_executor_spec"]
 
@@ -80,8 +80,10 @@ class EpisodeGroup:
                 self.manager, executor=self.executor, config=session_config(config), **warm
             )
         self.episodes: dict[int | str, Episode] = {}
-        self._threads = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max(4, min(slots, 256)), thread_name_prefix="sweworld-ray-episode"
+        self._threads = IdleThreadPool(  # threads idle for a while exit
+            max(4, min(slots, 256)),
+            idle_s=idle_seconds(),
+            thread_name_prefix="sweworld-ray-episode",
         )
 
     def _simulated_executor(self, lm: Any, max_batch: int, batch_wait_s: float, slots: int) -> Any:

@@ -55,8 +55,16 @@ from sweworld.env.episode import (
     StepOutcome,
     coerce_task,
 )
-from sweworld.env.pool import PoolError, RolloutResult, SlotPool
+from sweworld.env.pool import PoolError, SlotPool
 from sweworld.env.ray_actor import ActorSet, EpisodeGroup
+from sweworld.env.rollouts import (
+    POLICY_THREADS,
+    POLICY_TIMEOUT_S,
+    RolloutResult,
+    check_policy_timeout,
+    run_policy_calls,
+)
+from sweworld.env.workers import IdleThreadPool, idle_seconds
 
 __all__ = ["EpisodeGroup", "RayEnvPool", "RemoteEpisode"]
 
@@ -130,6 +138,9 @@ class RayEnvPool(SlotPool):
         address: a Ray cluster to join (``"auto"``, ``"ray://host:10001"``); without it a
             local Ray is started when none is running.
         n_actors: number of actors (default: one per alive node, at most ``size``).
+        policy_timeout_s: deadline of one policy call in :meth:`rollout` (the policies of a
+            turn run at once on driver threads; one past it ends its rollout with reason
+            ``error``); None: none.
         num_cpus: CPUs each actor reserves.
         call_timeout_s: deadline of one remote call (default: twice the step deadline plus
             the step grace, the reward allowance and a minute).
@@ -153,9 +164,11 @@ class RayEnvPool(SlotPool):
         call_timeout_s: float | None = None,
         runtime_env: Mapping[str, Any] | None = None,
         ray_init: Mapping[str, Any] | None = None,
+        policy_timeout_s: float | None = POLICY_TIMEOUT_S,
         **overrides: Any,
     ):
         super().__init__(size)
+        self.policy_timeout_s = check_policy_timeout(policy_timeout_s)
         if n_actors is not None and (not isinstance(n_actors, int) or n_actors < 1):
             raise ValueError(f"n_actors must be a positive integer, got {n_actors!r}")
         config = config or EpisodeConfig()
@@ -190,6 +203,9 @@ class RayEnvPool(SlotPool):
         )
         self.n_actors = self._actors.n
         self._rollouts = 0
+        self._policy_threads = IdleThreadPool(  # policy calls, each with a deadline
+            POLICY_THREADS, idle_s=idle_seconds(), thread_name_prefix="sweworld-policy"
+        )
         self.episodes: list[RemoteEpisode] = [
             RemoteEpisode(slot=i, actor=i % self.n_actors, pool=self) for i in range(size)
         ]
@@ -414,9 +430,15 @@ class RayEnvPool(SlotPool):
                     status, value = ("error", reply) if isinstance(reply, Exception) else reply[n]
                     if status == "ok":
                         run.observation = value[0]
-                        run.error = _guard(lambda r=run: r.start(policy_factory))
                     else:
                         run.error = f"{type(value).__name__}: {value}"
+            fresh = sorted(
+                (live[key] for items in starting.values() for key, *_ in items),
+                key=lambda r: r.index,
+            )
+            for run in fresh:  # in task order (the factory's calls keep their order)
+                if run.error is None:
+                    self._policy_calls([run], lambda r: r.start(policy_factory), "reset()")
             self._rollout_turn(live, results, fail)
         return results
 
@@ -424,10 +446,10 @@ class RayEnvPool(SlotPool):
         """One turn of every live rollout: its policy acts, the actors step (one call each)."""
         stepping: dict[int, list[Any]] = {}
         stopping: dict[int, list[Any]] = {}
+        self._policy_calls([r for r in live.values() if r.error is None], _Rollout.act, "act()")
         for key, run in list(live.items()):
             action = None
             if run.error is None:
-                run.error = _guard(lambda r=run: r.act())
                 action = run.action
                 if run.error is None and action is not None:
                     run.error = _unsendable(action)
@@ -492,12 +514,20 @@ class RayEnvPool(SlotPool):
         self._check_open()
         return self._actors.ask_all(method, self.call_timeout_s)
 
+    def _policy_calls(
+        self, runs: list[_Rollout], call: Callable[[_Rollout], Any], what: str
+    ) -> None:
+        """``call(run)`` for every run at once, within ``policy_timeout_s``; a call that
+        raised or did not return in time sets its run's ``error``."""
+        run_policy_calls(self._policy_threads, runs, call, what, self.policy_timeout_s, _guard)
+
     def close(self) -> None:
         """Close every actor's episodes and sessions, then end the actors (idempotent): once
         it returns, no actor of this pool runs. Ray itself is left running."""
         if self._closed:
             return
         self._closed = True
+        self._policy_threads.shutdown(wait=False, cancel_futures=True)
         self._actors.close()
 
 

@@ -8,6 +8,8 @@ can be shared by many episodes (its reward model and language model are loaded o
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,7 +18,9 @@ from typing import Any
 from sweworld.env.config import EpisodeConfig
 from sweworld.reward.presets import compute_reward
 
-__all__ = ["EpisodeRewarder", "FinalReward", "reward_deadline"]
+log = logging.getLogger(__name__)
+
+__all__ = ["EpisodeRewarder", "FinalReward", "reward_deadline", "score_in_time"]
 
 
 @dataclass
@@ -115,7 +119,12 @@ class EpisodeRewarder:
         evidence: dict[str, Any] = {}
         swr = real = None
         if source in ("swr", "both"):
-            swr = self.reward_model.score(task, patch, steps=steps, outcome=outcome)
+            # the stages stop at the episode's wait for the reward (a mypy run is killed)
+            model = self.reward_model
+            options: dict[str, Any] = {"steps": steps, "outcome": outcome}
+            if _takes_keyword(model.score, "deadline"):  # a caller's model may not
+                options["deadline"] = time.monotonic() + self.deadline_s
+            swr = model.score(task, patch, **options)
             evidence["swr"] = _swr_evidence(swr)
         if source in ("real", "both"):
             from sweworld.reward.real import real_reward
@@ -162,6 +171,45 @@ class EpisodeRewarder:
 
 #: Seconds added to a reward's own deadlines before an episode stops waiting for it.
 REWARD_GRACE_S = 60.0
+
+
+def score_in_time(
+    rewarder: Any,
+    config: EpisodeConfig,
+    task: Any,
+    patch: str,
+    steps: int,
+    submitted: bool,
+    label: str = "episode",
+) -> FinalReward:
+    """``rewarder.score(...)`` on a worker thread, or an ``error`` reward when it raised or
+    did not answer within its ``deadline_s`` (it is left to finish; its result dropped).
+    ``label`` names the episode in the log."""
+    from sweworld.env.stepping import step_pool
+
+    deadline = getattr(rewarder, "deadline_s", None) or reward_deadline(config)
+    future = step_pool().submit(
+        lambda: rewarder.score(task, patch, steps=steps, submitted=submitted)
+    )
+    try:
+        return future.result(deadline)
+    except concurrent.futures.TimeoutError:
+        log.error("episode %s: the reward did not answer within %.0f s", label, deadline)
+        why = f"the reward did not answer within {deadline:.0f} s"
+    except Exception as exc:
+        log.exception("episode %s: the reward failed", label)
+        why = f"{type(exc).__name__}: {exc}"
+    return FinalReward(0.0, None, "none", "error", error=why)
+
+
+def _takes_keyword(fn: Any, name: str) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
 
 
 def reward_deadline(config: EpisodeConfig, real_timeout_s: float = 1800.0) -> float:

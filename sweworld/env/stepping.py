@@ -16,20 +16,25 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sweworld.env.config import EpisodeConfig
+from sweworld.env.workers import IdleThreadPool, idle_seconds
 from sweworld.tasks.schema import Task
 
 __all__ = [
     "MAX_ACTION_DEPTH",
+    "MAX_PROBLEM_CHARS",
     "action_text",
     "approx_tokens",
     "async_pool",
+    "bound_task",
     "build_executor",
     "coerce_task",
     "destroy_session",
     "executor_failure",
     "measure_action",
     "open_episode",
+    "parse_episode_action",
     "run_with_deadline",
+    "step_info",
     "step_pool",
     "truncate_text",
 ]
@@ -130,18 +135,73 @@ def approx_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-_async_workers: concurrent.futures.ThreadPoolExecutor | None = None
+#: Longest problem statement an episode keeps, in characters: a longer one (a 50 MB issue
+#: text made a 50 MB first observation, and every SWT/SWR prompt read it whole) keeps its
+#: head and tail around a ``[... N characters cut by sweworld ...]`` marker. The first
+#: observation is further bounded by ``max_observation_chars``.
+MAX_PROBLEM_CHARS = 100_000
+
+
+def bound_task(task: Task, limit: int = MAX_PROBLEM_CHARS) -> Task:
+    """``task`` with its problem statement cut to ``limit`` characters (head and tail kept
+    around a visible marker); the task itself when it fits."""
+    text = task.problem_statement or ""
+    if len(text) <= limit:
+        return task
+    cut, _ = truncate_text(text, limit)
+    return task.model_copy(update={"problem_statement": cut})
+
+
+def parse_episode_action(
+    action: Any, config: EpisodeConfig, info: dict[str, Any]
+) -> tuple[Any, str | None]:
+    """``(parsed action, None)``, or ``(None, observation)`` for an action that is not run
+    (not text or a mapping, nested too deep, too long, unreadable); ``info["action_error"]``
+    says which."""
+    from sweworld.sandbox.actions import ActionParseError, parse_action
+
+    if not isinstance(action, (str, Mapping)):
+        info["action_error"] = "type"
+        kind = type(action).__name__
+        return None, f"sweworld: an action must be text or a tool-call mapping, not {kind}"
+    size, depth = measure_action(action, config.max_action_chars)
+    if depth > MAX_ACTION_DEPTH:
+        info["action_error"] = "too_deep"
+        return None, (
+            f"sweworld: the tool-call mapping is nested more than {MAX_ACTION_DEPTH} "
+            "levels deep. Nothing was run."
+        )
+    if size > config.max_action_chars:  # a tool-call mapping is measured by its text
+        info["action_error"] = "too_long"
+        return None, (
+            f"sweworld: the action is {size} characters long; the limit is "
+            f"{config.max_action_chars}. Nothing was run."
+        )
+    try:
+        return parse_action(action, config.action_format), None  # type: ignore[arg-type]
+    except ActionParseError as exc:
+        info["action_error"] = "parse"
+        return None, exc.message
+    except (ValueError, TypeError, RecursionError) as exc:  # a value with no text form
+        info["action_error"] = "parse"
+        return None, (
+            f"sweworld: the action could not be read ({type(exc).__name__}). Nothing was run."
+        )
+
+
+_async_workers: IdleThreadPool | None = None
 _async_lock = threading.Lock()
 
 
-def async_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """The worker threads behind ``areset`` / ``astep`` (``$SWEWORLD_ASYNC_WORKERS``, 512)."""
+def async_pool() -> IdleThreadPool:
+    """The worker threads behind ``areset`` / ``astep`` (``$SWEWORLD_ASYNC_WORKERS``, 512);
+    a thread idle for ``$SWEWORLD_WORKER_IDLE_S`` (60 s) exits."""
     global _async_workers
     with _async_lock:
         if _async_workers is None:
             workers = int(os.environ.get("SWEWORLD_ASYNC_WORKERS", "512"))
-            _async_workers = concurrent.futures.ThreadPoolExecutor(
-                max_workers=workers, thread_name_prefix="sweworld-episode"
+            _async_workers = IdleThreadPool(
+                workers, idle_s=idle_seconds(), thread_name_prefix="sweworld-episode"
             )
         return _async_workers
 
@@ -241,6 +301,26 @@ def executor_failure(calls: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def step_info(result_info: Mapping[str, Any], info: dict[str, Any]) -> str | None:
+    """Copy what a session step's ``result_info`` says into the episode's step ``info``
+    (execution calls, latency, ``timed_out`` also when an execution call stopped at the
+    step's deadline, a refused submission, the executor's failure); that failure or None."""
+    calls = result_info.get("execution_calls") or []
+    info["execution_calls"] = calls
+    info["latency_s"] = result_info.get("latency_s")
+    for key in ("timed_out", "submission_refused"):
+        if result_info.get(key):
+            info[key] = result_info[key]
+    for call in calls:
+        call_info = call.get("info") if isinstance(call, Mapping) else None
+        if isinstance(call_info, Mapping) and call_info.get("timed_out"):
+            info["timed_out"] = True
+    failure = executor_failure(calls)
+    if failure is not None:
+        info["executor_error"] = failure
+    return failure
+
+
 def run_with_deadline(fn: Callable[[], Any], timeout: float) -> tuple[Any, str | None]:
     """``(fn(), None)``, or ``(None, why)`` when it raised or did not return in ``timeout``
     seconds (the thread is left to finish on its own; its result is dropped)."""
@@ -256,17 +336,19 @@ def run_with_deadline(fn: Callable[[], Any], timeout: float) -> tuple[Any, str |
         return None, f"the session failed: {type(exc).__name__}: {exc}"
 
 
-_step_workers: concurrent.futures.ThreadPoolExecutor | None = None
+_step_workers: IdleThreadPool | None = None
 
 
-def step_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """The threads that run session steps (``$SWEWORLD_STEP_WORKERS``, 1024); they live as
-    long as the process, like the sandboxes they start."""
+def step_pool() -> IdleThreadPool:
+    """The threads that run session steps and rewards (``$SWEWORLD_STEP_WORKERS``, 1024);
+    a thread idle for ``$SWEWORLD_WORKER_IDLE_S`` (60 s) exits. (Sandboxes are started from
+    :mod:`sweworld.sandbox.bwrap`'s own long-lived spawner threads, so a step thread may end
+    without taking its sandbox with it.)"""
     global _step_workers
     with _async_lock:
         if _step_workers is None:
             workers = int(os.environ.get("SWEWORLD_STEP_WORKERS", "1024"))
-            _step_workers = concurrent.futures.ThreadPoolExecutor(
-                max_workers=workers, thread_name_prefix="sweworld-step"
+            _step_workers = IdleThreadPool(
+                workers, idle_s=idle_seconds(), thread_name_prefix="sweworld-step"
             )
         return _step_workers

@@ -141,7 +141,10 @@ class LocalExecutor:
                 if problem is not None:
                     return _failed(problem, "exec_failed", started, env=env.key, **env.python_info)
                 script = self._script(request, runner.sandbox)
-                raw = runner.sandbox.run(script, request.cwd, timeout=self.timeout)
+                # the step's own deadline, when the caller gave a shorter one than ours
+                left = request.time_left(self.timeout)
+                limit = max(self.timeout if left is None else left, 0.01)
+                raw = runner.sandbox.run(script, request.cwd, timeout=limit)
             except (SandboxUnavailable, OSError) as exc:
                 self._drop(request.session_id)
                 return _failed(
@@ -160,7 +163,7 @@ class LocalExecutor:
             status, exit_code = "timeout", 124
             stderr += (
                 f"\nsweworld: `{request.command}` did not finish within "
-                f"{self.timeout:g} s and was stopped.\n"
+                f"{limit:g} s and was stopped.\n"
             )
         elif raw.truncated:
             status, exit_code = "output_truncated", 1
@@ -239,8 +242,11 @@ class LocalExecutor:
         name = f"{request.session_id}-local{next(_runner_ids)}"
         cgroup = PidsCgroup.create(name, self.limits.max_processes)
         sandbox = SandboxRunner(
-            mounts={"/testbed": request.workspace_bind, "/tmp": request.tmp},
-            ctl_dir=control_dir() / name,
+            mounts={"/testbed": request.workspace_bind, "/tmp": request.tmp_bind or request.tmp},
+            # on the session's bounded control tmpfs where it has one: the real run can
+            # write in its control folder
+            ctl_dir=request.ctl_root / name if request.ctl_root else control_dir() / name,
+            ctl_bind=request.ctl_bind / name if request.ctl_bind else None,
             limits=self.limits,
             cgroup=cgroup,
             mount_ns_fd=request.mount_ns_fd,
@@ -262,6 +268,11 @@ class LocalExecutor:
                 runner.remove()
 
     # ------------------------------------------------------------------ cleanup
+
+    def workspace_replaced(self, session_id: str) -> None:
+        """The session is about to snapshot or restore its workspace: stop its sandbox (one
+        started before would keep the old mounts, and write into a saved state)."""
+        self._drop(session_id)
 
     def close_session(self, session_id: str) -> None:
         """Stop and delete the sandbox of a session that ended."""

@@ -57,17 +57,66 @@ def truncate_lines(
     return truncate_text(text, budget, tok)
 
 
+#: Most characters one token is taken to cover when a text is far over its budget: past
+#: ``budget * CHARS_PER_TOKEN_BOUND`` characters from each end, the middle of a text is cut
+#: without being read or tokenised, so that cutting a 50 MB text to a few hundred tokens
+#: costs what cutting a few kilobytes does (the model's tokenizer, counting a whole 50 MB
+#: problem statement at every budget the context builder tried, took minutes). A text whose
+#: tokens average more characters than this (long runs of one character) keeps fewer tokens
+#: than its budget allows, never more.
+CHARS_PER_TOKEN_BOUND = 16
+
+
+def _window(budget: int) -> int:
+    """Characters kept from each end of a text before it is counted (see above)."""
+    return max(budget, 1) * CHARS_PER_TOKEN_BOUND
+
+
+def capped_count(text: str, budget: int, tok: TokenCounter) -> int:
+    """``tok(text)``, or ``budget + 1`` without counting when ``text`` is too long to fit
+    ``budget`` by :data:`CHARS_PER_TOKEN_BOUND` (a demand only compared with budgets)."""
+    if len(text) > 2 * _window(budget):
+        return budget + 1
+    return int(tok(text))
+
+
+def _ends(text: str, window: int) -> tuple[list[str | None], int]:
+    """The whole lines within ``window`` characters of either end of ``text``, with
+    ``None`` standing for the lines between (never kept), and how many lines those are."""
+    head_end = text.rfind("\n", 0, window)  # the head: whole lines before this newline
+    newline = text.find("\n", len(text) - window)
+    tail_start = len(text) if newline < 0 else newline + 1  # the tail: whole lines after
+    head_end = min(head_end, tail_start - 1)
+    middle_start = head_end + 1
+    hidden = text.count("\n", middle_start, tail_start)
+    if tail_start > middle_start and text[tail_start - 1] != "\n":
+        hidden += 1  # a last line without its newline
+    head = text[:head_end].split("\n") if head_end >= 0 else []
+    tail = split_text_lines(text[tail_start:])
+    return [*head, None, *tail], hidden
+
+
 def truncate_text(text: str, budget: int, tok: LineTokens) -> tuple[str, int]:
     if not text:
         return "", 0
-    if tok(text) <= budget:
+    window = _window(budget)
+    hidden = 0
+    lines: list[str | None]
+    unread = len(text) > 2 * window
+    if unread:  # far over the budget: only the ends are read
+        lines, hidden = _ends(text, window)
+    elif tok(text) <= budget:
         return text, 0
-    lines = split_text_lines(text)
+    else:
+        lines = list(split_text_lines(text))
     n = len(lines)
-    if budget <= 0 or tok(_marker(n)) > budget:
-        return "", n
-    costs = [tok.line(line) for line in lines]
-    avail = budget - tok.line(_marker(n))
+    total = n - 1 + hidden if unread else n  # lines of the whole text
+    if budget <= 0 or tok(_marker(total)) > budget:
+        return "", total
+    # the stand-in for the unread middle costs more than the budget: it is always cut
+    costs = [budget + 1 if line is None else tok.line(line) for line in lines]
+    extra = total - n  # cut lines beyond those the stand-in counts as one
+    avail = budget - tok.line(_marker(total))
     for _ in range(32):
         head_budget = avail // 2
         used = 0
@@ -89,22 +138,25 @@ def truncate_text(text: str, budget: int, tok: LineTokens) -> tuple[str, int]:
             elif h:
                 h -= 1
             cut = 1
+        cut += extra
         kept = [*lines[:h], _marker(cut), *lines[n - t :]]
-        result = "\n".join(kept)
+        result = "\n".join(line for line in kept if line is not None)
         over = tok(result) - budget
         if over <= 0:
             return result, cut
         avail -= max(over, 1)
         if avail <= 0:
             break
-    return _marker(n), n
+    return _marker(total), total
 
 
 def truncate_chars(text: str, budget: int, tok: LineTokens) -> tuple[str, int]:
-    """Cut a single line by characters (head and tail kept); returns characters cut."""
-    if tok(text) <= budget:
+    """Cut a single line by characters (head and tail kept); returns characters cut. At
+    most ``2 * budget * CHARS_PER_TOKEN_BOUND`` characters are ever counted."""
+    longest = 2 * _window(budget)
+    if len(text) <= longest and tok(text) <= budget:
         return text, 0
-    lo, hi = 0, len(text)
+    lo, hi = 0, min(len(text), longest)
     best = ""
     best_cut = len(text)
     while lo <= hi:  # largest kept length whose result fits
@@ -166,7 +218,8 @@ def fit_parts(parts: Sequence[Part], budget: int, tok: LineTokens) -> tuple[str,
     # each part counted once (not once per round: 4,000 parts took seconds, quadratically)
     all_headers = [tok.line(p.header) if p.header else 0 for p in parts]
     all_demands = [
-        h + (tok(p.body) if p.body else 0) for h, p in zip(all_headers, parts, strict=True)
+        h + (capped_count(p.body, budget, tok) if p.body else 0)
+        for h, p in zip(all_headers, parts, strict=True)
     ]
     # A part shown gets at least min(demand, header + MIN_PART_BODY) or is starved, so no
     # more parts than those minimums (and a separator each) fit in the budget can be shown

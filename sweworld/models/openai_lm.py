@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import random
 import threading
@@ -195,14 +196,18 @@ class OpenAILM(BaseLM):
             return self._count(text)
         return approx_tokens(text)
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
-        """Send every request (concurrently) and wait for all answers."""
+    def generate(
+        self, requests: Sequence[GenerationRequest], *, max_time: float | None = None
+    ) -> list[list[Generation]]:
+        """Send every request (concurrently) and wait for all answers. ``max_time`` bounds
+        the whole call, retries included: past it the requests are cancelled (connections
+        closed: the server stops generating) and :class:`LMTimeout` is raised."""
         requests = list(requests)
         if not requests:
             return []
         if threading.current_thread() is self._thread:
             raise RuntimeError("OpenAILM.generate called from its own event loop thread")
-        future = self._submit(requests)
+        future = self._submit(requests, max_time)
         return future.result()
 
     def choice_logprobs(
@@ -318,13 +323,15 @@ class OpenAILM(BaseLM):
             out[choice] = value
         return out
 
-    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
+    async def agenerate(
+        self, requests: Sequence[GenerationRequest], *, max_time: float | None = None
+    ) -> list[list[Generation]]:
         """``generate`` for callers inside an event loop (the work runs on this object's own
         loop; the caller's loop is never blocked)."""
         requests = list(requests)
         if not requests:
             return []
-        return await asyncio.wrap_future(self._submit(requests))
+        return await asyncio.wrap_future(self._submit(requests, max_time))
 
     def close(self) -> None:
         """Close the connections and stop the background thread."""
@@ -346,9 +353,9 @@ class OpenAILM(BaseLM):
 
     # ------------------------------------------------------------------ loop
 
-    def _submit(self, requests: list[GenerationRequest]) -> Future:
+    def _submit(self, requests: list[GenerationRequest], max_time: float | None = None) -> Future:
         loop = self._ensure_loop()
-        return asyncio.run_coroutine_threadsafe(self._generate_all(requests), loop)
+        return asyncio.run_coroutine_threadsafe(self._generate_all(requests, max_time), loop)
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._start_lock:
@@ -385,10 +392,20 @@ class OpenAILM(BaseLM):
         assert self._semaphore is not None
         return self._client, self._semaphore
 
-    async def _generate_all(self, requests: list[GenerationRequest]) -> list[list[Generation]]:
+    async def _generate_all(
+        self, requests: list[GenerationRequest], max_time: float | None = None
+    ) -> list[list[Generation]]:
         tasks = [asyncio.ensure_future(self._generate_one(r)) for r in requests]
         try:
-            return list(await asyncio.gather(*tasks))
+            if max_time is None or not math.isfinite(max_time):
+                return list(await asyncio.gather(*tasks))
+            try:
+                return list(await asyncio.wait_for(asyncio.gather(*tasks), max(max_time, 0.0)))
+            except asyncio.TimeoutError:
+                raise LMTimeout(
+                    f"{self.url} did not answer within the caller's {max_time:g} s "
+                    f"(model {self.model}); the requests were cancelled"
+                ) from None
         except BaseException:
             for task in tasks:
                 task.cancel()

@@ -42,6 +42,10 @@ from sweworld.models.base import (
 from sweworld.models.fast_decode import JSONEndWatch, growing_layer_class, quantize_int8
 from sweworld.models.transformers_scoring import ChoiceScoringMixin
 
+#: Prompt tokens read per forward pass when a generation has a time budget (the budget is
+#: checked between passes, so a long prompt cannot hold the model past it).
+PREFILL_CHUNK = 512
+
 _DTYPES = {
     "float32": "float32",
     "fp32": "float32",
@@ -444,9 +448,13 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
             if cache is None:
                 cache = self._new_cache(reserve=width + max(r.max_new for r in rows))
             if logits is None:
-                logits = self._forward(
-                    ids[:, start:], mask if padded else None, positions[:, start:], cache
+                logits = self._prefill(
+                    ids, mask if padded else None, positions, cache, start, deadline
                 )
+                if logits is None:  # the deadline passed while the prompt was read
+                    for row in rows:
+                        row.finish, row.latency = "timeout", time.monotonic() - started
+                    return
             if self.prefix_cache and len(prompts) == 1:
                 # the prompt's state, for a choice_logprobs call that continues it
                 self._prefix = (tuple(prompts[0]), copy.deepcopy(cache), logits[0].clone())
@@ -493,6 +501,24 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
                     step, mask if padded else None, next_pos.unsqueeze(-1), cache
                 )
                 next_pos = next_pos + 1
+
+    def _prefill(
+        self, ids: Any, mask: Any, positions: Any, cache: Any, start: int, deadline: float | None
+    ) -> Any:
+        """Logits after reading the prompt from ``start``: in one pass, or with a deadline
+        in chunks of :data:`PREFILL_CHUNK` tokens, the deadline checked between them (None
+        once it passed: one pass over an 8k-token prompt takes ~20 s on two cores)."""
+        width = ids.shape[1]
+        if deadline is None or width - start <= PREFILL_CHUNK:
+            return self._forward(ids[:, start:], mask, positions[:, start:], cache)
+        logits = None
+        for begin in range(start, width, PREFILL_CHUNK):
+            if time.monotonic() >= deadline:
+                return None
+            end = min(begin + PREFILL_CHUNK, width)
+            part = None if mask is None else mask[:, :end]
+            logits = self._forward(ids[:, begin:end], part, positions[:, begin:end], cache)
+        return logits
 
     def _forward(self, ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
         kwargs = {self._cache_kw: cache}

@@ -270,6 +270,9 @@ class RewardModel:
                         seed=self.config.seed,
                         use_logprobs=self.config.use_logprobs,
                         timeout_s=self.config.tests_timeout_s,
+                        # an in-process model stops generating at the stage's deadline
+                        # rather than run on (holding the model) after the stage gave up
+                        max_time_s=self.config.tests_timeout_s,
                     )
             self._stages = made
         return self._stages
@@ -320,6 +323,7 @@ class RewardModel:
         steps: int | None = None,
         outcome: str = "submitted",
         shared_tests: dict[str, StageResult] | None = None,
+        deadline: float | None = None,
     ) -> RewardResult:
         """Score one candidate patch for ``task``.
 
@@ -329,6 +333,8 @@ class RewardModel:
         ``shared_tests``: tests-stage results by change signature, read and filled here, so
         that candidates making the same normalised change share one model run.
         ``info["signature"]`` is the candidate's change signature (equivalence classes).
+        ``deadline`` (a ``time.monotonic()`` value): stages that run a process stop there,
+        and a stage not started by then is not run (an ``error`` result says so).
         """
         started = time.perf_counter()
         info: dict[str, Any] = {"mode": self.config.mode}
@@ -353,11 +359,18 @@ class RewardModel:
                 gold=gold,
                 base_dir=resolved_dir,
                 results=stages,
+                deadline=deadline,
             )
             info["scope"] = candidate.scope
             if candidate.apply_error:
                 info["apply_error"] = candidate.apply_error
             for name, stage in self.stages().items():
+                if deadline is not None and time.monotonic() >= deadline:
+                    stages[name] = StageResult(
+                        stage=name, verdict="error", message="not run: the deadline passed"
+                    )
+                    info["deadline_passed"] = True
+                    break
                 if name == "tests" and shared_tests is not None:
                     signature = _signature(candidate, stages)
                     if signature not in shared_tests:

@@ -121,6 +121,9 @@ class RewardContext:
             no gold patch).
         base_dir: the task's base checkout on the host, when available.
         results: results of the stages already run, by stage name.
+        deadline: ``time.monotonic()`` value by which the whole score is due (None: only
+            each stage's own limit); a stage that runs a process stops it there, and stages
+            not started by then are not run.
     """
 
     task: Any
@@ -129,6 +132,16 @@ class RewardContext:
     gold: CandidateView | None = None
     base_dir: Any = None
     results: dict[str, StageResult] = field(default_factory=dict)
+    deadline: float | None = None
+
+    def time_left(self, limit: float) -> float:
+        """Seconds a stage may take: ``limit``, or less when the deadline is nearer (never
+        negative)."""
+        if self.deadline is None:
+            return limit
+        import time
+
+        return max(0.0, min(limit, self.deadline - time.monotonic()))
 
 
 @runtime_checkable

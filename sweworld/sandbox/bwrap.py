@@ -3,12 +3,12 @@
 The sandbox sees a minimal root: the host's ``/usr`` (and ``/bin``, ``/lib*``) read-only, a
 synthetic ``/etc`` (``passwd``, ``hosts``, the dynamic-linker cache), ``/testbed`` (the
 session's workspace, writable), ``/tmp`` (the session's private tmp, writable), an ephemeral
-``/root``, and the shim folder ``/.sweworld``. There is no network, no view of host processes
-(pid namespace), and everything else is read-only. Limits: wall time (executor time is not
-counted), CPU seconds, address space, file size, output bytes per stream, and processes
-(see :mod:`sweworld.sandbox.limits`). The launch chain gets no host environment (see
-:mod:`sweworld.sandbox.launch`). ``launch`` and ``limits`` were split out of this module;
-their names are re-exported here.
+``/root`` and ``/dev/shm`` (small tmpfs mounts), and the shim folder ``/.sweworld``. There is no
+network, no view of host processes (pid namespace), and everything else is read-only. Limits:
+wall time (executor time is not counted), CPU seconds, address space, file size, output bytes
+per stream, processes, and disk (the workspace's quota; see :mod:`sweworld.sandbox.limits`).
+The launch chain gets no host environment (see :mod:`sweworld.sandbox.launch`). ``launch``
+and ``limits`` were split out of this module; their names are re-exported here.
 """
 
 from __future__ import annotations
@@ -106,6 +106,7 @@ class SandboxRunner:
         *,
         mounts: Mapping[str, Path],
         ctl_dir: Path,
+        ctl_bind: Path | None = None,
         limits: SandboxLimits,
         cgroup: PidsCgroup | None = None,
         mount_ns_fd: int | None = None,
@@ -119,7 +120,9 @@ class SandboxRunner:
         ``read_only`` host folders appear read-only at the same path, or at the sandbox path
         of a ``(host, inside)`` pair (a Python environment and its base interpreter); ``env``
         adds or replaces variables; ``intercept=False`` leaves out the execution shims, for
-        a sandbox that runs commands for real. Nothing of this process's own environment
+        a sandbox that runs commands for real. ``ctl_dir`` is the control folder from this
+        process, ``ctl_bind`` the same folder in ``mount_ns_fd``'s namespace (default:
+        ``ctl_dir``). Nothing of this process's own environment
         reaches the sandbox: the launch chain runs with :func:`launcher_env`.
         """
         self.mounts = dict(mounts)
@@ -128,6 +131,7 @@ class SandboxRunner:
         self.intercept = intercept
         self.mount_ns_fd = mount_ns_fd
         self.ctl_dir = ctl_dir
+        self.ctl_bind = ctl_bind or ctl_dir
         self.limits = limits
         self.cgroup = cgroup
         self.log_path = ctl_dir.parent / f"{ctl_dir.name}.log"  # host-only, not in the bind
@@ -156,6 +160,16 @@ class SandboxRunner:
             "/proc",
             "--dev",
             "/dev",
+            # /dev and /root are tmpfs mounts of bubblewrap's own (memory, half the RAM by
+            # default): bounded, and /dev read-only but for /dev/shm
+            "--size",
+            str(lim.scratch_mb << 20),
+            "--tmpfs",
+            "/dev/shm",
+            "--remount-ro",
+            "/dev",
+            "--size",
+            str(lim.scratch_mb << 20),
             "--tmpfs",
             "/root",
             *root_args(self.intercept),
@@ -165,7 +179,7 @@ class SandboxRunner:
             args += ["--ro-bind", str(host), inside]
         for inside, host in self.mounts.items():
             args += ["--bind", str(host), inside]
-        args += ["--bind", str(self.ctl_dir), CTL, "--remount-ro", "/", "--clearenv"]
+        args += ["--bind", str(self.ctl_bind), CTL, "--remount-ro", "/", "--clearenv"]
         env = {
             **BASE_ENV,
             "SWEWORLD_CPU": str(lim.cpu_seconds),

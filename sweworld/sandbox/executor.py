@@ -38,6 +38,15 @@ class ExecutionRequest:
         mount_ns_fd: the mount namespace in which ``workspace_bind`` is the workspace
             (None: this process's own); what a sandboxing executor starts its sandbox in.
         workspace_bind: path of the workspace inside ``mount_ns_fd``'s namespace.
+        tmp_bind: path of the session's ``/tmp`` inside ``mount_ns_fd``'s namespace (None:
+            ``tmp``); what a sandboxing executor binds as ``/tmp``.
+        ctl_root: a folder of the session's, bounded in size, where a sandboxing executor
+            puts its sandbox's control files (writable from inside); None: its own choice.
+        ctl_bind: ``ctl_root`` as seen from ``mount_ns_fd``'s namespace.
+        deadline: ``time.monotonic()`` value by which the answer is due: the end of the
+            command's time limit (the step's ``timeout`` when the caller gave one). An
+            executor stops its work there (a model call, a real run) and answers that the
+            command timed out; None: only the executor's own limit applies.
     """
 
     argv: tuple[str, ...]
@@ -53,11 +62,26 @@ class ExecutionRequest:
     changes: Callable[[], Any] | None = None
     mount_ns_fd: int | None = None
     workspace_bind: Path | None = None
+    tmp_bind: Path | None = None
+    ctl_root: Path | None = None
+    ctl_bind: Path | None = None
+    deadline: float | None = None
 
     @property
     def command(self) -> str:
         """The command as one shell-quoted string, e.g. ``python -m pytest tests -rA``."""
         return shlex.join(self.argv)
+
+    def time_left(self, limit: float | None = None) -> float | None:
+        """Seconds this request may still take: the smaller of ``limit`` (an executor's own
+        limit, None for none) and what is left until ``deadline``; None when neither is set.
+        Never negative."""
+        if self.deadline is None:
+            return limit
+        import time
+
+        left = max(self.deadline - time.monotonic(), 0.0)
+        return left if limit is None else min(limit, left)
 
 
 @dataclass

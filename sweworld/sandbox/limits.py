@@ -17,10 +17,11 @@ import functools
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweworld.sandbox.launch import SandboxUnavailable
+from sweworld.sandbox.quota import default_disk_mb, default_max_snapshots
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,15 @@ class SandboxLimits:
             execution calls are refused. Executor time does not count against ``timeout``,
             so without these two a loop of calls (``for i in $(seq 10000); do python ...``)
             held a step for calls x executor latency (hours with a simulated executor).
+        disk_mb: the session's disk quota: everything it writes (``/testbed``'s changes,
+            ``/tmp``, ``/root``, its snapshots' saved layers) in MiB; default
+            ``$SWEWORLD_DISK_MB`` or 1024. Kernel-enforced on the overlay backend (a tmpfs:
+            memory, see :mod:`sweworld.sandbox.overlay`); checked after each step on copy.
+        scratch_mb: size of each ephemeral tmpfs a sandbox has of its own (``/root`` and
+            ``/dev/shm``; the rest of ``/dev`` is read-only), in MiB: with ``disk_mb``, what
+            a session can write is bounded.
+        max_snapshots: snapshots one session may take (``$SWEWORLD_MAX_SNAPSHOTS`` or 64);
+            one more raises :class:`~sweworld.sandbox.quota.SnapshotLimitReached`.
     """
 
     timeout: float = 90.0
@@ -57,6 +67,9 @@ class SandboxLimits:
     max_command_bytes: int = 100_000
     max_execution_calls: int = 64
     max_executor_seconds: float = 900.0
+    disk_mb: int = field(default_factory=default_disk_mb)
+    scratch_mb: int = 64
+    max_snapshots: int = field(default_factory=default_max_snapshots)
 
 
 def out_of_descriptors(exc: BaseException) -> bool:

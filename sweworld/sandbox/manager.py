@@ -14,7 +14,6 @@ import contextlib
 import itertools
 import os
 import secrets
-import shutil
 import threading
 import weakref
 from collections.abc import Iterator
@@ -33,12 +32,7 @@ from sweworld.sandbox.registry import make_executor
 from sweworld.sandbox.repos import BaseCheckout, find_repo_source, materialize
 from sweworld.sandbox.session import Session, SessionConfig
 from sweworld.sandbox.tools import ToolConfig
-from sweworld.sandbox.workspace import (
-    copy_tmp_dir,
-    make_workspace,
-    remove_tree,
-    resolve_backend,
-)
+from sweworld.sandbox.workspace import make_workspace, remove_tree, resolve_backend
 
 _counter = itertools.count(1)
 _live_managers: weakref.WeakSet[SessionManager] = weakref.WeakSet()
@@ -52,7 +46,9 @@ class SessionManager:
             ``copy``; see :mod:`sweworld.sandbox.workspace`.
         executor: default executor for new sessions: a short name (``none``, ``scripted``),
             ``scripted:FILE``, a dotted path, or an :class:`~sweworld.execution.Executor`.
-        limits: default resource limits for commands.
+        limits: default resource limits for commands, the disk quota of each session
+            (``disk_mb``, default 1 GiB or ``$SWEWORLD_DISK_MB``) and its snapshot limit
+            (``max_snapshots``) included.
         tools: default R2E-Gym tool settings.
         runtime_root: where live session state goes (default ``$SWEWORLD_RUNTIME_DIR`` or
             ``<tmp>/sweworld-<uid>``).
@@ -166,7 +162,9 @@ class SessionManager:
         workspace = None
         try:
             if source is None:
-                workspace = make_workspace(self.backend, base.path, state_dir)
+                workspace = make_workspace(
+                    self.backend, base.path, state_dir, quota_bytes=config.limits.disk_mb << 20
+                )
             else:
                 workspace = source.workspace.fork(state_dir)
             session = Session(
@@ -182,9 +180,6 @@ class SessionManager:
                 history=_copy_history(source.history) if source else None,
                 ctl_dir=self.control_root / sid,
             )
-            if source is not None:
-                shutil.rmtree(session.tmp_dir)
-                copy_tmp_dir(source.tmp_dir, session.tmp_dir)
         except BaseException as exc:
             # Leave nothing behind: the namespace's descriptors, the state folder, a cgroup.
             with self._reserve.released():

@@ -52,7 +52,48 @@ _COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc")
 
 
 class RepoError(RuntimeError):
-    """A repository could not be found or checked out; the message says what to do."""
+    """A repository could not be found or checked out; the message says what to do.
+
+    The message may name host folders (useful on the command line). ``public`` is the
+    same fact without them, for a service to show a remote client (None: nothing more
+    specific than "the repository could not be checked out" may be said).
+    """
+
+    def __init__(self, message: str, public: str | None = None):
+        super().__init__(message)
+        self.public = public
+
+
+#: A repository name: ``owner/name`` (or a bare ``name``) in GitHub's alphabet, bounded.
+#: Never a path: no ``..``, no leading ``/`` or ``.``, no other separator.
+REPO_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}(/[A-Za-z0-9_.-]{1,100})?")
+
+
+def check_repo_name(repo: object) -> str:
+    """``repo`` when it is a repository name (:data:`REPO_NAME_RE`, no ``..``), else
+    :class:`RepoError`. What a task row says is data: it must never pick a host folder."""
+    if not isinstance(repo, str) or not _plain_name(repo):
+        shown = repr(repo)[:80] if isinstance(repo, str) else type(repo).__name__
+        rule = (
+            "is not a repository name (owner/name: letters, digits, '.', '_' and '-', at "
+            "most 100 characters each, no '..')"
+        )
+        # the public text does not echo the name: it may be a host path the client tried
+        raise RepoError(f"repository {shown} {rule}", public=f"the task's repository {rule}")
+    return repo
+
+
+def _plain_name(repo: str) -> bool:
+    """Whether ``repo`` matches :data:`REPO_NAME_RE` whole, with no ``..`` and no ``.``
+    component (never a path out of a folder)."""
+    return bool(REPO_NAME_RE.fullmatch(repo)) and ".." not in repo and not repo.endswith("/.")
+
+
+def _inside(folder: Path, path: Path) -> bool:
+    """Whether ``path`` stays inside ``folder`` once ``..`` are resolved (lexically: a
+    symlink the operator put into a cache folder is theirs to follow)."""
+    base = os.path.normpath(os.path.abspath(folder))
+    return os.path.normpath(os.path.abspath(path)).startswith(base + os.sep)
 
 
 @dataclass(frozen=True)
@@ -87,7 +128,8 @@ def git(
     if check and proc.returncode != 0:
         raise RepoError(
             f"git {' '.join(args[:3])} failed in {cwd}: "
-            f"{proc.stderr.decode(errors='replace').strip()}"
+            f"{proc.stderr.decode(errors='replace').strip()}",
+            public=f"git {args[0] if args else ''} failed",
         )
     return proc
 
@@ -128,12 +170,17 @@ def find_repo_source(
     clone_url: str | None = None,
     allow_clone: bool = False,
 ) -> Path:
-    """Locate a local source for ``repo`` (``owner/name``); see the module docstring."""
+    """Locate a local source for ``repo`` (``owner/name``); see the module docstring.
+
+    Without ``repo_path`` (the caller's own choice of folder), ``repo`` must be a
+    repository name (:func:`check_repo_name`) and the source is looked for only inside the
+    cache folders: no name resolves outside them."""
     if repo_path is not None:
         path = Path(repo_path).expanduser()
         if not path.exists():
-            raise RepoError(f"repo_path {path} does not exist")
+            raise RepoError(f"repo_path {path} does not exist", public="repo_path does not exist")
         return path
+    check_repo_name(repo)
     from sweworld.tasks.toy import TOY_REPO_NAME, ensure_toy_repo
 
     if repo == TOY_REPO_NAME:
@@ -142,6 +189,8 @@ def find_repo_source(
     for d in dirs:
         for cand in _candidates(repo):
             path = d / cand
+            if not _inside(d, path):  # cannot happen for a checked name; kept as a guard
+                continue
             if path.is_dir() and (is_git_repo(path) or cand == repo.partition("/")[2]):
                 return path
     if clone_url or allow_clone:
@@ -151,7 +200,8 @@ def find_repo_source(
         f"no local copy of repository {repo!r}: looked in {looked}. Put a clone or mirror "
         f"there (e.g. `git clone --mirror https://github.com/{repo}.git "
         f"<dir>/{repo.replace('/', '__')}.git`), add its folder to $SWEWORLD_REPO_CACHE, or "
-        "pass repo_path=..."
+        "pass repo_path=...",
+        public=f"this server has no copy of repository {repo!r}",
     )
 
 
@@ -189,11 +239,23 @@ def _locked(lock_path: Path) -> Iterator[None]:
 def checkout_key(
     repo: str, base_commit: str | None, setup_patch: str = "", history: str = "full"
 ) -> str:
-    """Name of the cache folder for one base checkout."""
-    parts = [base_commit or "dir", history]
+    """Name of the cache folder for one base checkout: two plain folder names, whatever the
+    inputs (a repository or commit that is not a plain name is replaced by its hash, so the
+    folder is always inside the checkout root)."""
+    slug = repo.replace("/", "__")
+    if not _plain_name(repo):
+        slug = "repo-" + _digest(repo)
+    commit = base_commit or "dir"
+    if not re.fullmatch(r"[0-9A-Za-z]{1,64}", commit):
+        commit = "c-" + _digest(commit)
+    parts = [commit, history if re.fullmatch(r"[0-9a-z:]{1,32}", history) else _digest(history)]
     if setup_patch:
-        parts.append(hashlib.sha256(setup_patch.encode()).hexdigest()[:16])
-    return f"{repo.replace('/', '__')}/{'-'.join(parts)}"
+        parts.append(_digest(setup_patch))
+    return f"{slug}/{'-'.join(parts)}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def materialize(
@@ -225,13 +287,18 @@ def materialize(
     if not source.is_dir():
         raise RepoError(
             f"{source} is not a directory: give a git repository, a bare mirror "
-            "or an unpacked source tree"
+            "or an unpacked source tree",
+            public=f"the source of repository {repo!r} is not usable",
         )
     git_source = is_git_repo(source)
     if git_source and not base_commit:
-        raise RepoError(f"{source} is a git repository: a base_commit is needed")
-    if git_source and not _SHA_RE.match(base_commit or ""):
-        raise RepoError(f"base_commit {base_commit!r} is not a commit sha")
+        raise RepoError(
+            f"{source} is a git repository: a base_commit is needed",
+            public=f"repository {repo!r} needs a base_commit",
+        )
+    if git_source and not _SHA_RE.fullmatch(base_commit or ""):
+        text = f"base_commit {str(base_commit)[:80]!r} is not a commit sha"
+        raise RepoError(text, public=text)
     root = root or cache_dir() / "checkouts"
     final = root / checkout_key(repo, base_commit if git_source else None, setup_patch, history)
     with _locked(final.parent / f".{final.name}.lock"):
@@ -291,19 +358,25 @@ def _fetch_history(
     )
     if proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip()
-        raise RepoError(f"commit {sha} could not be fetched from {source}: {err}")
+        raise RepoError(
+            f"commit {sha} could not be fetched from {source}: {err}",
+            public=f"commit {sha} is not in the server's copy of the repository",
+        )
     git(["checkout", "--quiet", "-B", branch, sha], work)
 
 
 def _export_tree(source: Path, sha: str, work: Path) -> None:
     """Write the tree of ``sha`` (no history) into ``work``."""
     work.mkdir(parents=True)
-    if not _SHA_RE.match(sha):
-        raise RepoError(f"base_commit {sha!r} is not a commit sha")
+    if not _SHA_RE.fullmatch(sha):
+        raise RepoError(f"base_commit {sha!r} is not a commit sha", public="not a commit sha")
     proc = git(["archive", "--format=tar", sha], source, check=False, timeout=3600)
     if proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip()
-        raise RepoError(f"commit {sha} not found in {source}: {err}")
+        raise RepoError(
+            f"commit {sha} not found in {source}: {err}",
+            public=f"commit {sha} is not in the server's copy of the repository",
+        )
     subprocess.run(["tar", "-x", "-C", str(work)], input=proc.stdout, check=True)
 
 
@@ -318,7 +391,10 @@ def _single_commit(work: Path, branch: str, setup_patch: str) -> None:
         )
         if proc.returncode != 0:
             err = proc.stderr.decode(errors="replace").strip()
-            raise RepoError(f"the task's setup patch does not apply: {err}")
+            raise RepoError(
+                f"the task's setup patch does not apply: {err}",
+                public="the task's setup patch does not apply",
+            )
     git(["add", "--all", "--force", "."], work)
     git(["commit", "--quiet", "--no-verify", "--allow-empty", "-m", "Initial commit"], work)
 

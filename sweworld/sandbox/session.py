@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,13 @@ from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult, Executo
 from sweworld.sandbox.launch import BASE_ENV, SHELL_OWN_ENV, SandboxUnavailable
 from sweworld.sandbox.limits import PidsCgroup, SandboxLimits
 from sweworld.sandbox.paths import SandboxPaths
+from sweworld.sandbox.quota import (
+    SnapshotLimitReached,
+    control_full,
+    over_quota,
+    quota_message,
+    refused_edit,
+)
 from sweworld.sandbox.render import (
     check_submission,
     render_mini_swe_agent,
@@ -43,9 +51,9 @@ from sweworld.sandbox.render import (
 from sweworld.sandbox.repos import BaseCheckout
 from sweworld.sandbox.router import REFUSED_EXIT_CODE, declared_scripts, find_refusal, routes
 from sweworld.sandbox.shims import ShimProtocolError, answer_call, read_call
-from sweworld.sandbox.tools import ToolConfig, ToolContext, run_tool
+from sweworld.sandbox.tools import TOOL_ALIASES, ToolConfig, ToolContext, run_tool
 from sweworld.sandbox.types import BashOutcome, StepResult, clean_text, clean_value
-from sweworld.sandbox.workspace import Workspace, copy_tmp_dir, remove_tree
+from sweworld.sandbox.workspace import Workspace, WorkspaceError, remove_tree
 
 WORKDIR = "/testbed"
 BASE_GIT = "/.sweworld/base-git"  # the base checkout's own .git, read-only (for get_patch)
@@ -82,7 +90,7 @@ class Snapshot:
     id: str
     session_id: str
     base: Path
-    path: Path
+    state: Any  # the workspace's token (overlay: a stack of frozen layers; copy: a folder)
     cwd: str
     history: dict[str, list[str]]
     created: float
@@ -117,27 +125,36 @@ class Session:
         self.executor = executor
         self.config = config
         self.task = task
-        self.tmp_dir = state_dir / "tmp"
-        self.ctl_dir = ctl_dir or state_dir / "ctl"
-        self.tmp_dir.mkdir(exist_ok=True, mode=0o1777)
-        self.tmp_dir.chmod(0o1777)
+        # the control folder: on the workspace's own bounded tmpfs where it has one
+        # (writable from inside the sandbox), else the manager's control folder
+        ctl_fs = getattr(workspace, "ctl_root", None)
+        self.ctl_dir = ctl_fs / "ctl" if ctl_fs else ctl_dir or state_dir / "ctl"
+        self.ctl_bind = workspace.ctl_bind / "ctl" if ctl_fs else self.ctl_dir
         self.cwd = cwd
         self.history: dict[str, list[str]] = history or {}
         self.steps = 0
         self.done = False
         self._lock = threading.RLock()
+        self._call_deadline: float | None = None  # the running command's (monotonic)
         self._closed = False
         self._scripts: frozenset[str] | None = None
         self._on_destroy = on_destroy
         self._snapshots: dict[str, Snapshot] = {}
+        self.snapshots_taken = 0  # against limits.max_snapshots
         self._cgroup = PidsCgroup.create(f"{state_dir.name}", config.limits.max_processes)
         self.paths = SandboxPaths({WORKDIR: workspace.root, "/tmp": self.tmp_dir}, WORKDIR)
         self._runner = self._make_runner()
 
+    @property
+    def tmp_dir(self) -> Path:
+        """Host path of the session's private ``/tmp`` (it lives in the workspace)."""
+        return self.workspace.tmp_root
+
     def _make_runner(self) -> SandboxRunner:
         return SandboxRunner(
-            mounts={WORKDIR: self.workspace.bind_source, "/tmp": self.tmp_dir},
+            mounts={WORKDIR: self.workspace.bind_source, "/tmp": self.workspace.tmp_bind},
             ctl_dir=self.ctl_dir,
+            ctl_bind=self.ctl_bind,
             limits=self.config.limits,
             cgroup=self._cgroup,
             mount_ns_fd=self.workspace.mount_ns_fd,
@@ -208,17 +225,27 @@ class Session:
         if parsed.kind == "bash" and fmt != "r2egym":
             result = self._step_bash(parsed.command, timeout)
         elif parsed.kind == "bash":
-            result = self._step_tool("execute_bash", {"cmd": parsed.command})
+            result = self._step_tool("execute_bash", {"cmd": parsed.command}, timeout)
         else:
-            result = self._step_tool(parsed.function, parsed.parameters)
+            result = self._step_tool(parsed.function, parsed.parameters, timeout)
         return result
 
-    def _step_tool(self, function: str, params: Mapping[str, str]) -> StepResult:
+    def _step_tool(
+        self, function: str, params: Mapping[str, str], timeout: float | None = None
+    ) -> StepResult:
+        message = refused_edit(self.workspace, TOOL_ALIASES.get(function, function), params)
+        if message is not None:  # the copy backend has no kernel quota: edits wait
+            raw_format = self.config.observation_format == "raw"
+            return StepResult(
+                observation=message if raw_format else render_r2egym(function, message, 1),
+                exit_code=1,
+                info={"tool": function, "disk_quota_exceeded": True},
+            )
         ctx = ToolContext(
             paths=self.paths,
             cwd=self.cwd,
             history=self.history,
-            run_bash=self.run,
+            run_bash=self.run if timeout is None else partial(self.run, timeout=timeout),
             config=self.config.tools,
         )
         out = run_tool(function, ctx, params)
@@ -290,6 +317,10 @@ class Session:
                     exit_code=REFUSED_EXIT_CODE,
                     info={"refused": refusal.reason},
                 )
+            limit = self.config.limits.timeout if timeout is None else timeout
+            # the executor's answers are due by the command's deadline (ExecutionRequest)
+            self._call_deadline = time.monotonic() + limit
+            self._reclaim_control()
             try:
                 raw = self._runner.run(
                     command,
@@ -305,9 +336,11 @@ class Session:
                     exit_code=SANDBOX_ERROR_EXIT_CODE,
                     info={"error": "sandbox", "message": str(exc), "routes": self._routes(command)},
                 )
+            finally:
+                self._call_deadline = None
             if raw.cwd:
                 self.cwd = raw.cwd
-            return self._outcome(raw, command)
+            return self._outcome(raw, command, limit)
 
     def _routes(self, command: str) -> list[dict[str, str]]:
         """Each simple command's route for ``info``, the repository's console scripts
@@ -320,7 +353,7 @@ class Session:
                 self._scripts = frozenset()
         return routes(command, self._scripts)
 
-    def _outcome(self, raw: RawRun, command: str) -> BashOutcome:
+    def _outcome(self, raw: RawRun, command: str, limit: float) -> BashOutcome:
         stdout = raw.stdout.decode("utf-8", errors="replace")
         stderr = raw.stderr.decode("utf-8", errors="replace")
         limits = self.config.limits
@@ -331,11 +364,11 @@ class Session:
             )
         if raw.timed_out:
             stderr += (
-                f"\nsweworld: the command did not finish within {limits.timeout:g} s "
-                "and was stopped.\n"
+                f"\nsweworld: the command did not finish within {limit:g} s and was stopped.\n"
             )
         info: dict[str, Any] = {
             "routes": self._routes(command),
+            "timeout": limit,
             "execution_calls": raw.calls,
             "wall_s": raw.wall_s,
             "executor_s": raw.executor_s,
@@ -344,6 +377,9 @@ class Session:
             info["output_truncated"] = True
         if raw.calls_refused:
             info["execution_calls_refused"] = raw.calls_refused
+        if over_quota(self.workspace):
+            stderr += quota_message(self.workspace)
+            info["disk_quota_exceeded"] = True
         return BashOutcome(
             stdout=stdout,
             stderr=stderr,
@@ -366,7 +402,10 @@ class Session:
             stdin=call.stdin,
             env=env,
             workspace=self.root,
-            tmp=self.tmp_dir,
+            tmp=self.workspace.tmp_root,
+            tmp_bind=self.workspace.tmp_bind,
+            ctl_root=getattr(self.workspace, "ctl_root", None),
+            ctl_bind=getattr(self.workspace, "ctl_bind", None),
             task=self.task,
             session_id=self.id,
             base=self.base.path,
@@ -374,6 +413,7 @@ class Session:
             changes=self.workspace.changes,
             mount_ns_fd=self.workspace.mount_ns_fd,
             workspace_bind=self.workspace.bind_source,
+            deadline=self._call_deadline,
         )
         try:
             result = self.executor.execute(request)
@@ -460,6 +500,7 @@ class Session:
                 "git -c core.quotePath=false diff --cached --no-ext-diff --no-textconv "
                 f"--no-color {self.base.head}\n"
             )
+            self._reclaim_control()
             try:
                 raw = self._runner.run(script, WORKDIR, on_call=None, timeout=600)
             except SandboxUnavailable as exc:
@@ -476,21 +517,49 @@ class Session:
 
     # ------------------------------------------------------------------ branching
 
+    def _reclaim_control(self) -> None:
+        """The control folder is writable from inside the sandbox, on a bounded tmpfs: when
+        a command filled it, stop the sandboxes (a sandbox's start empties its control
+        folder), so that the next command and ``get_patch`` still run."""
+        if control_full(self.workspace):
+            log.info("session %s: its control folder was filled; restarting its sandbox", self.id)
+            self._release_workspace()
+
+    def _release_workspace(self) -> None:
+        """Stop every sandbox that has the workspace mounted (this session's, and a real
+        executor's): a snapshot freezes the upper layer, and a sandbox started before it
+        would keep writing into a saved state."""
+        self._runner.stop()
+        reset = getattr(self.executor, "workspace_replaced", None)
+        if reset is not None:
+            reset(self.id)
+
     def snapshot(self) -> Snapshot:
-        """Save the current state; :meth:`restore` returns to it (also in a fork)."""
+        """Save the current state; :meth:`restore` returns to it (also in a fork).
+
+        On the overlay backend it copies nothing (the changes since the last snapshot become
+        a frozen layer). Raises :class:`SnapshotLimitReached` past ``limits.max_snapshots``.
+        """
         with self._lock:
             self._check_open()
+            limit = self.config.limits.max_snapshots
+            if self.snapshots_taken >= limit:
+                raise SnapshotLimitReached(
+                    f"session {self.id} has taken {self.snapshots_taken} snapshots, the most "
+                    f"it may take (limits.max_snapshots={limit}); restore or fork instead"
+                )
             snap_id = f"snap-{next(_snapshot_ids)}"
-            path = self.state_dir / "snapshots" / snap_id
-            self.workspace.save(path / "workspace")
-            copy_tmp_dir(self.tmp_dir, path / "tmp")
+            self._release_workspace()
+            state = self.workspace.snapshot()
+            self._remounted()
+            self.snapshots_taken += 1
             save = getattr(self.executor, "snapshot_session", None)
             snap = Snapshot(
                 executor_state=save(self.id) if save is not None else None,
                 id=snap_id,
                 session_id=self.id,
                 base=self.base.path,
-                path=path,
+                state=state,
                 cwd=self.cwd,
                 history=copy.deepcopy(self.history),
                 created=time.time(),
@@ -504,30 +573,38 @@ class Session:
             self._check_open()
             if snapshot.base != self.base.path:
                 raise ValueError(f"snapshot {snapshot.id} is of another repository state")
-            if not snapshot.path.exists():
-                raise ValueError(
-                    f"snapshot {snapshot.id} no longer exists (its session was destroyed)"
-                )
-            self._runner.stop()
-            self.workspace.load(snapshot.path / "workspace")
-            remove_tree(self.tmp_dir)
-            copy_tmp_dir(snapshot.path / "tmp", self.tmp_dir)
+            self._release_workspace()
+            try:
+                self.workspace.restore(snapshot.state)
+            except WorkspaceError as exc:
+                raise ValueError(f"snapshot {snapshot.id} cannot be restored: {exc}") from exc
             self.cwd = snapshot.cwd
             self.history = copy.deepcopy(snapshot.history)
             load = getattr(self.executor, "restore_session", None)
             if load is not None and snapshot.executor_state is not None:
                 load(self.id, snapshot.executor_state)
             self.done = False
-            self.paths = SandboxPaths({WORKDIR: self.workspace.root, "/tmp": self.tmp_dir}, WORKDIR)
-            self._runner = self._make_runner()
+            self._remounted()
+
+    def _remounted(self) -> None:
+        """The workspace was mounted anew (snapshot, restore, fork): new paths to it."""
+        self.paths = SandboxPaths({WORKDIR: self.workspace.root, "/tmp": self.tmp_dir}, WORKDIR)
+        self._runner = self._make_runner()
 
     def fork(self) -> Session:
-        """An independent copy of this session in its current state (same executor)."""
+        """An independent copy of this session in its current state (same executor).
+
+        On the overlay backend the current changes become a frozen layer both share, so the
+        sandboxes using this session's workspace are stopped first, as for a snapshot."""
         with self._lock:
             self._check_open()
             if self._on_fork is None:
                 raise RuntimeError("this session was not created by a SessionManager")
-            return self._on_fork(self)
+            self._release_workspace()
+            try:
+                return self._on_fork(self)
+            finally:
+                self._remounted()
 
     _on_fork: Callable[[Session], Session] | None = None
 

@@ -4,14 +4,16 @@ Two backends implement :class:`Workspace`:
 
 ``overlay`` (default where it works: root, or ``CAP_SYS_ADMIN``)
     A kernel overlay mount: the base checkout is the lower layer, each session owns a small
-    upper directory, and the mount lives in a private mount namespace held open by file
-    descriptors (see :class:`_Mounter`). Creating a session is a few ``mkdir`` and four
-    syscalls; an untouched session costs a few KB; writes copy only the file they touch.
-    Snapshot and fork copy the upper layer (what the agent changed, not the repository).
+    upper directory on a tmpfs of its own whose ``size=`` is the session's disk quota, and
+    the mounts live in a private mount namespace held open by file descriptors. Creating a
+    session is a few ``mkdir`` and a handful of syscalls; an untouched session costs a few
+    KB; writes copy only the file they touch. Snapshots freeze the upper layer as a
+    read-only lower layer (they cost what changed). See :mod:`sweworld.sandbox.overlay`.
 
 ``copy`` (portable fallback)
     A full copy of the base (``cp --reflink=auto``: a cheap reflink clone on btrfs/XFS, a real
-    copy elsewhere). Correct everywhere, slow and large on big repositories.
+    copy elsewhere). Correct everywhere, slow and large on big repositories. Its quota is
+    checked after each step, not enforced by the kernel; snapshots are full copies.
 
 ``BENCHMARKS.md`` has the numbers behind this choice; hardlink trees were rejected because an
 in-place write by any tool (``>>``, ``sed -i`` on some filesystems, editors that truncate)
@@ -21,8 +23,8 @@ would write through into the shared base.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
+import itertools
 import os
 import shutil
 import stat
@@ -31,7 +33,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class WorkspaceError(RuntimeError):
@@ -57,15 +59,20 @@ class Workspace(Protocol):
     """A writable view of a base checkout, private to one session."""
 
     backend: str
+    kernel_quota: bool  # whether the kernel enforces ``quota_bytes`` (else checked per step)
+    quota_bytes: int  # the most the session may write (tree, /tmp and snapshots together)
     root: Path  # path of the merged working tree from this process (``/testbed`` inside)
     bind_source: Path  # the same tree as seen from ``mount_ns_fd``'s namespace
+    tmp_root: Path  # the session's private ``/tmp`` from this process
+    tmp_bind: Path  # the same folder as seen from ``mount_ns_fd``'s namespace
     mount_ns_fd: int | None  # namespace to start the sandbox in (None: this process's own)
 
-    def save(self, dest: Path) -> None:
-        """Copy this workspace's state (its changes against the base) into new dir ``dest``."""
+    def snapshot(self) -> Any:
+        """Save the current state (tree and ``/tmp``); returns a token for :meth:`restore`.
+        No process may use the workspace meanwhile (the session stops its sandboxes)."""
 
-    def load(self, src: Path) -> None:
-        """Replace this workspace's state with one saved by :meth:`save`."""
+    def restore(self, saved: Any) -> None:
+        """Return to a state from :meth:`snapshot` (of this workspace or its source)."""
 
     def fork(self, state_dir: Path) -> Workspace:
         """A new independent workspace in ``state_dir`` starting from this one's state."""
@@ -74,7 +81,10 @@ class Workspace(Protocol):
         """Unmount and delete everything the workspace owns; the base is untouched."""
 
     def disk_usage(self) -> int:
-        """Bytes this workspace owns on disk (excluding the shared base)."""
+        """Bytes this workspace owns (excluding the shared base)."""
+
+    def quota_used(self) -> int:
+        """Bytes counted against ``quota_bytes``."""
 
     def changes(self) -> WorkspaceChanges:
         """Paths that differ from the base (computed from files, without running anything)."""
@@ -143,222 +153,68 @@ def remove_tree(path: Path | str) -> None:
         subprocess.run(["rm", "-rf", "--one-file-system", str(path)], capture_output=True)
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_CLONE_NEWNS = 0x00020000
-_MS_REC = 0x4000
-_MS_PRIVATE = 1 << 18
-
-
-def _escape_option(path: Path) -> str:
-    return str(path).replace("\\", "\\\\").replace(",", "\\,").replace(":", "\\:")
-
-
-def _check(ret: int, what: str) -> None:
-    if ret != 0:
-        raise WorkspaceError(f"{what} failed: {os.strerror(ctypes.get_errno())}")
-
-
-class _Mounter:
-    """A dedicated thread that makes one private mount namespace per overlay.
-
-    Each overlay is mounted in a namespace of its own, which the process keeps alive only
-    through two file descriptors: the namespace (for ``nsenter`` when a command runs) and the
-    merged directory (for in-process file operations, as ``/proc/<pid>/fd/<n>``). The host's
-    mount table never grows, so starting a sandbox stays fast however many sessions are live
-    (with host mounts, 500 live sessions made every bubblewrap start ~5x slower), and when the
-    process dies for any reason the kernel unmounts everything.
-    """
-
-    def __init__(self) -> None:
-        import queue
-        import threading
-
-        self._jobs: queue.Queue = queue.Queue()
-        self._thread = threading.Thread(target=self._loop, name="sweworld-mounter", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        clean = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY)
-        while True:
-            job, args, reply = self._jobs.get()
-            try:
-                reply.put((True, job(clean, *args)))
-            except BaseException as exc:  # handed back to the caller
-                reply.put((False, exc))
-
-    def call(self, job, *args):
-        import queue
-
-        reply: queue.Queue = queue.Queue(maxsize=1)
-        self._jobs.put((job, args, reply))
-        ok, value = reply.get()
-        if not ok:
-            raise value
-        return value
-
-    @staticmethod
-    def mount_overlay(
-        clean: int, lower: Path, upper: Path, work: Path, target: Path
-    ) -> tuple[int, int]:
-        _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-        try:
-            # Private propagation: nothing mounted here may leak into the host's namespace.
-            _check(
-                _libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None),
-                "making the mount namespace private",
-            )
-            opts = (
-                f"lowerdir={_escape_option(lower)},upperdir={_escape_option(upper)},"
-                f"workdir={_escape_option(work)}"
-            ).encode()
-            _check(
-                _libc.mount(b"overlay", str(target).encode(), b"overlay", 0, opts),
-                f"overlay mount on {target}",
-            )
-            ns_fd = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                dir_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            except OSError:
-                os.close(ns_fd)  # out of descriptors: hold nothing, the namespace goes too
-                raise
-            return ns_fd, dir_fd
-        finally:
-            _check(_libc.setns(clean, _CLONE_NEWNS), "returning to the original namespace")
-
-
-@functools.lru_cache(maxsize=1)
-def _mounter() -> _Mounter:
-    return _Mounter()
-
-
-# A forked child does not inherit the mounter thread: it must start its own.
-os.register_at_fork(after_in_child=_mounter.cache_clear)
-
-
-class OverlayWorkspace:
-    """Kernel overlay over the base checkout, in a private mount namespace (module docstring).
-
-    ``root`` (``/proc/<pid>/fd/<n>``) reaches the merged tree from this process;
-    ``bind_source`` is the path of the merged tree inside ``mount_ns_fd``'s namespace, where
-    the sandbox is started.
-    """
-
-    backend = "overlay"
-
-    def __init__(self, lower: Path, state_dir: Path, *, initial_state: Path | None = None):
-        self.lower = lower
-        self.state_dir = state_dir
-        self.upper = state_dir / "upper"
-        self.work = state_dir / "work"
-        self.bind_source = state_dir / "merged"
-        self.mount_ns_fd: int | None = None
-        self._dir_fd: int | None = None
-        for d in (self.work, self.bind_source):
-            d.mkdir(parents=True, exist_ok=True)
-        if initial_state is not None:
-            copy_tree(initial_state, self.upper)
-        else:
-            self.upper.mkdir(parents=True, exist_ok=True)
-        self._mount()
-
-    def _mount(self) -> None:
-        self.mount_ns_fd, self._dir_fd = _mounter().call(
-            _Mounter.mount_overlay, self.lower, self.upper, self.work, self.bind_source
-        )
-        self.root = Path(f"/proc/{os.getpid()}/fd/{self._dir_fd}")
-
-    def _unmount(self) -> None:
-        # Closing both descriptors frees the namespace; the kernel unmounts the overlay.
-        for fd in (self._dir_fd, self.mount_ns_fd):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self._dir_fd = self.mount_ns_fd = None
-
-    def save(self, dest: Path) -> None:
-        copy_tree(self.upper, dest)
-
-    def load(self, src: Path) -> None:
-        self._unmount()
-        remove_tree(self.upper)
-        remove_tree(self.work)
-        self.work.mkdir()
-        copy_tree(src, self.upper)
-        self._mount()
-
-    def fork(self, state_dir: Path) -> OverlayWorkspace:
-        return OverlayWorkspace(self.lower, state_dir, initial_state=self.upper)
-
-    def destroy(self) -> None:
-        self._unmount()
-        for d in (self.upper, self.work, self.bind_source):
-            remove_tree(d)
-
-    def disk_usage(self) -> int:
-        return _du(self.upper) + _du(self.work)
-
-    def changes(self) -> WorkspaceChanges:
-        written: list[str] = []
-        deleted: list[str] = []
-        dirs: list[str] = []
-        for dirpath, dirnames, filenames in walk(self.upper):
-            rel_dir = os.path.relpath(dirpath, self.upper)
-            rel_dir = "" if rel_dir == "." else rel_dir
-            if rel_dir == ".git" or rel_dir.startswith(".git/"):
-                dirnames[:] = []
-                continue
-            for name in list(dirnames):
-                rel = os.path.join(rel_dir, name)
-                if rel == ".git":
-                    dirnames.remove(name)
-                elif os.path.islink(os.path.join(dirpath, name)):
-                    written.append(rel)  # a symlink to a directory is a written entry
-                else:
-                    if not _is_real_dir(self.lower / rel):
-                        dirs.append(rel)
-                    if _is_opaque(os.path.join(dirpath, name)):
-                        # An opaque directory hides everything the base had below it.
-                        deleted += _files_below(self.lower / rel, rel)
-            for name in filenames:
-                rel = os.path.join(rel_dir, name)
-                full = os.path.join(dirpath, name)
-                if _is_whiteout(full):
-                    target = self.lower / rel
-                    deleted += _files_below(target, rel) if target.is_dir() else [rel]
-                else:
-                    written.append(rel)
-        return WorkspaceChanges(
-            tuple(sorted(written)), tuple(sorted(set(deleted) - set(written))), tuple(sorted(dirs))
-        )
-
-
 class CopyWorkspace:
-    """A full (reflink where possible) copy of the base. See the module docstring."""
+    """A full (reflink where possible) copy of the base. See the module docstring.
+
+    The quota is not enforced by the kernel here (no mounts without root): the session
+    checks :meth:`quota_used` after each step and refuses file-editor writes while it is
+    over. Snapshots are full copies of the tree and ``/tmp``.
+    """
 
     backend = "copy"
+    kernel_quota = False
 
-    def __init__(self, lower: Path, state_dir: Path, *, initial_state: Path | None = None):
+    def __init__(
+        self,
+        lower: Path,
+        state_dir: Path,
+        *,
+        quota_bytes: int = 1 << 30,
+        source: CopyWorkspace | None = None,
+    ):
         self.lower = lower
         self.state_dir = state_dir
+        self.quota_bytes = int(quota_bytes)
         self.root = self.bind_source = state_dir / "tree"
+        self.tmp_root = self.tmp_bind = state_dir / "tmp"
         self.mount_ns_fd = None
-        copy_tree(initial_state or lower, self.root)
+        self._snapshots = itertools.count(1)
+        copy_tree(source.root if source else lower, self.root)
+        if source is not None:
+            copy_tmp_dir(source.tmp_root, self.tmp_root)
+        else:
+            self.tmp_root.mkdir(mode=0o1777, exist_ok=True)
+            self.tmp_root.chmod(0o1777)
+        self._baseline = _du(self.root) if source is None else source._baseline
 
-    def save(self, dest: Path) -> None:
-        copy_tree(self.root, dest)
+    def snapshot(self) -> Path:
+        """A full copy of the tree and ``/tmp`` (the copy backend has no cheaper way)."""
+        dest = self.state_dir / "snapshots" / str(next(self._snapshots))
+        copy_tree(self.root, dest / "tree")
+        copy_tmp_dir(self.tmp_root, dest / "tmp")
+        return dest
 
-    def load(self, src: Path) -> None:
+    def restore(self, saved: Path) -> None:
+        if not Path(saved).is_dir():
+            raise WorkspaceError("this snapshot no longer exists (its session was destroyed)")
         remove_tree(self.root)
-        copy_tree(src, self.root)
+        copy_tree(saved / "tree", self.root)
+        remove_tree(self.tmp_root)
+        copy_tmp_dir(saved / "tmp", self.tmp_root)
 
     def fork(self, state_dir: Path) -> CopyWorkspace:
-        return CopyWorkspace(self.lower, state_dir, initial_state=self.root)
+        return CopyWorkspace(self.lower, state_dir, quota_bytes=self.quota_bytes, source=self)
 
     def destroy(self) -> None:
         remove_tree(self.root)
+        remove_tree(self.tmp_root)
 
     def disk_usage(self) -> int:
-        return _du(self.root)
+        return _du(self.state_dir)
+
+    def quota_used(self) -> int:
+        """Bytes counted against the quota: everything beyond the fresh copy of the base."""
+        return max(0, self.disk_usage() - self._baseline)
 
     def changes(self) -> WorkspaceChanges:
         my_dirs: set[str] = set()
@@ -370,19 +226,19 @@ class CopyWorkspace:
         return WorkspaceChanges(tuple(written), tuple(deleted), tuple(sorted(my_dirs - base_dirs)))
 
 
-def _is_whiteout(path: str) -> bool:
+def is_whiteout(path: str) -> bool:
     st = os.lstat(path)
     return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
 
 
-def _is_opaque(path: str) -> bool:
+def is_opaque(path: str) -> bool:
     try:
         return os.getxattr(path, "trusted.overlay.opaque", follow_symlinks=False) == b"y"
     except OSError:
         return False
 
 
-def _files_below(path: Path, rel: str) -> list[str]:
+def files_below(path: Path, rel: str) -> list[str]:
     out = []
     for dirpath, _, filenames in walk(path):
         sub = os.path.relpath(dirpath, path)
@@ -391,7 +247,7 @@ def _files_below(path: Path, rel: str) -> list[str]:
     return out
 
 
-def _is_real_dir(path: Path) -> bool:
+def is_real_dir(path: Path) -> bool:
     """A directory, not a symlink to one."""
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
@@ -418,7 +274,17 @@ def _file_stats(root: Path, dirs: set[str] | None = None) -> dict[str, tuple[int
     return out
 
 
-BACKENDS = {"overlay": OverlayWorkspace, "copy": CopyWorkspace}
+BACKENDS = ("overlay", "copy")
+
+
+def __getattr__(name: str) -> Any:
+    """``OverlayWorkspace`` lives in :mod:`sweworld.sandbox.overlay` (imported lazily: that
+    module builds on this one)."""
+    if name == "OverlayWorkspace":
+        from sweworld.sandbox.overlay import OverlayWorkspace
+
+        return OverlayWorkspace
+    raise AttributeError(name)
 
 
 @functools.lru_cache(maxsize=8)
@@ -426,8 +292,10 @@ def overlay_available(scratch: str) -> bool:
     """Probe once (per scratch folder) whether this process may mount overlays there."""
     probe = Path(tempfile.mkdtemp(prefix=".overlay-probe-", dir=scratch))
     try:
+        from sweworld.sandbox.overlay import OverlayWorkspace
+
         (probe / "lower").mkdir()
-        ws = OverlayWorkspace(probe / "lower", probe / "state")
+        ws = OverlayWorkspace(probe / "lower", probe / "state", quota_bytes=1 << 20)
         ws.destroy()
         return True
     except (WorkspaceError, OSError):
@@ -450,6 +318,17 @@ def resolve_backend(name: str, scratch: Path) -> str:
     return name
 
 
-def make_workspace(backend: str, lower: Path, state_dir: Path) -> Workspace:
-    """Create a workspace of the given (resolved) backend."""
-    return BACKENDS[backend](lower, state_dir)
+def make_workspace(
+    backend: str, lower: Path, state_dir: Path, *, quota_bytes: int | None = None
+) -> Workspace:
+    """Create a workspace of the given (resolved) backend with a disk quota (default
+    ``$SWEWORLD_DISK_MB`` or 1 GiB)."""
+    if quota_bytes is None:
+        from sweworld.sandbox.quota import default_disk_mb
+
+        quota_bytes = default_disk_mb() << 20
+    if backend == "overlay":
+        from sweworld.sandbox.overlay import OverlayWorkspace
+
+        return OverlayWorkspace(lower, state_dir, quota_bytes=quota_bytes)
+    return CopyWorkspace(lower, state_dir, quota_bytes=quota_bytes)

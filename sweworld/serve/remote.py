@@ -5,7 +5,9 @@ async, over a :class:`~sweworld.serve.client.WorldClient` (also importable from
 
 Differences: ``info["episode_id"]`` is the service's id; an action that is neither text
 nor a mapping is a ``TypeError`` (a local episode answers it with an observation); the
-trajectory goes with the episode at ``close``. Not available remotely: the sandbox
+service forgets the episode at ``close``, so ``close`` fetches its trajectory first and
+``trajectory()`` afterwards returns that copy (when the config records one and the service
+answered). Not available remotely: the sandbox
 ``session`` (always None: the files live on the service), ``manager`` / ``executor`` /
 ``rewarder`` (the service's) and ``tokens``. The config fields that differ from
 :class:`~sweworld.env.EpisodeConfig`'s defaults are sent as overrides, the rest are the
@@ -18,6 +20,7 @@ Errors are :mod:`sweworld.serve.client`'s. Needs ``httpx`` (extra ``serve``); no
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import logging
 import threading
@@ -119,6 +122,7 @@ class RemoteEpisode:
         self._call_lock = threading.Lock()
         self._close_lock = threading.Lock()
         self._closed = False
+        self._kept: Any = None  # the trajectory fetched at close, before the service forgot it
         #: The first observation and info of the last ``reset`` (``create`` returns started).
         self.observation: str | None = None
         self.reset_info: dict[str, Any] = {}
@@ -389,17 +393,31 @@ class RemoteEpisode:
 
     def trajectory(self) -> Any:
         """The episode as a data-schema :class:`~sweworld.data.schema.Trajectory` (what the
-        service recorded)."""
-        from sweworld.data.policies import trajectory_from_dict
-
+        service recorded); after :meth:`close`, the copy fetched just before the service
+        forgot the episode."""
         if self._remote_id is None:
             raise EpisodeError("no episode has started")
         if self._closed:
-            raise EpisodeError(f"episode {self.id} is closed (its trajectory went with it)")
-        data = self._send("GET", "/trajectory", _field(schemas.TrajectoryResponse, "trajectory"))
-        trajectory = trajectory_from_dict(data)
-        trajectory.meta["episode_id"] = self._remote_id
-        return trajectory
+            if self._kept is not None:
+                return copy.deepcopy(self._kept)
+            raise EpisodeError(
+                f"episode {self.id} is closed and its trajectory could not be kept (the config "
+                "does not record one, or the service did not answer at close)"
+            )
+        return self.client._send(self._trajectory_call(self._remote_id))
+
+    def _trajectory_call(self, remote_id: str) -> ApiCall:
+        from sweworld.data.policies import trajectory_from_dict
+
+        read = _field(schemas.TrajectoryResponse, "trajectory")
+
+        def finish(data: Any) -> Any:
+            trajectory = trajectory_from_dict(read(data))
+            trajectory.meta["episode_id"] = remote_id
+            return trajectory
+
+        path = f"/v1/episodes/{remote_id}/trajectory"
+        return ApiCall("GET", path, None, finish, idempotent=True)
 
     def _closing(self) -> tuple[bool, str | None]:
         with self._close_lock:  # not the call lock: close never waits for a step
@@ -423,6 +441,9 @@ class RemoteEpisode:
         first, remote_id = self._closing()
         if not first:
             return
+        if remote_id is not None and self.config.record:
+            with self._closing_quietly(remote_id):
+                self._kept = self.client._send(self._trajectory_call(remote_id))
         with self._closing_quietly(remote_id):
             if remote_id is not None:
                 self.client._send(ApiCall("DELETE", f"/v1/episodes/{remote_id}", None, _drop_body))
@@ -434,6 +455,9 @@ class RemoteEpisode:
         first, remote_id = self._closing()
         if not first:
             return
+        if remote_id is not None and self.config.record:
+            with self._closing_quietly(remote_id):
+                self._kept = await self.client._asend(self._trajectory_call(remote_id))
         with self._closing_quietly(remote_id):
             if remote_id is not None:
                 call = ApiCall("DELETE", f"/v1/episodes/{remote_id}", None, _drop_body)

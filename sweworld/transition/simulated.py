@@ -91,6 +91,13 @@ def _is_embedded(spec: Any) -> bool:
     return spec is None or (isinstance(spec, str) and spec.startswith("embedded"))
 
 
+def request_time_left(request: Any, limit: float | None) -> float | None:
+    """Seconds a request may take: ``limit`` or what is left of the request's own
+    ``deadline`` (the command's time limit, set by the session), whichever is smaller."""
+    time_left = getattr(request, "time_left", None)  # duck-typed requests have none
+    return limit if time_left is None else time_left(limit)
+
+
 def _takes_max_time(lm: Any) -> bool:
     try:
         return "max_time" in inspect.signature(lm.generate).parameters
@@ -219,8 +226,9 @@ class SimulatedExecutor:
     def execute(self, request: ExecutionRequest) -> ExecutionResult:
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        step = StepDeadline(self.step_timeout)
-        if self.step_timeout is None:
+        # the step's own deadline (a client's per-request timeout) when it is shorter
+        step = StepDeadline(request_time_left(request, self.step_timeout))
+        if step.deadline is None:
             self._run_step(request, started, timings, step)
         else:
             worker = threading.Thread(
@@ -280,17 +288,23 @@ class SimulatedExecutor:
         started: float,
         timings: dict[str, float],
     ) -> ExecutionResult:
-        from sweworld.transition.validate import conservative_prediction
+        from sweworld.transition.validate import FALLBACK_EXIT_CODE, conservative_prediction
 
         log.warning(
             "simulated step %r timed out after %.1f s (during %s); conservative answer",
-            request.command, self.step_timeout, step.stage,
+            request.command, step.timeout, step.stage,
         )  # fmt: skip
         pred = conservative_prediction(request, step.facts)
+        if pred.exit_code == FALLBACK_EXIT_CODE:  # no exact answer: say why nothing is shown
+            pred = replace(
+                pred,
+                stderr=pred.stderr + f"sweworld: the simulation did not finish within "
+                f"{step.timeout:.3g} s (the step's deadline) and was stopped.\n",
+            )
         info = self._info(
             "fallback", started, dict(timings), fallback=True, timed_out=True,
-            timeout_s=self.step_timeout, stage=step.stage, attempts=list(step.attempts),
-            cache_hit=False, error=f"the step took longer than {self.step_timeout} s",
+            timeout_s=step.timeout, stage=step.stage, attempts=list(step.attempts),
+            cache_hit=False, error=f"the step took longer than {step.timeout:.3g} s",
         )  # fmt: skip
         return self._finish(request, self._mem(request.session_id), pred, info)
 
@@ -453,6 +467,7 @@ class SimulatedExecutor:
                 )
             except LMError as exc:
                 timings["generation"] += time.perf_counter() - t0
+                step.check("generation")  # the model stopped at the step's deadline: timed out
                 error = f"{type(exc).__name__}: {exc}"
                 attempts.append({"error": error})
                 log.warning("model %s failed on %r: %s", self.model_name, request.command, error)

@@ -24,6 +24,7 @@ class StepDeadline:
     when the deadline passes)."""
 
     def __init__(self, timeout: float | None):
+        self.timeout = timeout  # seconds allowed (what a timed-out answer names)
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.lock = threading.Lock()
         self.state = "running"  # running | committing | timed_out

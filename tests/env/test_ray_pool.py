@@ -336,3 +336,50 @@ def test_an_action_ray_cannot_send_fails_its_own_slot_or_rollout(cluster, toy_ta
         assert all("cannot be sent" in r.error for r in results)
         assert pool.live_sessions() == 2  # the slots' own; the rollouts' episodes are gone
     assert _sessions_left(runtime) == []
+
+
+class _Stuck:
+    """Acts once, then never returns (until the test releases it)."""
+
+    def __init__(self, release) -> None:
+        self.release = release
+
+    def reset(self, task, first_observation):
+        self.n = 0
+
+    def act(self, observation):
+        self.n += 1
+        if self.n == 1:
+            return "echo stuck > /testbed/stuck.txt"
+        self.release.wait(120)
+        return None
+
+
+def test_a_policy_that_never_returns_ends_its_rollout_and_the_others_go_on(
+    cluster, toy_task, tmp_path
+):
+    import threading
+    import time
+
+    release = threading.Event()
+    policies = iter([_Stuck(release), ScriptedPolicy(["ls", "echo fine > /testbed/fine.txt"])])
+    runtime = tmp_path / "runtime"
+    try:
+        with RayEnvPool(
+            size=2,
+            n_actors=1,
+            executor="none",
+            reward="none",
+            manager={"runtime_root": runtime},
+            policy_timeout_s=2.0,
+        ) as pool:
+            started = time.monotonic()
+            stuck, fine = pool.rollout([toy_task, toy_task], lambda: next(policies))
+            assert time.monotonic() - started < 60
+            assert pool.live_sessions() == 0
+    finally:
+        release.set()
+    assert _sessions_left(runtime) == []
+    assert stuck.reason == "error" and stuck.steps == 1
+    assert stuck.error == "CallTimeout: the policy's act() did not return within 2 s"
+    assert fine.reason == "policy_stopped" and fine.steps == 2 and "fine.txt" in fine.patch

@@ -9,6 +9,8 @@ import pytest
 
 from sweworld.sandbox.repos import (
     RepoError,
+    check_repo_name,
+    checkout_key,
     find_repo_source,
     git,
     materialize,
@@ -148,3 +150,68 @@ def test_shallow_history_keeps_the_last_commits_only(tmp_path, toy_source, toy_t
             history="depth:x",
             root=tmp_path,
         )
+
+
+TRAVERSALS = (
+    "x/../../../../../../../../etc",
+    "../etc",
+    "..",
+    ".",
+    "/etc",
+    "owner/..",
+    "owner/.",
+    "owner/../name",
+    "a/b/c",
+    "a\\..\\b",
+    "owner/name\n",
+    "",
+    "x" * 101,
+    "o/" + "n" * 101,
+)
+
+
+def test_repository_names_never_resolve_outside_the_cache(tmp_path, monkeypatch):
+    """A task row's ``repo`` with ``..`` picked any host folder as the workspace (issue 18):
+    it is a name now, and a name resolves only inside the cache folders."""
+    cache = tmp_path / "cache" / "inner"
+    cache.mkdir(parents=True)
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "secret.txt").write_text("secret")
+    monkeypatch.setenv("SWEWORLD_REPO_CACHE", str(cache))
+    relative = "x/" + "../" * 12 + str(host).lstrip("/")
+    for repo in (*TRAVERSALS, relative, str(host), "x/../../host", "../host"):
+        with pytest.raises(RepoError, match="not a repository name") as refused:
+            find_repo_source(repo, search_dirs=[cache])
+        assert str(host) not in (refused.value.public or "")
+    for repo in (
+        "acme/widgets",
+        "owner/.github",
+        "swesmith/acme__pkg.1a2b3c4d",
+        "name",
+        "A-b/c_d.e",
+    ):
+        assert check_repo_name(repo) == repo
+    # the messages of a name that is fine but absent: the host folders only in the text
+    # for the command line, never in the public one
+    with pytest.raises(RepoError) as missing:
+        find_repo_source("nobody/nothing", search_dirs=[cache])
+    assert str(cache) in str(missing.value) and str(cache) not in missing.value.public
+
+
+def test_checkout_folders_stay_inside_the_root(tmp_path):
+    root = tmp_path / "root"
+    for repo in (*TRAVERSALS, "acme/widgets"):
+        for commit in (None, "0" * 40, "../../x", "a/b"):
+            for history in ("full", "depth:3", "../x"):
+                key = checkout_key(repo, commit, "patch", history)
+                folder = (root / key).resolve()
+                assert folder.parent.parent == root.resolve(), (repo, commit, history, key)
+    assert checkout_key("acme/widgets", "a" * 40) == f"acme__widgets/{'a' * 40}-full"
+    # a plain folder under a name that is not one stays in the root too
+    src = tmp_path / "plain"
+    src.mkdir()
+    (src / "f.py").write_text("x = 1\n")
+    base = materialize(src, repo="../../escape", base_commit=None, root=root)
+    assert base.path.resolve().parent.parent == root.resolve()
+    assert not (tmp_path / "escape").exists()

@@ -1,4 +1,5 @@
-"""Copy-on-write workspaces: isolation from the base and from each other, save/load, fork."""
+"""Copy-on-write workspaces: isolation from the base and from each other, snapshot/restore,
+fork."""
 
 from __future__ import annotations
 
@@ -47,19 +48,20 @@ def test_isolation_save_load_fork_destroy(tmp_path, base, kind):
     assert (b.root / "pkg" / "mod.py").read_text() == "x = 1\n"
     assert not (b.root / "new.txt").exists()
 
-    a.save(tmp_path / "saved")
+    saved = a.snapshot()
     c = a.fork(tmp_path / "c")
     (a.root / "new.txt").write_text("changed\n")
     (c.root / "pkg" / "mod.py").write_text("x = 3\n")
     assert (a.root / "pkg" / "mod.py").read_text() == "x = 2\n"
     assert not (c.root / "README").exists()  # deletions carry into the fork
-    a.load(tmp_path / "saved")
+    a.restore(saved)
     assert (a.root / "new.txt").read_text() == "new\n"
     assert not (a.root / "README").exists()
 
     for ws in (a, b, c):
         ws.destroy()
     assert not any((tmp_path / name / "upper").exists() for name in "abc")
+    assert not any((tmp_path / name / "d").exists() for name in "abc")
     assert sorted(os.listdir(base)) == ["README", "pkg"]
 
 

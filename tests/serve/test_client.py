@@ -60,6 +60,7 @@ def serving(tmp_path, **options):
     """A real world service on a loopback port (uvicorn in a thread); its URL."""
     options.setdefault("tokens", (TOKEN, OTHER))
     options.setdefault("episode", EpisodeConfig(executor="local", reward="real", max_steps=20))
+    options.setdefault("tasks", str(toy_tasks_path()))  # task rows: only the server's own
     config = WorldConfig(runtime_root=str(tmp_path / "runtime"), **options)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -401,3 +402,58 @@ def test_mini_swe_agent_runs_remotely(world):
         assert "slug.strip(separator)" in info["submission"]
     finally:
         env.close()
+
+
+def test_the_trajectory_outlives_close_sync_and_async(client, toy_task):
+    """The service forgets an episode at close; the client keeps the trajectory it fetched
+    just before, so ``trajectory()`` after ``close()`` still answers (a copy each time)."""
+    episode = client.create(task=toy_task, config=FAST)
+    episode.step("echo one > notes.txt")
+    episode.step("cat notes.txt")
+    before = episode.trajectory()
+    episode.close()
+    after = episode.trajectory()
+    assert [s.command for s in after.steps] == [s.command for s in before.steps]
+    assert [s.action for s in after.steps] == ["echo one > notes.txt", "cat notes.txt"]
+    assert after.meta["episode_id"] == before.meta["episode_id"] == episode.id
+    after.steps.clear()
+    assert len(episode.trajectory().steps) == 2
+    with pytest.raises(EpisodeError, match="closed"):
+        episode.step("ls")
+
+    async def main() -> list[str]:
+        remote = await client.acreate(task=toy_task, config=FAST)
+        await remote.astep("echo two > notes.txt")
+        await remote.aclose()
+        return [s.action for s in remote.trajectory().steps]
+
+    assert asyncio.run(main()) == ["echo two > notes.txt"]
+
+
+def test_a_step_timeout_stops_a_simulated_python_command_on_the_service(tmp_path, toy_task):
+    """Issue 18: a step with ``timeout: 3`` ran a Python command for 20.8 s (the model call
+    ignored it) and the message named 300 s. The model here is an HTTP server that takes
+    30 s; the step answers at its own 3 s and says so."""
+    from sweworld.models.replay import ReplayLM
+    from tests.model_fixtures import ChatServer
+
+    answer = json.dumps({"stdout": "late\n", "stderr": "", "exit_code": 0})
+    model = ChatServer(ReplayLM([answer], cycle=True))
+    model.delay = 30.0
+    episode_config = EpisodeConfig(
+        executor="simulated", model=f"openai:{model.url}#swt", reward="none", max_steps=5
+    )
+    try:
+        with (
+            serving(tmp_path, episode=episode_config) as url,
+            WorldClient(url, TOKEN, timeout=120) as client,
+            client.create(task=toy_task) as episode,
+        ):
+            started = time.monotonic()
+            out = episode.step("python -c 'import stockroom; print(1)'", timeout=3)
+            assert time.monotonic() - started < 20  # not the model's 30 s
+            assert out.info.get("timed_out") is True and not out.done
+            assert "did not finish within" in out.observation
+            assert "300" not in out.observation
+    finally:
+        model.httpd.shutdown()

@@ -164,9 +164,13 @@ def test_client_errors(serve):
     row = json.loads(Path(TASKS).read_text().splitlines()[0])
     bad_row = client.post("/v1/episodes", json={"task": {**row, "instance_id": ""}}, headers=A)
     assert bad_row.status_code == 422 and "instance_id" in bad_row.json()["message"]
-    no_repo = client.post("/v1/episodes", json={"task": {**row, "base_commit": "f" * 40}},
-                          headers=A)  # fmt: skip
-    assert no_repo.status_code == 422 and no_repo.json()["error"] == "invalid_task"
+    # a row that is not the server's own task: refused (task rows are off by default) ...
+    other = client.post("/v1/episodes", json={"task": {**row, "base_commit": "f" * 40}},
+                        headers=A)  # fmt: skip
+    assert other.status_code == 422 and other.json()["error"] == "refused"
+    assert "base_commit" in other.json()["message"]
+    # ... while the server's own row is served
+    assert create(client, task=row, instance_id=None)
     for config in ({"executor": "my.module.Evil"}, {"model": "openai:http://x#m"}, {"nope": 1}):
         refused = client.post("/v1/episodes", json={"instance_id": TOY_ID, "config": config},
                               headers=A)  # fmt: skip

@@ -27,8 +27,13 @@ import uvicorn  # noqa: E402
 
 from sweworld.env import EpisodeConfig  # noqa: E402
 from sweworld.serve.world import server  # noqa: E402
-from sweworld.serve.world.app import create_app  # noqa: E402
+from sweworld.serve.world.app import JsonErrors, create_app  # noqa: E402
 from sweworld.serve.world.config import WorldConfig  # noqa: E402
+from sweworld.serve.world.connections import (  # noqa: E402
+    ConnectionLimits,
+    ConnectionTracker,
+    protocol_class,
+)
 
 pytestmark = requires_sandbox
 
@@ -50,7 +55,10 @@ def live(tmp_path):
     app = create_app(config)
     sock = socket.create_server(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    uv = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False))
+    tracker = ConnectionTracker(ConnectionLimits(), app.state.world.metrics)
+    # the stack `sweworld serve world` runs: JSON errors around the app, the tracked protocol
+    uv = uvicorn.Server(uvicorn.Config(JsonErrors(app), http=protocol_class(tracker),
+                                       log_config=None, access_log=False))  # fmt: skip
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

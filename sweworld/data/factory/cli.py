@@ -39,6 +39,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of the tasks made of two bugs (their half-fixes are the partial labels)",
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per test run")
+    parser.add_argument(
+        "--wrong-fixes", type=int, default=3, help="wrong fixes per task (labels and states)"
+    )
+    parser.add_argument(
+        "--contexts",
+        default="both",
+        choices=("both", "oracle", "blind", "none"),
+        help="SWT contexts per record (none: state, command and truth only, faster)",
+    )
+    parser.add_argument(
+        "--screen-records",
+        action="store_true",
+        help="every mutant's screening run (and the baseline) as an SWT record too; then "
+        "all --max-mutants mutants are screened, not only until enough are kept",
+    )
     parser.add_argument("--no-transitions", action="store_true", help="no SWT records")
     parser.add_argument("--no-labels", action="store_true", help="no SWR records")
     parser.add_argument("--no-progress", action="store_true")
@@ -61,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
         multi_fraction=args.multi_fraction,
         timeout=args.timeout,
         transitions=not args.no_transitions,
+        wrong_fixes=max(0, args.wrong_fixes),
+        contexts={"both": ("oracle", "blind"), "none": ()}.get(args.contexts, (args.contexts,)),
+        screen_records=args.screen_records,
         labels=not args.no_labels,
         progress=not args.no_progress,
     )

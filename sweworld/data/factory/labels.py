@@ -1,26 +1,27 @@
 """Real SWR labels for a factory task's candidate patches: right, partial and wrong.
 
 Candidates (:func:`candidates`): the gold patch (``right``), a fix of one of two bugs
-(``partial``, multi-bug tasks only), another edit of the buggy code (``wrong``: a second
-mutation near the bug), the empty patch (``empty``) and an edit of the failing test
-instead of the code (``test_edit``). Each is labelled by the real reward
-(:func:`sweworld.reward.real.real_reward`, ``label_source="real-run"``, the real
-``tests_status``); the gold and empty candidates reuse the task's verification runs.
+(``partial``, multi-bug tasks only), other edits of the buggy code (``wrong``: several
+wrong fixes, in the bug's function first, :func:`wrong_mutations`), the empty patch
+(``empty``) and an edit of the failing test instead of the code (``test_edit``). Each is
+labelled by the real reward (:func:`sweworld.reward.real.real_reward`,
+``label_source="real-run"``, the real ``tests_status``); the gold and empty candidates
+reuse the task's verification runs.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sweworld.data.factory.mutate import Mutation
-from sweworld.data.factory.tasks import apply_all, mutant_texts
+from sweworld.data.factory.mutate import Mutation, parses
+from sweworld.data.factory.tasks import Screened, apply_all, mutant_texts
 from sweworld.data.schema import SWRRecord, record_id, to_json
 from sweworld.tasks.unified_diff import make_unified_diff
 
-__all__ = ["candidates", "label_records", "test_edit_patch"]
+__all__ = ["candidates", "label_records", "test_edit_patch", "wrong_mutations"]
 
 
 def test_edit_patch(test_source: str, test_path: str, test_id: str) -> str:
@@ -40,10 +41,12 @@ def candidates(
     *,
     originals: Mapping[str, str],
     bugs: Sequence[Mutation],
-    wrong: Mutation | None,
+    wrong: Mutation | Sequence[Mutation] | None,
     test_source: str,
 ) -> list[tuple[str, str]]:
-    """``(kind, patch)`` candidates for ``task`` (patches against the buggy state)."""
+    """``(kind, patch)`` candidates for ``task`` (patches against the buggy state); one
+    ``wrong`` candidate per wrong mutation given (each a different edit of the bug's file,
+    none undoing the bug)."""
     buggy = mutant_texts(originals, bugs)
     out: list[tuple[str, str]] = [("right", task.patch), ("empty", "")]
     if len(bugs) >= 2:  # fix the first bug only
@@ -52,16 +55,23 @@ def candidates(
             make_unified_diff(p, buggy[p], still.get(p, originals[p])) for p in sorted(buggy)
         )
         out.append(("partial", partial))
-    if wrong is not None and wrong.path in buggy:
-        same_file = [m for m in bugs if m.path == wrong.path]  # offsets of the base text
-        wrong_text = apply_all(originals[wrong.path], [*same_file, wrong])
-        out.append(("wrong", make_unified_diff(wrong.path, buggy[wrong.path], wrong_text)))
+    wrongs = [wrong] if isinstance(wrong, Mutation) else list(wrong or ())
+    for w in wrongs:
+        if w.path not in buggy:
+            continue
+        same_file = [m for m in bugs if m.path == w.path]  # offsets of the base text
+        wrong_text = apply_all(originals[w.path], [*same_file, w])
+        out.append(("wrong", make_unified_diff(w.path, buggy[w.path], wrong_text)))
     test_id = task.FAIL_TO_PASS[0]
     test_path = test_id.split("::", 1)[0]
     edit = test_edit_patch(test_source, test_path, test_id)
     if edit:
         out.append(("test_edit", edit))
-    return [(kind, patch) for kind, patch in out if patch or kind == "empty"]
+    kept: list[tuple[str, str]] = []
+    for kind, patch in out:  # no empty non-empty candidate, no patch twice
+        if (patch or kind == "empty") and all(patch != p for _, p in kept):
+            kept.append((kind, patch))
+    return kept
 
 
 def label_records(
@@ -108,3 +118,45 @@ def label_records(
             )
         )
     return records
+
+
+def wrong_mutations(
+    bugs: list[Mutation],
+    rejected: list[Screened],
+    limit: int = 3,
+    unscreened: Iterable[Mutation] = (),
+    originals: dict[str, str] | None = None,
+) -> list[Mutation]:
+    """Up to ``limit`` edits of the bug's file that do not overlap the bugs, each a wrong
+    fix (a negative that looks like a fix). Ranked: in the bug's function first; there, a
+    rejected mutant that broke no test (a plausible, subtle edit), then an unscreened
+    mutation of that function (``unscreened``, kept only when it parses in ``originals``),
+    then other rejected mutants; nearest first; one per span, so the fixes differ."""
+    spans = [(m.start, m.end) for m in bugs]
+    bug = bugs[0]
+    ranked: list[tuple[tuple[Any, ...], Mutation]] = []
+    seen: set[str] = set()
+
+    def consider(m: Mutation, tier: int) -> None:
+        if m.key in seen or m.path != bug.path:
+            return
+        if any(m.start < e and s < m.end for s, e in spans):
+            return
+        seen.add(m.key)
+        ranked.append(((m.function != bug.function, tier, abs(m.start - bug.start), m.key), m))
+
+    for item in rejected:
+        consider(item.mutations[0], 0 if item.verdict == "no_test_broken" else 2)
+    for m in unscreened:
+        same = m.function == bug.function and m.function and m.key not in seen
+        if same and (originals is None or parses(originals[m.path], m)):
+            consider(m, 1)
+    ranked.sort(key=lambda pair: pair[0])
+    chosen: list[Mutation] = []
+    for _, m in ranked:
+        if len(chosen) >= limit:
+            break
+        if any(m.start < c.end and c.start < m.end for c in chosen):
+            continue  # two wrong fixes of one span are one wrong fix
+        chosen.append(m)
+    return chosen

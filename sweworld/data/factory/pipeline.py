@@ -31,6 +31,7 @@ from typing import Any
 
 from sweworld.data.factory import issue_text, labels, mutate, run_tests, source, tasks, transitions
 from sweworld.data.store import RecordStore, finalize
+from sweworld.tasks.unified_diff import make_unified_diff
 
 __all__ = [
     "FactoryConfig",
@@ -69,6 +70,9 @@ class FactoryConfig:
     screen_timeout: float = 300.0  # per mutant run: set from the baseline's wall time
     transitions: bool = True
     labels: bool = True
+    wrong_fixes: int = 3  # wrong fixes per task (labels and transitions)
+    contexts: tuple[str, ...] = ("oracle", "blind")  # SWT contexts built per record
+    screen_records: bool = False  # every mutant's screening run as an SWT record too
     progress: bool = True
     counts: Counter = field(default_factory=Counter)
 
@@ -248,6 +252,10 @@ def _make_tasks(cfg: FactoryConfig, echo: Callable[[str], None], started: float)
                 f"{lib.repo}: tests_do_not_run: no test passes on the unchanged library: {tail}"
             )
         echo(f"baseline: {len(baseline.statuses)} tests, {len(base_passed)} pass")
+        if cfg.screen_records:  # the base state's whole suite: what every test does at base
+            record = transitions.screen_record(base, key="baseline", files=(), outcome=baseline)
+            if record is not None:
+                store.add(record)
         _run(cfg, lib, base, store, manager, executor, runner, mutants_log, base_passed)
     finally:
         runner.close()
@@ -307,6 +315,14 @@ def _run(
         verdict, broken, run_passed = tasks.judge(
             base_passed, files, outcome, cfg.max_broken_fraction
         )
+        if cfg.screen_records:
+            diff = make_unified_diff(m.path, originals[m.path], edits[m.path])
+            meta = {"verdict": verdict, "operator": m.operator, "function": m.function}
+            record = transitions.screen_record(
+                base, key=m.key, files=files, outcome=outcome, diff=diff, meta=meta
+            )
+            if record is not None and store.add(record):
+                counts["swt_screen_records"] += 1
         item = tasks.Screened([m], files, verdict, broken, run_passed, outcome.log)
         mutants_log.add(item)
         return item
@@ -318,7 +334,8 @@ def _run(
     bar = _progress(len(chosen), f"mutants {lib.name}", cfg.progress)
     with ThreadPoolExecutor(max_workers=max(1, cfg.workers)) as pool:
         index = 0
-        while index < len(chosen) and len(kept) < wanted_kept:
+        # recorded screening runs are data: then every chosen mutant is screened
+        while index < len(chosen) and (cfg.screen_records or len(kept) < wanted_kept):
             batch = chosen[index : index + max(1, cfg.workers) * 2]
             index += len(batch)
             for item in pool.map(screen, batch):
@@ -355,6 +372,7 @@ def _run(
             base_passed,
             rejected,
             made,
+            found,
         )
 
     made = written_task_ids(cfg.out / "tasks.jsonl")
@@ -449,6 +467,7 @@ def _build_task(
     base_passed: set[str],
     rejected: list[tasks.Screened],
     made: set[str],
+    pool: list[mutate.Mutation] | None = None,
 ) -> None:
     from sweworld.tasks.environment import HOST_PYTHON
     from sweworld.tasks.schema import Task
@@ -507,18 +526,19 @@ def _build_task(
             counts[f"tasks_skipped_verify_{check.reason}"] += 1
             return
         module = transitions.module_name(bugs[0].path)
-        wrong = _wrong_mutation(bugs, rejected)
-        wrong_patch = ""
+        wrongs = labels.wrong_mutations(bugs, rejected, cfg.wrong_fixes, pool or (), originals)
+        wrong_patches: list[str] = []
         cands: list[tuple[str, str]] = []
         if cfg.labels or cfg.transitions:
             cands = labels.candidates(
                 task,
                 originals=originals,
                 bugs=bugs,
-                wrong=wrong,
+                wrong=wrongs,
                 test_source=tests_text.get(test_path, ""),
             )
-            wrong_patch = dict(cands).get("wrong", "")
+            wrong_patches = [patch for kind, patch in cands if kind == "wrong"]
+        counts["wrong_fixes"] += len(wrong_patches)
         n_swt = 0
         if cfg.transitions:
             n_swt = transitions.record_transitions(
@@ -528,8 +548,9 @@ def _build_task(
                 sink=store.add,
                 repro=repro,
                 module=module,
-                wrong_patch=wrong_patch,
+                wrong_patches=wrong_patches,
                 timeout=cfg.timeout,
+                modes=cfg.contexts,
             )
         n_swr = 0
         if cfg.labels:
@@ -561,22 +582,3 @@ def _build_task(
         log.exception("factory task %s failed", unit)
         store.skip(unit, "error", detail=f"{type(exc).__name__}: {exc}")
         counts["tasks_skipped_error"] += 1
-
-
-def _wrong_mutation(
-    bugs: list[mutate.Mutation], rejected: list[tasks.Screened]
-) -> mutate.Mutation | None:
-    """A rejected mutation of the same file that does not overlap the bugs (a wrong fix):
-    in the same function first, then one that broke no test (a plausible, subtle edit),
-    then the nearest."""
-    spans = [(m.start, m.end) for m in bugs]
-    best = None
-    for item in rejected:
-        m = item.mutations[0]
-        if m.path != bugs[0].path or any(m.start < e and s < m.end for s, e in spans):
-            continue
-        subtle = item.verdict == "no_test_broken"
-        rank = (m.function != bugs[0].function, not subtle, abs(m.start - bugs[0].start), m.key)
-        if best is None or rank < best[0]:
-            best = (rank, m)
-    return best[1] if best else None

@@ -20,7 +20,11 @@ from sweworld.execution.log_parsers import parse_log
 
 __all__ = ["TEST_COMMAND", "RunOutcome", "SuiteRunner", "passed", "test_command"]
 
-TEST_COMMAND = "python -m pytest -rA -p no:cacheprovider"
+#: ``-o addopts=`` drops the library's own pytest options, which name plugins its tests do
+#: not need (parse's ``--cov``: pytest-cov is not in the environment) or colour the log
+#: (python-slugify's ``--color=yes``: escape codes the log parser cannot read);
+#: ``--color=no`` holds against ``PYTEST_ADDOPTS`` too
+TEST_COMMAND = "python -m pytest -rA -p no:cacheprovider --color=no -o addopts="
 _PASSING = ("PASSED", "XFAIL")
 
 

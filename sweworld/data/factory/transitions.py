@@ -19,7 +19,13 @@ from typing import Any
 from sweworld.data.factory.issue_text import ReproCall
 from sweworld.data.schema import to_json
 
-__all__ = ["agent_commands", "module_name", "record_transitions", "repro_script"]
+__all__ = [
+    "agent_commands",
+    "module_name",
+    "record_transitions",
+    "repro_script",
+    "screen_record",
+]
 
 
 def module_name(path: str) -> str:
@@ -79,24 +85,29 @@ def record_transitions(
     module: str,
     wrong_patch: str = "",
     timeout: float = 300.0,
+    wrong_patches: Sequence[str] = (),
+    modes: tuple[str, ...] = ("oracle", "blind"),
 ) -> int:
-    """Record the transitions of ``task``; returns the number of records written."""
+    """Record the transitions of ``task``; returns the number of records written.
+    ``wrong_patches`` (and ``wrong_patch``) are wrong fixes, each a state of its own
+    (``meta.phase`` ``wrong``, ``meta.wrong`` its index); ``modes`` the SWT contexts
+    built per record (``()``: none)."""
     from sweworld.data.record import RecordingExecutor
     from sweworld.sandbox.bwrap import SandboxLimits
     from sweworld.sandbox.session import SessionConfig
 
     test_id = task.FAIL_TO_PASS[0]
     test_file = test_id.split("::", 1)[0]
-    rec = RecordingExecutor(executor, sink, source="factory", state_source="live")
+    rec = RecordingExecutor(executor, sink, source="factory", state_source="live", modes=modes)
     config = SessionConfig(limits=SandboxLimits(timeout=timeout))
     session = manager.open(task, executor=rec, config=config)
     step = 0
     try:
         session.write_file("/tmp/reproduce_issue.py", repro_script(test_id, repro))
-        phases: Sequence[tuple[str, str]] = [("buggy", ""), ("fixed", task.patch)]
-        if wrong_patch:
-            phases = [*phases, ("wrong", wrong_patch)]
-        for phase, patch in phases:
+        wrongs = list(dict.fromkeys(p for p in (wrong_patch, *wrong_patches) if p))
+        phases: list[tuple[str, str, int]] = [("buggy", "", 0), ("fixed", task.patch, 0)]
+        phases += [("wrong", patch, i) for i, patch in enumerate(wrongs)]
+        for phase, patch, index in phases:
             if patch:
                 session.run("cd /testbed && git checkout -q -- . && git clean -fdq")
                 session.write_file("/tmp/candidate.patch", patch)
@@ -104,7 +115,10 @@ def record_transitions(
                 if applied.exit_code != 0:
                     continue
             for command in agent_commands(test_id, test_file, module, repro, phase):
-                meta = to_json({"phase": phase, "factory": True})
+                fields: dict[str, Any] = {"phase": phase, "factory": True}
+                if phase == "wrong":
+                    fields["wrong"] = index
+                meta = to_json(fields)
                 rec.begin_step(step, meta=meta)
                 session.run("cd /testbed && " + command, timeout=timeout)
                 step += 1
@@ -112,3 +126,49 @@ def record_transitions(
         session.destroy()
         rec.close_session(session.id)
     return len(rec.records)
+
+
+#: run statuses whose output is a real answer of the command (a timeout or a broken
+#: environment is not what the command does on that state)
+_RECORDED_STATUSES = ("ok", "no_tests")
+
+
+def screen_record(
+    base_task: Any,
+    *,
+    key: str,
+    files: Sequence[str],
+    outcome: Any,
+    diff: str = "",
+    meta: dict[str, Any] | None = None,
+) -> Any:
+    """A screening run (the library's tests on the base plus one mutant) as an SWT record
+    (``state_source="live"``, no context): the state is ``diff`` against the base (the
+    mutant), the command the runner's test command, the truth the run's merged output,
+    exit code and per-test statuses. None when the run gave no real answer (timeout,
+    environment or executor failure). ``key`` makes the record's id (the mutant's key)."""
+    from sweworld.data.factory.run_tests import test_command
+    from sweworld.data.schema import SWTRecord, command_kind, record_id
+
+    if outcome.status not in _RECORDED_STATUSES:
+        return None
+    command = test_command(files)
+    return SWTRecord(
+        id=record_id("factory", base_task.instance_id, "screen", key, command),
+        source="factory",
+        instance_id=base_task.instance_id,
+        repo=base_task.repo,
+        base_commit=base_task.base_commit,
+        task=to_json(base_task.to_row()),
+        command=command,
+        stdout=outcome.log,
+        stderr="",
+        exit_code=int(outcome.exit_code),
+        state_source="live",
+        diff=diff,
+        streams="merged",
+        ran_tests=True,
+        test_statuses=to_json(dict(outcome.statuses)),
+        command_kind=command_kind(command),
+        meta=to_json({"phase": "screen", "factory": True, "mutant": key, **(meta or {})}),
+    )

@@ -204,6 +204,8 @@ class DockerExecutor(ImageResolver, WorkspaceSync, CopyBack):
         sync_s: float,
     ) -> ExecutionResult:
         front, back = _path_additions(request.env.get("PATH"))
+        left = request.time_left(self.timeout)  # the step's own deadline, when sooner
+        limit = max(self.timeout if left is None else left, 0.01)
         env = {k: v for k, v in request.env.items() if k.isidentifier() and k != "PATH"}
         argv = [self._container_arg(a) for a in _command_argv(request.argv)]
         stdin_path = f"{CONTROL_DIR}/stdin" if request.stdin else ""
@@ -215,7 +217,7 @@ class DockerExecutor(ImageResolver, WorkspaceSync, CopyBack):
             RUN_MARKER,
             self.activate,
             self._container_path(request.cwd or SANDBOX_ROOT),
-            f"{self.timeout:g}",
+            f"{limit:g}",
             stdin_path,
             front,
             back,
@@ -255,14 +257,10 @@ class DockerExecutor(ImageResolver, WorkspaceSync, CopyBack):
         stdout = out.decode("utf-8", errors="replace")
         stderr = err.decode("utf-8", errors="replace")
         status = "ok"
-        if (
-            cut_off
-            or exit_code == TIMEOUT_EXIT_CODE
-            or (exit_code == 128 + 9 and exec_s >= self.timeout)
-        ):
+        if cut_off or exit_code == TIMEOUT_EXIT_CODE or (exit_code == 128 + 9 and exec_s >= limit):
             status, exit_code = "timeout", TIMEOUT_EXIT_CODE
             stderr += (
-                f"\nsweworld: `{request.command}` did not finish within {self.timeout:g} s "
+                f"\nsweworld: `{request.command}` did not finish within {limit:g} s "
                 "in the container and was stopped.\n"
             )
         elif truncated:

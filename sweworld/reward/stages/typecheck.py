@@ -250,7 +250,7 @@ class TypecheckStage:
         """Type-check ``ctx.candidate``; never raises."""
         start = time.perf_counter()
         try:
-            result = self._run(ctx.candidate)
+            result = self._run(ctx.candidate, ctx.time_left(self.timeout_s))
         except Exception as exc:
             logger.debug("typecheck stage failed", exc_info=True)
             result = StageResult(self.name, "error", message=f"{type(exc).__name__}: {exc}")
@@ -259,7 +259,7 @@ class TypecheckStage:
 
     # ------------------------------------------------------------------ internals
 
-    def _run(self, view: CandidateView) -> StageResult:
+    def _run(self, view: CandidateView, timeout_s: float) -> StageResult:
         if view.parse_error:
             return StageResult(self.name, "skip", message="the patch does not parse")
         if view.empty:
@@ -269,7 +269,15 @@ class TypecheckStage:
             return StageResult(self.name, "skip", message="no Python file changed")
         files: list[ChangedFile] = []
         unchecked: list[dict[str, str]] = []
+        deadline = time.monotonic() + timeout_s
         for changed in python:
+            if time.monotonic() >= deadline:  # parsing is not interruptible: between files
+                return StageResult(
+                    self.name,
+                    "error",
+                    message=f"the deadline ({timeout_s:.3g} s) passed while reading the files",
+                    evidence={"timeout_s": timeout_s},
+                )
             reason = _unusable(changed)
             if reason:
                 unchecked.append({"file": changed.path, "reason": reason})
@@ -286,7 +294,7 @@ class TypecheckStage:
             )
         if importlib.util.find_spec("mypy") is None:
             return StageResult(self.name, "skip", message="mypy is not installed")
-        outcome = self._mypy(files)
+        outcome = self._mypy(files, max(deadline - time.monotonic(), 0.0))
         if isinstance(outcome, StageResult):
             outcome.evidence.update(evidence)
             return outcome
@@ -341,7 +349,7 @@ class TypecheckStage:
         return argv + list(self.extra_args)
 
     def _mypy(
-        self, files: list[ChangedFile]
+        self, files: list[ChangedFile], timeout_s: float
     ) -> tuple[list[MypyError], list[MypyError], int] | StageResult:
         layout = module_layout([f.path for f in files])
         cache: Path | None = self.cache_dir or _default_cache_dir()
@@ -365,7 +373,7 @@ class TypecheckStage:
                     dest.write_text(text, encoding="utf-8", errors="surrogateescape")
                     reverse[rel] = (side.removeprefix("swr_"), changed.path)
                     targets.append(rel)
-            outcome = self._execute(self._command(cache) + targets, root)
+            outcome = self._execute(self._command(cache) + targets, root, timeout_s)
         if isinstance(outcome, StageResult):
             return outcome
         returncode, output = outcome
@@ -382,7 +390,11 @@ class TypecheckStage:
         after = [e for e in kept if e.side == "after"]
         return before, after, len(errors) - len(kept)
 
-    def _execute(self, argv: list[str], cwd: Path) -> tuple[int, str] | StageResult:
+    def _execute(
+        self, argv: list[str], cwd: Path, timeout_s: float
+    ) -> tuple[int, str] | StageResult:
+        """Run mypy in a process group of its own, killed whole at ``timeout_s`` (the
+        stage's limit, or what is left of the reward's deadline)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("MYPY")}
         env["NO_COLOR"] = "1"
         try:
@@ -398,14 +410,14 @@ class TypecheckStage:
         except OSError as exc:
             return StageResult(self.name, "error", message=f"cannot start mypy: {exc}")
         try:
-            stdout, _ = proc.communicate(timeout=self.timeout_s)
+            stdout, _ = proc.communicate(timeout=max(timeout_s, 0.001))
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             return StageResult(
                 self.name,
                 "error",
-                message=f"mypy timed out after {self.timeout_s:g} s",
-                evidence={"timeout_s": self.timeout_s},
+                message=f"mypy timed out after {timeout_s:.3g} s and was killed",
+                evidence={"timeout_s": timeout_s},
             )
         except BaseException:
             _kill_group(proc)

@@ -30,6 +30,7 @@ sets ``info["error"]`` to its message, the signal a caller should read.
 from __future__ import annotations
 
 import ast
+import errno
 import fnmatch
 import os
 import stat
@@ -134,6 +135,12 @@ def _universal_newlines(text: str) -> str:
 
 
 def _os_error(exc: OSError, shown: str) -> str:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f"Disk quota exceeded: {shown} could not be written because this session's disk "
+            f"quota is full ([Errno {exc.errno}] {exc.strerror}). Nothing was changed. Remove "
+            "files you do not need (for example large files in /tmp or /testbed) and retry."
+        )
     if exc.errno is not None and exc.strerror:
         return f"[Errno {exc.errno}] {exc.strerror}: '{shown}'"
     return str(exc)

@@ -1,18 +1,23 @@
 """The world service's FastAPI app: a thin router over :class:`WorldHandler`.
 
 ``create_app(config)`` builds the app: the routes of :mod:`sweworld.serve.world.schemas`,
-bearer-token authentication (every route but ``/health``; ``/docs`` and
-``/openapi.json`` are FastAPI's own and open), a request-body bound (413 from the
+bearer-token authentication checked by :class:`Gate` from the request head, before a byte
+of the body is read (every path but :data:`OPEN_PATHS`: ``/health``, and ``/docs`` and
+``/openapi.json``, which describe the API and hold no data, so that the browsable docs
+work; an unknown path without a token is 401, not 404), a request-body bound (413 from the
 ``Content-Length`` alone, or as soon as the streamed body passes it), 503 for every route
 but ``/health`` and ``/metrics`` while the service drains, and errors as
-:class:`~sweworld.serve.world.schemas.ErrorBody` (never a traceback). The idle-episode
-reaper runs with the app's lifespan; the handler is closed when the app shuts down.
+:class:`~sweworld.serve.world.schemas.ErrorBody` (never a traceback). :class:`JsonErrors`,
+which the server wraps around the app, makes every other failure JSON too (a route that
+raises, a request cancelled at shutdown). The idle-episode reaper runs with the app's
+lifespan; the handler is closed when the app shuts down.
 
 Requires the ``serve`` extra (FastAPI); nothing in ``sweworld`` imports this module eagerly.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -22,12 +27,13 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sweworld.serve.world import schemas as s
 from sweworld.serve.world.auth import ANONYMOUS, TokenSet
 from sweworld.serve.world.handler import WorldConfig, WorldError, WorldHandler
 
-__all__ = ["WorldConfig", "create_app"]
+__all__ = ["OPEN_PATHS", "Gate", "JsonErrors", "WorldConfig", "create_app"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,8 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
 
 #: Routes answered while the service drains.
 OPEN_WHILE_DRAINING = ("/health", "/metrics")
+#: Paths answered without a token: the health check, and the API's description.
+OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json"})
 
 
 def _error(exc: WorldError) -> JSONResponse:
@@ -45,22 +53,55 @@ def _error(exc: WorldError) -> JSONResponse:
     )
 
 
-class Gate:
-    """ASGI middleware in front of every route: 503 while the service drains (but for
-    :data:`OPEN_WHILE_DRAINING`), and 413 for a body over ``limit`` bytes without reading
-    it whole (its ``Content-Length`` is checked first, then the stream is counted and
-    buffered up to the limit only). Pure ASGI: a client that disconnects does not cancel
-    the route under it."""
+def _has_body(scope: dict) -> bool:
+    """Whether the request head announces a body (a length over 0, or chunks)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
 
-    def __init__(self, app: Any, world: WorldHandler, limit: int):
+
+def _bearer(scope: dict) -> str | None:
+    """The token of the request's ``Authorization: Bearer`` header, if any."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").strip().partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else None
+    return None
+
+
+class Gate:
+    """ASGI middleware in front of every route, deciding from the request head alone:
+    401 without a valid bearer token (but for :data:`OPEN_PATHS`; ``tokens`` None: no
+    authentication), 503 while the service drains (but for :data:`OPEN_WHILE_DRAINING`),
+    then 413 for a body over ``limit`` bytes without reading it whole (its
+    ``Content-Length`` is checked first, then the stream is counted and buffered up to the
+    limit only). A request refused with a body unread is answered with
+    ``Connection: close``: the body is never read. Pure ASGI: a client that disconnects
+    does not cancel the route under it."""
+
+    def __init__(self, app: Any, world: WorldHandler, limit: int, tokens: TokenSet | None = None):
         self.app = app
         self.world = world
         self.limit = limit
+        self.tokens = tokens
         self.metrics = world.metrics
+
+    async def _refuse(self, scope: dict, receive: Any, send: Any, exc: WorldError) -> None:
+        self.metrics.http_error(exc.status, exc.body.error)
+        if _has_body(scope):
+            exc.headers = {**exc.headers, "Connection": "close"}
+        await _error(exc)(scope, receive, send)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        tokens, path = self.tokens, scope["path"]
+        if tokens is not None and path not in OPEN_PATHS and tokens.owner(_bearer(scope)) is None:
+            denied = WorldError(401, "unauthorized", "a valid bearer token is required",
+                                headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+            await self._refuse(scope, receive, send, denied)
             return
         if self.world.draining and scope["path"] not in OPEN_WHILE_DRAINING:
             self.metrics.http_error(503, "draining")
@@ -81,8 +122,7 @@ class Gate:
                 if declared < 0 or declared > self.limit:
                     if declared < 0:
                         too_large = WorldError(400, "bad_request", "bad Content-Length")
-                    self.metrics.http_error(too_large.status, too_large.body.error)
-                    await _error(too_large)(scope, receive, send)
+                    await self._refuse(scope, receive, send, too_large)
                     return
         chunks: list[bytes] = []
         size = 0
@@ -93,8 +133,7 @@ class Gate:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.limit:
-                self.metrics.http_error(413, "too_large")
-                await _error(too_large)(scope, receive, send)
+                await self._refuse(scope, receive, send, too_large)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -110,6 +149,57 @@ class Gate:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+async def _send_json(send: Any, status: int, error: str, message: str) -> None:
+    """Send a whole JSON error response (``ErrorBody``'s shape), built from nothing but
+    the standard library so that it works whatever else failed."""
+    import json
+
+    body = json.dumps({"error": error, "message": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"connection", b"close")]  # fmt: skip
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class JsonErrors:
+    """ASGI wrapper (outermost, around the whole app) that answers every failure with an
+    :class:`~sweworld.serve.world.schemas.ErrorBody`'s JSON: a request whose app raised, or
+    returned, without starting a response gets 500, and one cancelled while the server
+    stops (uvicorn's graceful-shutdown timeout) gets 503 ``stopped``; where uvicorn's own
+    would be plain text ``Internal Server Error``. A response already started is left to
+    uvicorn (it closes the connection)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: dict) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except asyncio.CancelledError:
+            if not started:
+                with contextlib.suppress(Exception):
+                    await _send_json(send, 503, "stopped", "the service stopped before answering")
+            raise
+        except Exception:
+            if not started:
+                log.exception("internal error on %s %s", scope.get("method"), scope.get("path"))
+                await _send_json(send, 500, "internal", "internal error (see the server's log)")
+        else:
+            if not started:
+                await _send_json(send, 500, "internal", "the request was not answered")
 
 
 def create_app(config: WorldConfig, handler: WorldHandler | None = None) -> FastAPI:
@@ -156,6 +246,14 @@ def create_app(config: WorldConfig, handler: WorldHandler | None = None) -> Fast
         world.metrics.http_error(exc.status, exc.body.error)
         return _error(exc)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # the router's own 404 / 405 in the service's shape, not FastAPI's {"detail": ...}
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        message = exc.detail if isinstance(exc.detail, str) else "request refused"
+        world.metrics.http_error(exc.status_code, code)
+        return _error(WorldError(exc.status_code, code, message, headers=exc.headers))
+
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         fields = "; ".join(
@@ -171,7 +269,9 @@ def create_app(config: WorldConfig, handler: WorldHandler | None = None) -> Fast
         world.metrics.http_error(500, "internal")
         return _error(WorldError(500, "internal", "internal error (see the server's log)"))
 
-    app.add_middleware(Gate, world=world, limit=config.max_body_bytes)
+    app.add_middleware(
+        Gate, world=world, limit=config.max_body_bytes, tokens=None if config.no_auth else tokens
+    )
     from sweworld.serve.world import logs, metrics
 
     metrics.install(app, world.metrics)

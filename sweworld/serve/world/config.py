@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from sweworld.env import EpisodeConfig
+from sweworld.serve.world.policy import ALL_CLIENT_KEYS, CODE_KEYS, DEFAULT_CLIENT_KEYS
 
 __all__ = ["WorldConfig"]
 
@@ -19,9 +20,28 @@ class WorldConfig:
         no_auth: accept requests without a token (every episode then has one owner).
         episode: the episode defaults (executor, model, reward, mode, limits).
         tasks: a tasks file or folder whose tasks clients may open by ``instance_id``.
+        allow_task_rows: let clients send task rows of their own (off by default: a row
+            must then be one of ``tasks``, by its ``instance_id`` and with the same
+            repository, commit and patches). A client's row names a repository (resolved
+            only in the repo cache) and a commit id, never a folder; each new (repository,
+            commit, setup patch) builds a checkout on this server's disk, so the operator
+            opts in.
         allow_config_executor: let clients override ``executor``, ``model`` and
             ``swr_model`` (they name code and models on this server; off by default).
-        max_episodes_per_token: live episodes one token may hold.
+            Even then an executor is a registered short name, a model ``embedded``.
+        client_config_keys: the EpisodeConfig keys clients may change (see
+            :mod:`~sweworld.serve.world.policy`: limits only downwards, ``reward`` only to
+            fewer sources, ``mode`` only to blind).
+        max_episodes_per_token: live episodes (holding a session) one token may hold.
+        max_ended_per_token: ended episodes (no session; their trajectory and patch are
+            kept for the client) one token may hold; past it, its least recently used
+            ended episode is closed.
+        max_configs_per_token: distinct non-default component configs (executor, model,
+            mode, reward, ...) one token's episodes may use at once.
+        max_forks_per_token: live forked episodes one token may hold (they count as
+            episodes too).
+        max_snapshots_per_episode: snapshots one episode may hold (until reset or end).
+        max_snapshots_per_token: snapshots all episodes of one token may hold.
         max_steps_per_minute: steps one token may take per minute.
         max_creates_per_minute: episodes one token may create, fork or reset per minute.
         idle_timeout_s: an episode without a call for this long is closed.
@@ -38,8 +58,15 @@ class WorldConfig:
     no_auth: bool = False
     episode: EpisodeConfig = field(default_factory=EpisodeConfig)
     tasks: str | None = None
+    allow_task_rows: bool = False
     allow_config_executor: bool = False
+    client_config_keys: frozenset[str] = DEFAULT_CLIENT_KEYS
     max_episodes_per_token: int = 64
+    max_ended_per_token: int = 64
+    max_configs_per_token: int = 4
+    max_forks_per_token: int = 16
+    max_snapshots_per_episode: int = 16
+    max_snapshots_per_token: int = 128
     max_steps_per_minute: int = 6000
     max_creates_per_minute: int = 600
     idle_timeout_s: float = 900.0
@@ -57,7 +84,9 @@ class WorldConfig:
                 "the world service needs a token (--token / --tokens-file) or --no-auth"
             )
         for name in ("max_episodes_per_token", "max_steps_per_minute", "max_creates_per_minute",
-                     "max_body_bytes", "workers"):  # fmt: skip
+                     "max_body_bytes", "workers", "max_ended_per_token", "max_configs_per_token",
+                     "max_forks_per_token", "max_snapshots_per_episode",
+                     "max_snapshots_per_token"):  # fmt: skip
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -67,3 +96,21 @@ class WorldConfig:
                 continue
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if isinstance(self.client_config_keys, str):
+            self.client_config_keys = frozenset(
+                k.strip() for k in self.client_config_keys.split(",") if k.strip()
+            )
+        self.client_config_keys = frozenset(self.client_config_keys)
+        unknown = sorted(self.client_config_keys - ALL_CLIENT_KEYS)
+        if unknown:
+            raise ValueError(
+                f"client_config_keys: unknown option(s) {unknown}; known: {sorted(ALL_CLIENT_KEYS)}"
+            )
+
+    @property
+    def allowed_client_keys(self) -> frozenset[str]:
+        """What clients may change: :attr:`client_config_keys`, plus the executor and
+        models with :attr:`allow_config_executor`."""
+        if self.allow_config_executor:
+            return self.client_config_keys | CODE_KEYS
+        return self.client_config_keys

@@ -17,8 +17,17 @@ Rules (the statuses are :class:`WorldError`'s, rendered by :mod:`~sweworld.serve
 - a call that passes its deadline answers **504**; the call itself goes on in its thread
   and the episode stays consistent (it is busy until the call ends). A client that
   disconnects mid-step changes nothing either: the step completes;
-- quotas per owner: live episodes (ended ones count until deleted or expired), episodes
-  created per minute (create, fork, reset), steps per minute: **429** with ``Retry-After``;
+- quotas per owner (**429** with ``Retry-After``): live episodes (those holding a session;
+  an ended episode holds none and counts apart, up to ``max_ended_per_token``, past which
+  the owner's least recently used ended episode is closed), live forks, snapshots per
+  episode and per owner, distinct component configs (:mod:`.components`; freed when no
+  episode uses them), episodes created per minute (create, fork, reset), steps per
+  minute. Every limit is per owner: no token can make another's call fail;
+- what a client may ask for is :mod:`.policy`'s: config overrides on the operator's
+  allow-list and bounded by the server's values, task rows as data (a repository name
+  resolved in the repo cache, a commit id; with ``allow_task_rows`` off, only the
+  server's own tasks), error texts without host paths, responses without lone
+  surrogates (an observation always reaches its client);
 - an episode idle longer than ``idle_timeout_s`` (no call) is closed by :meth:`reap`;
 - while draining (shutdown) new calls get **503**; :meth:`drain` waits for calls in
   flight, then closes every episode and the shared parts.
@@ -29,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
-import json
 import logging
 import math
 import secrets
@@ -39,48 +47,34 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweworld.env import Episode, EpisodeBusy, EpisodeConfig, EpisodeError, EpisodeFinished
+from sweworld.env import Episode, EpisodeConfig, EpisodeError
 from sweworld.serve.world import schemas as s
 from sweworld.serve.world.auth import RateWindow
+from sweworld.serve.world.components import Components, ConfigsExhausted, Lease
 from sweworld.serve.world.config import WorldConfig
+from sweworld.serve.world.policy import (
+    ALL_CLIENT_KEYS,
+    PolicyError,
+    check_overrides,
+    client_task,
+)
+from sweworld.serve.world.replies import (
+    WorldError,
+    client_error,
+    current_patch,
+    json_safe,
+    quota_error,
+    step_response,
+    text_safe,
+)
 
 __all__ = ["CLIENT_KEYS", "WorldConfig", "WorldError", "WorldHandler"]
 
 log = logging.getLogger(__name__)
 
-#: EpisodeConfig fields a client may never set unless the server allows it: they choose
-#: code (a dotted-path executor class) or models on the server.
-GUARDED_KEYS = frozenset({"executor", "model", "swr_model"})
-#: The fields that decide which executor and rewarder an episode needs; episodes with the
-#: same values share them (a small, bounded set of combinations).
-COMPONENT_KEYS = ("executor", "model", "mode", "reward", "reward_preset", "swr_stages", "swr_model")
-#: Every override a client may send (GUARDED_KEYS only with ``allow_config_executor``).
-CLIENT_KEYS = frozenset(EpisodeConfig.__dataclass_fields__) - {"extra", "world", "world_token"}
-#: Most distinct executor/rewarder combinations the service keeps.
-MAX_COMPONENTS = 8
-
-
-class WorldError(Exception):
-    """A request the service answers with an error status and an :class:`ErrorBody`."""
-
-    def __init__(
-        self,
-        status: int,
-        error: str,
-        message: str,
-        episode_id: str | None = None,
-        headers: dict[str, str] | None = None,
-    ):
-        super().__init__(message)
-        self.status = status
-        self.body = s.ErrorBody(error=error, message=message, episode_id=episode_id)
-        self.headers = headers or {}
-
-
-def _quota(what: str, retry_after: float) -> WorldError:
-    wait = max(1, math.ceil(retry_after))
-    headers = {"Retry-After": str(wait)}
-    return WorldError(429, "quota", f"{what}; retry in {wait} s", headers=headers)
+#: Every override key a client may name at all (the operator's allow-list decides which
+#: it may change: :attr:`WorldConfig.allowed_client_keys`).
+CLIENT_KEYS = ALL_CLIENT_KEYS
 
 
 @dataclass
@@ -90,8 +84,16 @@ class _Record:
     id: str
     owner: str
     episode: Episode
+    lease: Lease | None = None  # the shared parts it uses (given back when it closes)
+    forked: bool = False
+    snapshots: int = 0  # held since the last reset (reserved before a snapshot runs)
     last_used: float = field(default_factory=time.monotonic)
     busy: bool = False
+
+    @property
+    def live(self) -> bool:
+        """Whether it holds (or may be about to hold) a session."""
+        return self.busy or self.episode.session is not None
 
 
 @dataclass
@@ -132,7 +134,8 @@ class WorldHandler:
         self._records: dict[str, _Record] = {}
         self._owners: dict[str, _Owner] = {}
         self._reserved: dict[str, int] = {}  # creations in progress per owner
-        self._components: dict[tuple, tuple[Any, Any, Any]] = {}  # key -> (lm, executor, rewarder)
+        self._forking: dict[str, int] = {}  # forks in progress per owner
+        self.components = Components(manager, config.episode, config.max_configs_per_token)
         self._in_flight = 0
         self.draining = False
         self._closed = False
@@ -147,71 +150,19 @@ class WorldHandler:
 
     # ------------------------------------------------------------------ shared parts
 
-    def _component(self, config: EpisodeConfig) -> tuple[Any, Any]:
-        """The executor and rewarder shared by every episode with ``config``'s component
-        keys (built once, on a worker thread)."""
-        from sweworld.env.pool import build_pool_executor
-        from sweworld.env.rewards import EpisodeRewarder
-
-        key = tuple(
-            json.dumps(getattr(config, k), sort_keys=True, default=str) for k in COMPONENT_KEYS
-        )
-        with self._lock:
-            found = self._components.get(key)
-            if found is None and len(self._components) >= MAX_COMPONENTS:
-                raise WorldError(422, "too_many_configs", "too many distinct episode configs")
-        if found is not None:
-            return found[1], found[2]
-        lm = None
-        if config.executor in ("simulated", "hybrid"):
-            from sweworld.env.batching import BatchingLM
-            from sweworld.models import check_lm_spec, make_lm
-
-            check_lm_spec(config.model)
-            lm = BatchingLM(make_lm(config.model))
-        executor = build_pool_executor(config, lm)
-        rewarder = EpisodeRewarder(config, manager=self.manager)
-        with self._lock:
-            if key in self._components:  # built twice at once: keep the first
-                _close_parts(rewarder, executor, lm)
-                return self._components[key][1], self._components[key][2]
-            self._components[key] = (lm, executor, rewarder)
-        return executor, rewarder
-
     def _episode_config(self, overrides: dict[str, Any]) -> EpisodeConfig:
-        unknown = sorted(set(overrides) - CLIENT_KEYS)
-        if unknown:
-            raise WorldError(422, "invalid", f"config: unknown or refused option(s) {unknown}")
-        defaults = self.config.episode
-        guarded = sorted(
-            key for key in GUARDED_KEYS & set(overrides)
-            if overrides[key] != getattr(defaults, key)  # the server's own value is fine
-        )  # fmt: skip
-        if guarded and not self.config.allow_config_executor:
-            raise WorldError(
-                422, "refused",
-                f"config: {guarded} may not be set by clients on this server "
-                "(it runs with the executor and models it was started with)",
-            )  # fmt: skip
+        """The config of a client's overrides, under :mod:`.policy`'s rules (422)."""
         try:
-            return self.config.episode.replace(**overrides) if overrides else self.config.episode
-        except (ValueError, TypeError) as exc:
-            raise WorldError(422, "invalid", f"config: {exc}") from None
+            return check_overrides(self.config.episode, overrides, self.config.allowed_client_keys)
+        except PolicyError as exc:
+            raise WorldError(422, exc.code, str(exc)) from None
 
     def _task(self, task: dict[str, Any] | None, instance_id: str | None) -> Any:
-        from sweworld.env import coerce_task
-
-        if (task is None) == (instance_id is None):
-            raise WorldError(422, "invalid", "give exactly one of task (a row) or instance_id")
-        if instance_id is not None:
-            found = (self._tasks or {}).get(instance_id)
-            if found is None:
-                raise WorldError(404, "unknown_task", f"this server has no task {instance_id!r}")
-            return found
+        """The task of a request: a server task by id, or a client's row (data only)."""
         try:
-            return coerce_task(task)
-        except ValueError as exc:  # TaskValidationError names the field
-            raise WorldError(422, "invalid_task", f"task: {exc}") from None
+            return client_task(task, instance_id, self._tasks or {}, self.config.allow_task_rows)
+        except PolicyError as exc:
+            raise WorldError(exc.status, exc.code, str(exc)) from None
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -228,22 +179,46 @@ class WorldHandler:
         if self.draining or self._closed:
             raise WorldError(503, "draining", "the service is shutting down")
 
-    def _reserve(self, owner: str) -> None:
-        """Hold one live-episode slot of ``owner`` (429 when none is left)."""
+    def _live(self, owner: str) -> int:
+        """``owner``'s episodes that hold a session (or a slot being filled); under the lock."""
+        live = sum(r.owner == owner and r.live for r in self._records.values())
+        return live + self._reserved.get(owner, 0)
+
+    def _reserve(self, owner: str, *, rate: bool = True) -> None:
+        """Hold one live-episode slot of ``owner`` (429 when none is left); ``rate``: take
+        one creation of the owner's per-minute window too."""
         with self._lock:
             self._check_open()
-            live = sum(r.owner == owner for r in self._records.values())
-            live += self._reserved.get(owner, 0)
+            live = self._live(owner)
             if live >= self.config.max_episodes_per_token:
-                raise _quota(
-                    f"this token holds {live} episodes, the most allowed "
-                    f"(delete some or wait for idle ones to expire)",
+                raise quota_error(
+                    f"this token holds {live} live episodes, the most allowed "
+                    f"(delete or end some, or wait for idle ones to expire)",
                     self.config.reap_interval_s,
                 )
-            wait = self._owner(owner).creates.take()
-            if wait is not None:
-                raise _quota("too many episodes created in the last minute", wait)
+            if rate:
+                wait = self._owner(owner).creates.take()
+                if wait is not None:
+                    raise quota_error("too many episodes created in the last minute", wait)
             self._reserved[owner] = self._reserved.get(owner, 0) + 1
+
+    def _evict_ended(self, owner: str) -> None:
+        """Close ``owner``'s least recently used ended episodes past
+        ``max_ended_per_token`` (on a worker thread: closing may free a model)."""
+        with self._lock:
+            ended = sorted(
+                (r for r in self._records.values() if r.owner == owner and not r.live),
+                key=lambda r: r.last_used,
+            )
+            evicted = ended[: max(0, len(ended) - self.config.max_ended_per_token)]
+            for record in evicted:
+                del self._records[record.id]
+        for record in evicted:
+            self._close_record(record, "ended episodes over the token's limit")
+
+    def _unfork(self, owner: str) -> None:
+        with self._lock:
+            self._forking[owner] -= 1
 
     def _unreserve(self, owner: str) -> None:
         with self._lock:
@@ -289,6 +264,8 @@ class WorldHandler:
                     record.last_used = time.monotonic()
                     self._in_flight -= 1
                     self._idle.notify_all()
+                if exclusive and record.episode.session is None:  # the call ended it
+                    self._evict_ended(owner)
 
         try:
             future = self._threads.submit(run)
@@ -308,8 +285,11 @@ class WorldHandler:
             ) from None  # fmt: skip
         except WorldError:
             raise
-        except (EpisodeError, KeyError, ValueError, TypeError) as exc:
-            raise _client_error(exc, record.episode.id, episode_id) from None
+        except (EpisodeError, KeyError, ValueError, TypeError, RuntimeError) as exc:
+            error = client_error(exc, record.episode.id, episode_id)
+            if error is None:
+                raise
+            raise error from None
 
     async def _run_free(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` on a worker thread, counted as in flight (for creation)."""
@@ -327,10 +307,12 @@ class WorldHandler:
 
         return await asyncio.wrap_future(self._threads.submit(run))
 
-    def _register(self, owner: str, episode: Episode) -> str:
+    def _register(
+        self, owner: str, episode: Episode, lease: Lease | None, *, forked: bool = False
+    ) -> str:
         episode_id = "w-" + secrets.token_hex(12)
         with self._lock:
-            self._records[episode_id] = _Record(episode_id, owner, episode)
+            self._records[episode_id] = _Record(episode_id, owner, episode, lease, forked)
         self.metrics.episode_opened()
         log.info("episode %s opened by %s (%s)", episode_id, owner, episode.id)
         return episode_id
@@ -354,31 +336,34 @@ class WorldHandler:
         self._reserve(owner)
 
         def open_episode() -> tuple[str, str, dict[str, Any]]:
-            executor, rewarder = self._component(config)
-            episode = Episode(config=config, manager=self.manager, executor=executor,
-                              rewarder=rewarder)  # fmt: skip
+            lease = self.components.acquire(owner, config)
+            episode = Episode(config=config, manager=self.manager, executor=lease.executor,
+                              rewarder=lease.rewarder)  # fmt: skip
             try:
                 observation, info = episode.reset(task, seed=body.seed)
             except BaseException:
                 episode.close()
+                self.components.release(lease)
                 raise
             # registered here, not by the request: a client gone meanwhile leaves an
             # episode that idle expiry closes, not a session nobody knows of
-            return self._register(owner, episode), observation, info
-
-        from sweworld.sandbox.repos import RepoError
+            return self._register(owner, episode, lease), observation, info
 
         try:
             episode_id, observation, info = await self._run_free(open_episode)
-        except (ValueError, TypeError) as exc:
-            raise WorldError(422, "invalid", str(exc)) from None
-        except RepoError as exc:  # a row whose repository or commit cannot be checked out
-            raise WorldError(422, "invalid_task", f"task: {exc}") from None
-        except EpisodeError as exc:
-            raise WorldError(409, "not_running", str(exc)) from None
+        except ConfigsExhausted as exc:
+            raise WorldError(429, "too_many_configs", str(exc),
+                             headers={"Retry-After": str(math.ceil(self.config.reap_interval_s))},
+                             ) from None  # fmt: skip
+        except (ValueError, TypeError, EpisodeError, RuntimeError) as exc:
+            error = client_error(exc, "", "")
+            if error is None:
+                raise
+            raise WorldError(error.status, error.body.error, error.body.message) from None
         finally:
             self._unreserve(owner)
-        return s.EpisodeStarted(episode_id=episode_id, observation=observation, info=_json(info))
+        return s.EpisodeStarted(episode_id=episode_id, observation=text_safe(observation),
+                                info=json_safe(info))  # fmt: skip
 
     async def reset(self, owner: str, episode_id: str, body: s.ResetEpisode) -> s.EpisodeStarted:
         task = None
@@ -386,11 +371,25 @@ class WorldHandler:
             task = self._task(body.task, body.instance_id)
         wait = self._owner_window(owner, episode_id, "creates")
         if wait is not None:
-            raise _quota("too many episodes created in the last minute", wait)
-        observation, info = await self._call(
-            owner, episode_id, lambda r: r.episode.reset(task, seed=body.seed)
-        )
-        return s.EpisodeStarted(episode_id=episode_id, observation=observation, info=_json(info))
+            raise quota_error("too many episodes created in the last minute", wait)
+        with self._lock:  # an ended episode holds no session: it needs a live slot again
+            needs_slot = not self._get(owner, episode_id).live
+        if needs_slot:
+            self._reserve(owner, rate=False)
+
+        def restart(record: _Record) -> tuple[str, dict[str, Any]]:
+            started = record.episode.reset(task, seed=body.seed)
+            with self._lock:
+                record.snapshots = 0  # the reset dropped them with the old session
+            return started
+
+        try:
+            observation, info = await self._call(owner, episode_id, restart)
+        finally:
+            if needs_slot:
+                self._unreserve(owner)
+        return s.EpisodeStarted(episode_id=episode_id, observation=text_safe(observation),
+                                info=json_safe(info))  # fmt: skip
 
     def _owner_window(self, owner: str, episode_id: str, which: str) -> float | None:
         """Take one event of ``owner``'s ``which`` window (an unknown episode is 404 first,
@@ -403,7 +402,7 @@ class WorldHandler:
     async def step(self, owner: str, episode_id: str, body: s.StepRequest) -> s.StepResponse:
         wait = self._owner_window(owner, episode_id, "steps")
         if wait is not None:
-            raise _quota("too many steps in the last minute", wait)
+            raise quota_error("too many steps in the last minute", wait)
         started = time.perf_counter()
         error: str | None = None
         try:
@@ -418,7 +417,7 @@ class WorldHandler:
         finally:
             self.metrics.step_done(time.perf_counter() - started, error)
         self.metrics.observe_step_info(outcome.info)
-        return _step_response(outcome)
+        return step_response(outcome)
 
     async def end(self, owner: str, episode_id: str, body: s.EndRequest) -> s.StepResponse:
         outcome = await self._call(
@@ -426,10 +425,31 @@ class WorldHandler:
             lambda r: r.episode.end(body.reason, error=body.error),
             deadline=self._end_deadline,
         )  # fmt: skip
-        return _step_response(outcome)
+        return step_response(outcome)
 
     async def snapshot(self, owner: str, episode_id: str) -> s.SnapshotTaken:
-        snap = await self._call(owner, episode_id, lambda r: r.episode.snapshot())
+        cfg = self.config
+
+        def take(record: _Record) -> str:
+            with self._lock:  # checked and counted at once: concurrent calls cannot pass
+                mine = (r for r in self._records.values() if r.owner == owner and r.live)
+                held = sum(r.snapshots for r in mine)
+                wait = cfg.reap_interval_s
+                if record.snapshots >= cfg.max_snapshots_per_episode:
+                    why = f"this episode holds {record.snapshots} snapshots, the most allowed "
+                    raise quota_error(why + "(reset the episode to drop them)", wait)
+                if held >= cfg.max_snapshots_per_token:
+                    why = f"this token's episodes hold {held} snapshots, the most allowed "
+                    raise quota_error(why + "(reset, end or delete episodes)", wait)
+                record.snapshots += 1
+            try:
+                return record.episode.snapshot()
+            except BaseException:
+                with self._lock:
+                    record.snapshots -= 1
+                raise
+
+        snap = await self._call(owner, episode_id, take)
         return s.SnapshotTaken(snapshot_id=snap)
 
     async def restore(self, owner: str, episode_id: str, body: s.RestoreRequest) -> s.EpisodeState:
@@ -439,27 +459,46 @@ class WorldHandler:
     async def fork(self, owner: str, episode_id: str) -> s.EpisodeStarted:
         with self._lock:
             self._get(owner, episode_id)
-        self._reserve(owner)
+            forks = sum(r.owner == owner and r.forked and r.live for r in self._records.values())
+            forks += self._forking.get(owner, 0)  # counted at once: concurrent forks cannot pass
+            if forks >= self.config.max_forks_per_token:
+                raise quota_error(f"this token holds {forks} live forks, the most allowed",
+                                  self.config.reap_interval_s)  # fmt: skip
+            self._forking[owner] = self._forking.get(owner, 0) + 1
         try:
-            new_id = await self._call(
-                owner, episode_id, lambda r: self._register(owner, r.episode.fork())
-            )
+            self._reserve(owner)
+        except WorldError:
+            self._unfork(owner)
+            raise
+
+        def fork_one(record: _Record) -> str:
+            lease = self.components.share(record.lease) if record.lease is not None else None
+            try:
+                other = record.episode.fork()
+            except BaseException:
+                self.components.release(lease)
+                raise
+            return self._register(owner, other, lease, forked=True)
+
+        try:
+            new_id = await self._call(owner, episode_id, fork_one)
         finally:
             self._unreserve(owner)
+            self._unfork(owner)
         return s.EpisodeStarted(episode_id=new_id, observation="", info={"forked_from": episode_id})
 
     async def patch(self, owner: str, episode_id: str) -> s.PatchResponse:
-        text = await self._call(owner, episode_id, lambda r: _current_patch(r.episode))
-        return s.PatchResponse(patch=text)
+        text = await self._call(owner, episode_id, lambda r: current_patch(r.episode))
+        return s.PatchResponse(patch=text_safe(text))
 
     async def reward(self, owner: str, episode_id: str, body: s.RewardRequest) -> s.RewardResponse:
         def score(record: _Record) -> Any:
             episode = record.episode
-            patch = body.patch if body.patch is not None else _current_patch(episode)
+            patch = body.patch if body.patch is not None else current_patch(episode)
             return episode.score(patch, submitted=body.submitted)
 
         final = await self._call(owner, episode_id, score, deadline=self._end_deadline)
-        return s.RewardResponse(**_json(final.to_dict()))
+        return s.RewardResponse(**json_safe(final.to_dict()))
 
     def state(self, owner: str, episode_id: str) -> s.EpisodeState:
         with self._lock:
@@ -469,7 +508,7 @@ class WorldHandler:
         episode = record.episode
         return s.EpisodeState(
             episode_id=episode_id,
-            instance_id=episode.task.instance_id if episode.task else None,
+            instance_id=text_safe(episode.task.instance_id) if episode.task else None,
             steps=episode.steps,
             done=episode.done,
             reason=episode.reason,
@@ -480,7 +519,7 @@ class WorldHandler:
         trajectory = await self._call(
             owner, episode_id, lambda r: r.episode.trajectory(), exclusive=False
         )
-        return s.TrajectoryResponse(trajectory=_json(dataclasses.asdict(trajectory)))
+        return s.TrajectoryResponse(trajectory=json_safe(dataclasses.asdict(trajectory)))
 
     async def delete(self, owner: str, episode_id: str) -> s.Closed:
         with self._lock:
@@ -497,6 +536,7 @@ class WorldHandler:
             record.episode.close()
         except Exception:
             log.exception("closing episode %s failed", record.id)
+        self.components.release(record.lease)
         self.metrics.episode_closed()
         log.info("episode %s closed (%s)", record.id, why)
 
@@ -562,71 +602,9 @@ class WorldHandler:
             self._closed = True
             records = list(self._records.values())
             self._records.clear()
-            components = list(self._components.values())
-            self._components.clear()
         for record in records:
             self._close_record(record, "shutdown")
-        for lm, executor, rewarder in components:
-            _close_parts(rewarder, executor, lm)
+        self.components.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
         if self._own_manager:
             self.manager.close_all()
-
-
-def _client_error(exc: Exception, inner_id: str, episode_id: str) -> WorldError:
-    """The status of an episode's exception (its message names the service's id)."""
-    text = str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
-    text = text.replace(f"episode {inner_id}", f"episode {episode_id}")
-    if isinstance(exc, EpisodeBusy):
-        return WorldError(409, "busy", text, episode_id)
-    if isinstance(exc, EpisodeFinished):
-        return WorldError(409, "finished", text, episode_id)
-    if isinstance(exc, EpisodeError):
-        return WorldError(409, "not_running", text, episode_id)
-    if isinstance(exc, KeyError):
-        return WorldError(404, "unknown_snapshot", text, episode_id)
-    return WorldError(422, "invalid", text, episode_id)
-
-
-def _close_parts(*parts: Any) -> None:
-    for part in parts:
-        closer = getattr(part, "close", None)
-        if callable(closer):
-            try:
-                closer()
-            except Exception:
-                log.exception("closing %s failed", type(part).__name__)
-
-
-def _current_patch(episode: Episode) -> str:
-    if episode.session is not None:
-        return episode.session.get_patch() or ""
-    if episode.task is None:
-        raise EpisodeError(f"episode {episode.id}: no episode has started")
-    return episode.patch or ""
-
-
-def _json(value: Any) -> Any:
-    """``value`` with everything JSON cannot hold turned into text (a NaN into None)."""
-
-    def clean(item: Any) -> Any:
-        if isinstance(item, float) and not math.isfinite(item):
-            return None
-        if isinstance(item, dict):
-            return {str(k): clean(v) for k, v in item.items()}
-        if isinstance(item, (list, tuple)):
-            return [clean(v) for v in item]
-        return item
-
-    return clean(json.loads(json.dumps(value, default=str)))
-
-
-def _step_response(outcome: Any) -> s.StepResponse:
-    reward = outcome.reward if math.isfinite(outcome.reward) else 0.0
-    return s.StepResponse(
-        observation=outcome.observation,
-        reward=reward,
-        terminated=outcome.terminated,
-        truncated=outcome.truncated,
-        info=_json(outcome.info),
-    )

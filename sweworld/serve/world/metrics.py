@@ -168,12 +168,24 @@ class Metrics:
             "sweworld_http_errors", "Error responses of the service's handlers",
             ["status", "error"], registry=reg,
         )  # fmt: skip
+        self.http_connections = Gauge(
+            "sweworld_http_connections", "HTTP connections open", registry=reg
+        )
+        self.http_connections_closed = Counter(
+            "sweworld_http_connections_closed",
+            "Connections the service closed: evicted (idle, at the connection limit), "
+            "refused, header_timeout, body_timeout, bad_request",
+            ["reason"], registry=reg,
+        )  # fmt: skip
         from sweworld.env.config import END_REASONS
 
         self._outcomes = _Vocabulary(("ok",))
         self._reasons = _Vocabulary(END_REASONS)
         self._action_kinds = _Vocabulary(("type", "too_deep", "too_long", "parse"))
         self._error_codes = _Vocabulary()
+        self._close_reasons = _Vocabulary(
+            ("evicted", "refused", "header_timeout", "body_timeout", "bad_request")
+        )
 
     # ------------------------------------------------------------------ episodes
 
@@ -258,6 +270,10 @@ class Metrics:
         method = method if method in _METHODS else "OTHER"
         self.http_requests.labels(method, route, _status_label(status)).inc()
         self.http_latency.labels(method, route).observe(max(latency_s, 0.0))
+
+    def connection_closed(self, reason: str) -> None:
+        """The service closed a connection for ``reason`` (see the counter's help)."""
+        self.http_connections_closed.labels(self._close_reasons(reason)).inc()
 
     def render(self) -> tuple[bytes, str]:
         """The body and content type of ``/metrics`` (Prometheus text format)."""

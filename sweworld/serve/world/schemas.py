@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "API_VERSION",
@@ -62,24 +62,49 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class CreateEpisode(_Strict):
+#: Longest per-request command timeout a client may send (a week; the episode bounds it
+#: again by its own step deadline).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+#: Seeds are integers in [0, 2**63).
+MAX_SEED = 2**63 - 1
+
+
+class _Request(_Strict):
+    """A client's request: unknown fields, ``Infinity`` and ``NaN`` refused everywhere
+    (Python's JSON parser accepts both literals; nested dicts are walked too)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _finite(cls, data: Any) -> Any:
+        from sweworld.serve.world.policy import finite_everywhere
+
+        where = finite_everywhere(data)
+        if where is not None:
+            raise ValueError(f"{where}: Infinity and NaN are not accepted")
+        return data
+
+
+class CreateEpisode(_Request):
     """Open an episode: a task row, or the id of a task the server was started with."""
 
     task: dict[str, Any] | None = Field(None, description="a task row (SWE-bench shaped)")
     instance_id: str | None = Field(None, description="a task of the server's tasks file")
     config: dict[str, Any] = Field(
         default_factory=dict,
-        description="EpisodeConfig overrides (the server may refuse some: executor, model)",
+        description="EpisodeConfig overrides: only the keys the server allows, and limits "
+        "only lowered (see sweworld.serve.world.policy)",
     )
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
 
 
-class ResetEpisode(_Strict):
+class ResetEpisode(_Request):
     """Start the episode again, on its task or on another."""
 
     task: dict[str, Any] | None = None
     instance_id: str | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
 
 
 class EpisodeStarted(_Strict):
@@ -90,11 +115,13 @@ class EpisodeStarted(_Strict):
     info: dict[str, Any] = Field(default_factory=dict)
 
 
-class StepRequest(_Strict):
+class StepRequest(_Request):
     """One agent action: text or a tool-call object."""
 
     action: str | dict[str, Any]
-    timeout: float | None = Field(None, gt=0, description="bound of a bash command (s)")
+    timeout: float | None = Field(
+        None, gt=0, le=MAX_TIMEOUT_S, description="bound of a bash command (s)"
+    )
 
 
 class StepResponse(_Strict):
@@ -107,7 +134,7 @@ class StepResponse(_Strict):
     info: dict[str, Any] = Field(default_factory=dict)
 
 
-class EndRequest(_Strict):
+class EndRequest(_Request):
     """End a running episode without an action (graded like any end)."""
 
     reason: Literal["max_steps", "timeout", "max_tokens", "error", "submitted"] = "max_steps"
@@ -118,7 +145,7 @@ class SnapshotTaken(_Strict):
     snapshot_id: str
 
 
-class RestoreRequest(_Strict):
+class RestoreRequest(_Request):
     snapshot_id: str
 
 
@@ -137,7 +164,7 @@ class PatchResponse(_Strict):
     patch: str
 
 
-class RewardRequest(_Strict):
+class RewardRequest(_Request):
     """Score a patch (the episode's current one when absent) without ending the episode."""
 
     patch: str | None = None

@@ -3,7 +3,15 @@
 ``add_arguments(parser)`` adds the sub-command's options; ``run(args)`` starts the service
 and returns its exit status. The first SIGTERM or SIGINT starts a graceful shutdown: new
 requests get 503 while the steps in flight finish (at most ``--drain-timeout`` seconds),
-then uvicorn stops and every episode and session is closed; a second signal stops at once.
+then uvicorn stops and every episode and session is closed. A second signal stops at once:
+requests in flight get 503 (JSON), the sandboxes are killed, the sessions closed best-effort
+within ``--force-exit-timeout``, and the process exits with :data:`FORCED_EXIT`.
+
+Every option is checked before anything listens (numbers finite and bounded, the executor
+and model specs resolvable, the address bindable): a bad one is one line on stderr and exit
+status 2. Connections go through :mod:`sweworld.serve.world.connections` (header, body and
+keep-alive timeouts, a connection limit under the descriptor limit) and every error is JSON
+(:class:`~sweworld.serve.world.app.JsonErrors`).
 
 Requires the ``serve`` extra (FastAPI, uvicorn); imported lazily by ``sweworld serve``.
 """
@@ -11,11 +19,16 @@ Requires the ``serve`` extra (FastAPI, uvicorn); imported lazily by ``sweworld s
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import logging
+import math
+import os
 import signal
 import socket
 import sys
 import threading
+import time
 from types import FrameType
 from typing import Any
 
@@ -24,11 +37,130 @@ __all__ = ["add_arguments", "config_from_args", "draining_server", "main", "run"
 log = logging.getLogger("sweworld.serve.world")
 
 
+#: Receive buffer of every connection (the kernel doubles it), bytes.
+RECEIVE_BUFFER = 128 * 1024
+#: Exit status after a second signal (the process did not shut down gracefully).
+FORCED_EXIT = 1
+#: Bounds of the numeric options of the other groups, checked after parsing (an option not
+#: listed must still be finite and not negative): (lowest, highest).
+NUMERIC_BOUNDS: dict[str, tuple[float, float]] = {
+    "max_steps": (1, 100_000),
+    "step_timeout": (0.1, 86_400),
+    "max_episodes_per_token": (1, 100_000),
+    "max_steps_per_minute": (1, 10_000_000),
+    "max_creates_per_minute": (1, 1_000_000),
+    "idle_timeout": (1, 7 * 86_400),
+    "max_body_bytes": (1024, 1 << 30),
+    "request_deadline": (0.1, 7 * 86_400),
+    "workers": (1, 4096),
+    "drain_timeout": (0, 86_400),
+}
+
+
+def bounded(kind: type, low: float, high: float) -> Any:
+    """An argparse type: a ``kind`` (int or float) in ``[low, high]``, finite (no ``inf``,
+    no ``nan``), with a one-line error otherwise."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is out of range [{low:g}, {high:g}]")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def _log_level(text: str) -> str:
+    level = text.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a log level")
+    return level
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Every numeric option finite and within :data:`NUMERIC_BOUNDS` (not negative when it
+    has none); ``ValueError`` naming the first that is not."""
+    for name, value in sorted(vars(args).items()):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        low, high = NUMERIC_BOUNDS.get(name, (0, math.inf))
+        if not math.isfinite(value) or not low <= value <= high:
+            option = "--" + name.replace("_", "-")
+            raise ValueError(f"{option} must be in [{low:g}, {high:g}], got {value!r}")
+
+
+def check_components(episode: Any) -> None:
+    """The executor and model specs of the server's episodes resolve, without building a
+    model: the executor is a registered name (``NAME:ARG`` built, to check ``ARG``), or a
+    dotted path to an executor class or a Python factory function (not a builtin such as
+    ``os.system``); the SWT and SWR specs pass :func:`sweworld.models.check_lm_spec`.
+    ``ValueError`` (or ``FileNotFoundError``) with one line otherwise."""
+    import inspect
+
+    from sweworld.models import check_lm_spec
+    from sweworld.sandbox.registry import executor_names, load_object, make_executor
+
+    spec = episode.executor
+    if isinstance(spec, str):
+        names = executor_names()
+        name, sep, _ = spec.partition(":")
+        if sep and name in names:
+            built = make_executor(spec)
+            closer = getattr(built, "close", None)
+            if callable(closer):
+                closer()
+        elif spec not in names:
+            if "." not in spec:
+                known = ", ".join(sorted(names))
+                raise ValueError(f"unknown executor {spec!r}; known: {known} (or a dotted path)")
+            target = load_object(spec)
+            is_class = inspect.isclass(target) and callable(getattr(target, "execute", None))
+            if not (is_class or inspect.isfunction(target)):
+                raise ValueError(
+                    f"executor {spec!r} is not an executor class or factory function "
+                    f"(it is a {type(target).__name__})"
+                )
+    try:
+        check_lm_spec(episode.model)
+        if episode.reward in ("swr", "both"):
+            check_lm_spec(episode.swr_model)
+    except FileNotFoundError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``sweworld serve world``."""
     net = parser.add_argument_group("network")
     net.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    net.add_argument("--port", type=int, default=8765, help="port to listen on (8765; 0: any)")
+    net.add_argument(
+        "--port", type=bounded(int, 0, 65535), default=8765, help="port to listen on (8765; 0: any)"
+    )
+    net.add_argument(
+        "--header-timeout", type=bounded(float, 0.1, 3600), default=10.0,
+        help="close a connection whose request head is not complete this long after it "
+        "began (slowloris; 10 s)",
+    )  # fmt: skip
+    net.add_argument(
+        "--body-timeout", type=bounded(float, 0.1, 3600), default=30.0,
+        help="answer 408 when a request body is not complete this long after its head (30 s)",
+    )  # fmt: skip
+    net.add_argument(
+        "--keepalive-timeout", type=bounded(float, 0.1, 3600), default=75.0,
+        help="close a kept-alive connection idle this long between requests (75 s: well "
+        "past clients' own idle expiry, httpx's 5 s, so that none sends on a closing one)",
+    )  # fmt: skip
+    net.add_argument(
+        "--max-connections", type=bounded(int, 1, 1 << 20), default=None,
+        help="connections open at once; past it the longest-idle one is closed, or a new one "
+        "gets 503 when all are answering (default: half of what the descriptor limit, "
+        "RLIMIT_NOFILE, leaves after a reserve of 192; the other half is the sessions', "
+        "about 11 descriptors each)",
+    )  # fmt: skip
     auth = parser.add_argument_group("authentication")
     auth.add_argument(
         "--token", action="append", default=[], help="a bearer token clients must send (repeatable)"
@@ -58,12 +190,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ep.add_argument(
         "--allow-config-executor",
         action="store_true",
-        help="let clients choose executor / model / swr_model per episode",
+        help="let clients choose executor / model / swr_model per episode (even then: a "
+        "registered executor name, never a dotted path; an embedded model)",
+    )
+    ep.add_argument(
+        "--max-wall", type=bounded(float, 1, 30 * 24 * 3600), default=3600.0,
+        help="seconds from reset after which an episode is truncated (3600)",
+    )  # fmt: skip
+    ep.add_argument(
+        "--max-observation-chars", type=bounded(int, 200, 10_000_000), default=20_000,
+        help="longest observation returned (20000)",
+    )  # fmt: skip
+    ep.add_argument(
+        "--allow-task-rows",
+        action="store_true",
+        help="let clients send task rows of their own (default: only this server's tasks, "
+        "by instance_id or by an identical row). A row names a repository, looked up only "
+        "in the repo cache, and a commit id; each new one builds a checkout on this disk",
+    )
+    from sweworld.serve.world.policy import DEFAULT_CLIENT_KEYS
+
+    ep.add_argument(
+        "--client-config-keys",
+        default=",".join(sorted(DEFAULT_CLIENT_KEYS)),
+        help="comma-separated EpisodeConfig keys clients may change per episode; limits "
+        "only downwards, reward only to fewer sources, mode only to blind ('' for none; "
+        f"default: {','.join(sorted(DEFAULT_CLIENT_KEYS))})",
     )
     lim = parser.add_argument_group("limits")
     lim.add_argument("--max-episodes-per-token", type=int, default=64, help="live episodes (64)")
     lim.add_argument("--max-steps-per-minute", type=int, default=6000, help="per token (6000)")
     lim.add_argument("--max-creates-per-minute", type=int, default=600, help="per token (600)")
+    for option, default, what in (
+        ("--max-ended-per-token", 64, "ended episodes kept per token (LRU closed past it)"),
+        ("--max-configs-per-token", 4, "distinct executor/model/reward configs per token"),
+        ("--max-forks-per-token", 16, "live forked episodes per token"),
+        ("--max-snapshots-per-episode", 16, "snapshots one episode holds"),
+        ("--max-snapshots-per-token", 128, "snapshots all episodes of a token hold"),
+    ):
+        lim.add_argument(
+            option, type=bounded(int, 1, 1_000_000), default=default, help=f"{what} ({default})"
+        )
     lim.add_argument(
         "--idle-timeout", type=float, default=900.0, help="close episodes idle this long (900 s)"
     )
@@ -85,7 +252,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     ops = parser.add_argument_group("operations")
     ops.add_argument("--runtime-dir", help="where session state goes (the sandbox default)")
-    ops.add_argument("--log-level", default="INFO", help="INFO")
+    ops.add_argument(
+        "--log-level", default="INFO", type=_log_level,
+        help="DEBUG, INFO, WARNING, ERROR (INFO)",
+    )  # fmt: skip
+    ops.add_argument(
+        "--force-exit-timeout", type=bounded(float, 0.1, 600), default=5.0,
+        help="after a second SIGTERM / SIGINT: how long closing the sessions (best effort) "
+        "may take before the process exits (5 s)",
+    )  # fmt: skip
     ops.add_argument("--log-format", choices=("json", "text"), default="json", help="(json)")
 
 
@@ -107,6 +282,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         mode=args.mode,
         max_steps=args.max_steps,
         step_timeout_s=args.step_timeout,
+        max_wall_s=args.max_wall,
+        max_observation_chars=args.max_observation_chars,
     )
     return WorldConfig(
         tokens=tuple(tokens),
@@ -114,7 +291,14 @@ def config_from_args(args: argparse.Namespace) -> Any:
         episode=episode,
         tasks=args.tasks or str(toy_tasks_path()),
         allow_config_executor=args.allow_config_executor,
+        allow_task_rows=args.allow_task_rows,
+        client_config_keys=args.client_config_keys,
         max_episodes_per_token=args.max_episodes_per_token,
+        max_ended_per_token=args.max_ended_per_token,
+        max_configs_per_token=args.max_configs_per_token,
+        max_forks_per_token=args.max_forks_per_token,
+        max_snapshots_per_episode=args.max_snapshots_per_episode,
+        max_snapshots_per_token=args.max_snapshots_per_token,
         max_steps_per_minute=args.max_steps_per_minute,
         max_creates_per_minute=args.max_creates_per_minute,
         idle_timeout_s=args.idle_timeout,
@@ -126,20 +310,55 @@ def config_from_args(args: argparse.Namespace) -> Any:
     )
 
 
+def _child_pids() -> list[int]:
+    """The processes whose parent is this one (the sessions' sandbox servers)."""
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            found.append(int(entry))
+    return found
+
+
 def _uvicorn_server_class() -> type:
     import uvicorn
 
     class _DrainingServer(uvicorn.Server):
-        """uvicorn's server whose first exit signal drains the world before stopping."""
+        """uvicorn's server whose first exit signal drains the world before stopping and
+        whose second stops the process at once (:meth:`_force_stop`)."""
 
-        def __init__(self, config: Any, world: Any) -> None:
+        def __init__(
+            self, config: Any, world: Any, tracker: Any = None, force_timeout_s: float = 5.0
+        ) -> None:
             super().__init__(config)
             self.world = world
+            self.tracker = tracker
+            self.force_timeout_s = force_timeout_s
             self._drain_started = False
+            self._forced = False
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            # asyncio set the kernel's queue to the accept burst (uvicorn's backlog): make it
+            # long again, the burst stays short
+            from sweworld.serve.world.connections import LISTEN_BACKLOG
+
+            for sock in sockets or ():
+                with contextlib.suppress(OSError):
+                    sock.listen(LISTEN_BACKLOG)
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             if self._drain_started:  # a second signal: stop now
                 self.should_exit = self.force_exit = True
+                if not self._forced:
+                    self._forced = True
+                    self._force_stop(sig)
                 return
             self._drain_started = True
             self.world.start_draining()
@@ -154,24 +373,78 @@ def _uvicorn_server_class() -> type:
                 )
             self.should_exit = True
 
+        def _force_stop(self, sig: int) -> None:
+            """A second signal: answer every request in flight 503 (JSON) on the event
+            loop, kill the sandboxes (a step in flight returns), close the sessions (best
+            effort, at most ``force_timeout_s``: unmount, remove their folders), exit."""
+            log.warning("signal %d again: stopping now (closing sessions, at most %.0f s)",
+                        sig, self.force_timeout_s)  # fmt: skip
+            answered = threading.Event()
+
+            def abort() -> None:
+                try:
+                    if self.tracker is not None:
+                        self.tracker.abort_all("the service stopped (a second signal)")
+                finally:
+                    answered.set()
+
+            try:
+                asyncio.get_running_loop().call_soon_threadsafe(abort)
+            except RuntimeError:  # no loop running here: nothing to answer
+                answered.set()
+            threading.Thread(
+                target=self._exit_now, args=(answered,), name="sweworld-exit", daemon=True
+            ).start()
+
+        def _exit_now(self, answered: threading.Event) -> None:
+            deadline = time.monotonic() + self.force_timeout_s
+            answered.wait(1.0)
+            for pid in _child_pids():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            manager = getattr(self.world, "manager", None)
+            if manager is not None:
+                closer = threading.Thread(target=manager.close_all, daemon=True)
+                closer.start()
+                closer.join(max(0.0, deadline - time.monotonic()))
+                if closer.is_alive():
+                    log.warning("exit: sessions still closing after %.0f s; `sweworld gc` "
+                                "removes what is left", self.force_timeout_s)  # fmt: skip
+            log.warning("world service stopped by a second signal")
+            for handler in logging.getLogger().handlers:
+                with contextlib.suppress(Exception):
+                    handler.flush()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(FORCED_EXIT)
+
     return _DrainingServer
 
 
-def draining_server(config: Any, world: Any) -> Any:
+def draining_server(
+    config: Any, world: Any, tracker: Any = None, force_timeout_s: float = 5.0
+) -> Any:
     """A uvicorn ``Server`` whose first SIGTERM / SIGINT drains ``world`` (503 to new
-    requests, steps in flight finish), then stops; the app's shutdown closes everything."""
-    return _uvicorn_server_class()(config, world)
+    requests, steps in flight finish), then stops; the app's shutdown closes everything.
+    A second signal answers the requests in flight 503 (through ``tracker``, a
+    :class:`~sweworld.serve.world.connections.ConnectionTracker`), closes the sessions
+    best-effort within ``force_timeout_s`` and exits with :data:`FORCED_EXIT`."""
+    return _uvicorn_server_class()(config, world, tracker, force_timeout_s)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
     """A listening TCP socket made with ``proto=IPPROTO_TCP``: asyncio turns Nagle off
     (``TCP_NODELAY``) only on accepted sockets whose proto says TCP, and
     ``socket.create_server`` leaves it 0, so every response (headers and body written
-    apart) waited ~40 ms for the client's delayed ACK."""
+    apart) waited ~40 ms for the client's delayed ACK. Its receive buffer is
+    :data:`RECEIVE_BUFFER` (inherited by accepted sockets)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # accepted sockets inherit it: a client can push at most this much that nobody
+        # reads (a body refused from its head), not the kernel's autotuned megabytes
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         sock.bind((host, port))
         sock.listen(2048)
     except BaseException:
@@ -185,7 +458,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from sweworld.serve.world.app import create_app
+        from sweworld.serve.world.app import JsonErrors, create_app
+        from sweworld.serve.world.connections import fd_limit
         from sweworld.serve.world.handler import WorldHandler
         from sweworld.serve.world.logs import configure_logging
     except ImportError as exc:
@@ -194,11 +468,32 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    from sweworld.serve.world.connections import (
+        ACCEPT_BURST,
+        ConnectionLimits,
+        ConnectionTracker,
+        protocol_class,
+    )
+
     configure_logging(args.log_level, json=args.log_format == "json")
-    try:
+    try:  # every option checked before anything listens: one line and status 2 otherwise
+        check_numbers(args)
         config = config_from_args(args)
-    except (ValueError, OSError) as exc:
+        check_components(config.episode)
+        limits = ConnectionLimits(
+            header_timeout_s=getattr(args, "header_timeout", 10.0),
+            body_timeout_s=getattr(args, "body_timeout", 30.0),
+            keepalive_timeout_s=getattr(args, "keepalive_timeout", 75.0),
+            max_connections=getattr(args, "max_connections", None),
+        )
+    except (ValueError, TypeError, OSError) as exc:
         print(f"sweworld serve world: {exc}", file=sys.stderr)
+        return 2
+    try:
+        sock = listening_socket(args.host, args.port)
+    except OSError as exc:
+        print(f"sweworld serve world: cannot listen on {args.host}:{args.port}: "
+              f"{exc.strerror or exc}", file=sys.stderr)  # fmt: skip
         return 2
     if config.no_auth:
         log.warning(
@@ -209,21 +504,25 @@ def run(args: argparse.Namespace) -> int:
     try:
         world = WorldHandler(config)
     except Exception as exc:  # a tasks file that cannot be read, no bubblewrap, ...
+        sock.close()
         print(f"sweworld serve world: cannot start: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     app = create_app(config, world)
-    sock = listening_socket(args.host, args.port)
+    tracker = ConnectionTracker(limits, world.metrics)
     host, port = sock.getsockname()[:2]
-    # keep-alive well past clients' idle-connection expiry (httpx: 5 s), so that a client
-    # never sends a step on a connection the server is closing
     uv_config = uvicorn.Config(
-        app,
+        JsonErrors(app),
+        http=protocol_class(tracker),
+        backlog=ACCEPT_BURST,
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=5,
-        timeout_keep_alive=75,
+        timeout_keep_alive=limits.keepalive_timeout_s,  # type: ignore[arg-type]
     )
-    server = draining_server(uv_config, world)
+    server = draining_server(uv_config, world, tracker, getattr(args, "force_exit_timeout", 5.0))
+    log.info("connections: at most %d open (descriptor limit %d); header %.0f s, body %.0f s, "
+             "keep-alive %.0f s", tracker.max_connections, fd_limit(), limits.header_timeout_s,
+             limits.body_timeout_s, limits.keepalive_timeout_s)  # fmt: skip
     print(f"sweworld world service on http://{host}:{port} (docs: /docs)", flush=True)
     try:
         server.run(sockets=[sock])

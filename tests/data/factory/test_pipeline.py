@@ -207,3 +207,39 @@ def test_inflection_from_the_package_index(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["repo"] == "pypi/inflection" for r in rows)
     assert all(json.loads(r["FAIL_TO_PASS"]) for r in rows)
+
+
+def test_screening_runs_are_records_and_each_task_gets_several_wrong_fixes(tmp_path: Path) -> None:
+    """The build-outcome settings: every screened mutant (and the baseline) is an SWT record
+    of its state, records carry no context, and a task's wrong fixes are states of their own
+    (and SWR negatives)."""
+    from sweworld.data.factory.pipeline import make_tasks
+    from sweworld.data.store import load_split
+
+    src = write_library(tmp_path / "minilib")
+    (src / "setup.cfg").write_text("[tool:pytest]\naddopts = --no-such-plugin-option\n")
+    out = tmp_path / "out"
+    cfg = config(
+        src, out, max_tasks=1, max_mutants=10, multi_fraction=0.0, screen_records=True,
+        contexts=(), wrong_fixes=3,
+    )  # fmt: skip
+    summary = make_tasks(cfg, echo=lambda _: None)
+    counts = summary["factory"]["counts"]
+    assert counts["tasks_made"] == 1
+    assert counts["mutants_tried"] == 10  # all of them, not only until enough were kept
+    swt = load_split(out, "swt", "all")
+    meta = [json.loads(r.meta) for r in swt]
+    screen = [r for r, m in zip(swt, meta, strict=True) if m["phase"] == "screen"]
+    assert len(screen) == 11  # the baseline and each mutant (the library's addopts dropped)
+    base = [r for r in screen if not r.diff]
+    assert len(base) == 1 and base[0].exit_code == 0 and json.loads(base[0].test_statuses)
+    mutants = [r for r in screen if r.diff]
+    assert all("minilib/__init__.py" in r.diff and r.ran_tests for r in mutants)
+    assert {json.loads(r.meta)["verdict"] for r in mutants} >= {"kept"}
+    assert any(r.exit_code == 1 for r in mutants)
+    assert all(not r.context_oracle and not r.context_blind for r in swt)
+    wrong = {m.get("wrong") for m in meta if m["phase"] == "wrong"}
+    assert len(wrong) >= 2 and counts["wrong_fixes"] == len(wrong)
+    swr = load_split(out, "swr", "all")
+    negatives = [r for r in swr if r.candidate_kind == "wrong"]
+    assert len(negatives) == len(wrong) and not any(r.resolved for r in negatives)

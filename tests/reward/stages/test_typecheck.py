@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -168,3 +170,99 @@ def test_module_layout_and_matching() -> None:
     ]
     introduced = introduced_errors(before, after)
     assert [e.line for e in introduced] == [12]
+
+
+def _mypy_children() -> list[int]:
+    """mypy processes started by this process (the stage's, in their own group)."""
+    me, found = str(os.getpid()), []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                parent = handle.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+        except (OSError, IndexError):
+            continue
+        if parent == me and b"mypy" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+class _StuckChecker(TypecheckStage):
+    """The stage with its checker replaced by a process that never finishes and starts a
+    child of its own (as mypy's workers would): what the deadline must kill, whatever the
+    speed of the real mypy on this machine."""
+
+    def __init__(self, pids: Path, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.pids = pids
+
+    def _command(self, cache: Path | None) -> list[str]:
+        code = (
+            "import os, subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+            f"open({str(self.pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+            "time.sleep(600)\n"
+        )
+        return [sys.executable, "-c", code]
+
+
+def test_the_reward_deadline_kills_the_checker_and_its_group(tmp_path: Path) -> None:
+    """The reward's deadline, not the stage's own 600 s, ends the checker: the stage answers
+    ``error`` saying it was killed, and neither the process nor its child is left."""
+    repo = make_repo(
+        tmp_path / "repo",
+        {"pkg/__init__.py": "", "pkg/m.py": "def f(a: int) -> int:\n    return a\n"},
+    )
+    write(repo, {"pkg/m.py": "def f(a: int) -> int:\n    return a + 1\n"})
+    view = view_candidate(diff(repo), base_dir=repo)
+    pids = tmp_path / "pids"
+    stage = _StuckChecker(pids, timeout_s=600, cache_dir=tmp_path / "cache")
+    deadline = time.monotonic() + 3.0
+    result = stage.run(RewardContext(task=None, candidate=view, deadline=deadline))
+    assert time.monotonic() < deadline + 60  # killed at the deadline, not after 600 s
+    assert result.verdict == "error", result.message
+    assert "killed" in result.message
+    assert result.evidence["timeout_s"] < 600
+    started = [int(pid) for pid in pids.read_text().split()]
+    assert len(started) == 2
+    end = time.monotonic() + 10
+    while not all(_gone(pid) for pid in started) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert all(_gone(pid) for pid in started)  # the whole group, not only the leader
+
+
+def test_a_deadline_that_passes_while_reading_files_stops_before_mypy(tmp_path: Path) -> None:
+    body = "".join(f"def f{i}(a: int) -> int:\n    return a + {i}\n" for i in range(5_000))
+    names = [f"pkg/m{n}.py" for n in range(4)]
+    repo = make_repo(tmp_path / "repo", {"pkg/__init__.py": "", **dict.fromkeys(names, body)})
+    write(repo, dict.fromkeys(names, body.replace("return a + 7\n", "return a + 8\n", 1)))
+    view = view_candidate(diff(repo), base_dir=repo)
+    stage = TypecheckStage(timeout_s=600, cache_dir=tmp_path / "cache")
+    result = stage.run(RewardContext(task=None, candidate=view, deadline=time.monotonic()))
+    assert result.verdict == "error" and "passed while reading" in result.message
+    assert _mypy_children() == []
+
+
+def test_stages_not_started_by_the_deadline_are_not_run(repo: Path) -> None:
+    from sweworld.reward.model import RewardModel, SWRConfig
+
+    write(repo, {"pkg/mod.py": MOD.replace("return str(n)", "return n")})
+    patch = diff(repo)
+    model = RewardModel(SWRConfig(stages=("syntax", "typecheck"), mode="blind"))
+    result = model.score(None, patch, base_dir=repo, deadline=time.monotonic() - 1)
+    assert result.info.get("deadline_passed") is True
+    assert result.stages["syntax"].verdict == "error"
+    assert "deadline" in result.stages["syntax"].message and "typecheck" not in result.stages
+    assert result.resolved is False
+    fresh = model.score(None, patch, base_dir=repo, deadline=time.monotonic() + 120)
+    assert fresh.stages["typecheck"].verdict == "fail"  # with time left, the stages run
