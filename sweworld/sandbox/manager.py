@@ -35,6 +35,10 @@ from sweworld.sandbox.tools import ToolConfig
 from sweworld.sandbox.workspace import make_workspace, remove_tree, resolve_backend
 
 _counter = itertools.count(1)
+
+
+class DiskBudgetExceeded(SandboxUnavailable):
+    """A new session's disk would not fit in the manager's ``disk_budget_bytes``."""
 _live_managers: weakref.WeakSet[SessionManager] = weakref.WeakSet()
 
 
@@ -53,6 +57,12 @@ class SessionManager:
         runtime_root: where live session state goes (default ``$SWEWORLD_RUNTIME_DIR`` or
             ``<tmp>/sweworld-<uid>``).
         checkout_root: where base checkouts are cached (default ``<cache>/checkouts``).
+        disk_budget_bytes: the most all live sessions' disks may hold together (None: no
+            bound). An overlay session's disk is a tmpfs (RAM), so ``sessions x quota`` is
+            what the host must be able to hold; a session (or fork) whose disk would not
+            fit is refused with :class:`DiskBudgetExceeded` before anything is mounted.
+            Counted per disk: each session's quota plus its 64 MiB control tmpfs, and the
+            disk of a destroyed session as long as a fork of it keeps its layers alive.
     """
 
     def __init__(
@@ -65,6 +75,7 @@ class SessionManager:
         observation_format: str = "auto",
         runtime_root: Path | None = None,
         checkout_root: Path | None = None,
+        disk_budget_bytes: int | None = None,
     ):
         bwrap_path()  # fail early, with the install hint, when bubblewrap is missing
         _raise_fd_limit()
@@ -80,6 +91,8 @@ class SessionManager:
             observation_format=observation_format,
         )
         self.checkout_root = checkout_root
+        self.disk_budget_bytes = disk_budget_bytes
+        self._pending_bytes = 0  # disks of sessions being opened (counted at once)
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._checkouts: dict[tuple, BaseCheckout] = {}
@@ -156,15 +169,69 @@ class SessionManager:
         task: Any,
         source: Session | None = None,
     ) -> Session:
+        quota = source.workspace.quota_bytes if source else config.limits.disk_mb << 20
+        cost = self._take_budget(quota)
+        try:
+            return self._open_workspace(base, executor, config, task, source, quota)
+        finally:
+            with self._lock:
+                self._pending_bytes -= cost
+
+    def committed_bytes(self) -> int:
+        """What the live sessions' disks may hold together (see ``disk_budget_bytes``)."""
+        with self._lock:
+            return self._committed()
+
+    def _committed(self) -> int:
+        """Under the lock: each distinct disk's quota (a fork keeps its destroyed
+        sources' disks alive: they are among its ``owners``) and each control tmpfs."""
+        from sweworld.sandbox.overlay import CONTROL_BYTES
+
+        disks: dict[str, int] = {}
+        total = 0
+        for session in self._sessions.values():
+            workspace = session.workspace
+            quota = int(getattr(workspace, "quota_bytes", 0))
+            for owner in getattr(workspace, "owners", None) or (session.id,):
+                disks[owner] = quota
+            total += CONTROL_BYTES if getattr(workspace, "kernel_quota", False) else 0
+        return total + sum(disks.values())
+
+    def _take_budget(self, quota: int) -> int:
+        """Count a new session's disk as pending (DiskBudgetExceeded when it would not fit);
+        the bytes counted."""
+        from sweworld.sandbox.overlay import CONTROL_BYTES
+
+        cost = quota + (CONTROL_BYTES if self.backend == "overlay" else 0)
+        with self._lock:
+            budget = self.disk_budget_bytes
+            if budget is not None:
+                used = self._committed() + self._pending_bytes
+                if used + cost > budget:
+                    raise DiskBudgetExceeded(
+                        f"no room for another session: the live sessions' disks hold up to "
+                        f"{used >> 20} MiB of the {budget >> 20} MiB budget and a new one "
+                        f"needs {cost >> 20} MiB; retry when sessions close"
+                    )
+            self._pending_bytes += cost
+        return cost
+
+    def _open_workspace(
+        self,
+        base: BaseCheckout,
+        executor: Any,
+        config: SessionConfig,
+        task: Any,
+        source: Session | None,
+        quota: int,
+    ) -> Session:
         sid = f"{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
         state_dir = self.sessions_dir / sid
         state_dir.mkdir(mode=0o700)
         workspace = None
         try:
             if source is None:
-                workspace = make_workspace(
-                    self.backend, base.path, state_dir, quota_bytes=config.limits.disk_mb << 20
-                )
+                workspace = make_workspace(self.backend, base.path, state_dir, quota_bytes=quota)
             else:
                 workspace = source.workspace.fork(state_dir)
             session = Session(

@@ -24,6 +24,27 @@ class SnapshotLimitReached(ValueError):
     """A session has taken as many snapshots as its limit allows."""
 
 
+def memory_available_bytes() -> int | None:
+    """The kernel's ``MemAvailable`` (what can still be allocated without swapping), or
+    None where ``/proc/meminfo`` cannot be read."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def default_disk_budget_mb() -> int | None:
+    """The default total of all sessions' disks (:class:`SessionManager`'s
+    ``disk_budget_bytes``, the world service's ``--disk-budget-mb``): half of the memory
+    available now (a session's disk is a tmpfs: RAM), or None where that is unknown."""
+    available = memory_available_bytes()
+    return None if available is None else max(1, available // 2 // MIB)
+
+
 def default_disk_mb() -> int:
     """The default quota: ``$SWEWORLD_DISK_MB`` or 1024 (1 GiB)."""
     return _env_int("SWEWORLD_DISK_MB", 1024)
@@ -104,8 +125,10 @@ __all__ = [
     "WRITING_COMMANDS",
     "SnapshotLimitReached",
     "control_full",
+    "default_disk_budget_mb",
     "default_disk_mb",
     "default_max_snapshots",
+    "memory_available_bytes",
     "over_quota",
     "quota_message",
     "refused_edit",

@@ -1,4 +1,4 @@
-"""``sweworld train swt|swr``: see :mod:`sweworld.train` (``add_arguments`` / ``run``)."""
+"""``sweworld train swt|swr|outcome``: see :mod:`sweworld.train` (``add_arguments`` / ``run``)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,22 @@ def add_train_parsers(sub: Any) -> None:
     ):
         p = tsub.add_parser(target, help=help_text, description=help_text)
         add_arguments(p, target)
+    from sweworld.train import outcome
+
+    p = tsub.add_parser(
+        "outcome",
+        help="train the outcome model (exit code, exception, per-test status; no LM)",
+        description=outcome.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    outcome.add_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "train_target", None) == "outcome":
+        from sweworld.train.outcome import run as run_outcome
+
+        return int(run_outcome(args))
     from sweworld.train.main import run as run_training
 
     return int(run_training(args))

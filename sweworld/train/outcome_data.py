@@ -1,0 +1,379 @@
+"""Training rows for the outcome model from stored SWT records with workspace states.
+
+A record (``sweworld.data.schema.SWTRecord``) holds the command, the ``git diff`` of the
+state it ran on, the task row and what really happened. Its state is rebuilt from the
+repository at the record's base commit (extracted once per commit with ``git archive`` from
+a local repository or bare mirror) plus the diff applied in memory, then
+:func:`~sweworld.transition.outcome.features.step_features` computes the features exactly as
+the executor does in a live session. Records whose state cannot be rebuilt (no repository,
+``state_source="trajectory"``) are skipped and counted.
+
+Labels: the exit-code class, the exception type read from the output (the last
+``Name: message`` line of a traceback, or pytest's first ``E   Name`` line), and the
+per-test statuses the shared grader read from the output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweworld.data.schema import SWTRecord, record_from_dict, split_of
+from sweworld.tasks.fields import test_list
+from sweworld.transition.outcome.features import (
+    Ledger,
+    command_kind_of,
+    per_test_features,
+    shlex_join,
+    step_features,
+)
+from sweworld.transition.outcome.model import exit_class
+from sweworld.transition.outcome.state import FileState, diff_overlay
+
+__all__ = [
+    "BaseCheckouts",
+    "Row",
+    "TestRow",
+    "exception_of",
+    "iter_records",
+    "load_rows",
+    "normal_status",
+]
+
+_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure))\b")
+_PYTEST_E = re.compile(r"^E\s+([A-Za-z_][\w.]*(?:Error|Exception|Exit|Warning|Failure))\b")
+
+
+def exception_of(stdout: str, stderr: str, kind: str) -> str:
+    """The exception type a command's output shows, ``none`` when it shows none."""
+    if kind in ("pytest", "django_runtests"):
+        for line in (stdout + "\n" + stderr).splitlines():
+            m = _PYTEST_E.match(line)
+            if m:
+                return m.group(1).rsplit(".", 1)[-1]
+        return "none"
+    text = stderr if stderr.strip() else stdout
+    if "Traceback (most recent call last)" not in text and "SyntaxError" not in text:
+        return "none"
+    found = "none"
+    for line in text.splitlines():
+        m = _EXC.match(line)
+        if m:
+            found = m.group(1).rsplit(".", 1)[-1]
+    return found
+
+
+def normal_status(status: str) -> str:
+    """A grader status folded into the model's classes (XFAIL counts as SKIPPED, XPASS as
+    PASSED)."""
+    status = str(status).upper()
+    return {"XFAIL": "SKIPPED", "XPASS": "PASSED"}.get(status, status)
+
+
+class BaseCheckouts:
+    """Base checkouts on disk, one per commit, extracted from local repositories."""
+
+    def __init__(self, repos: Sequence[Path], cache: Path, *, extract: bool = True):
+        self.repos = [Path(r) for r in repos]
+        self.cache = Path(cache)
+        self.extract = extract
+        self._dirs: dict[str, Path | None] = {}
+
+    def get(self, commit: str) -> Path | None:
+        """The checkout of ``commit``, or None when no repository has it."""
+        if not commit:
+            return None
+        if commit in self._dirs:
+            return self._dirs[commit]
+        out = self.cache / commit
+        if not (out / ".complete").exists():
+            out = self._extract(commit, out) if self.extract else None
+        self._dirs[commit] = out
+        return out
+
+    def for_task(self, task: dict[str, Any], fallback_commit: str = "") -> Path | None:
+        """The checkout a task's session starts from: its base commit, plus its setup patch
+        for a SWE-smith / factory task (the bug is applied on top, as the session does)."""
+        commit = str(task.get("base_commit") or fallback_commit)
+        base = self.get(commit)
+        setup = str(task.get("setup_patch") or "")
+        if base is None or not setup:
+            return base
+        import hashlib
+
+        key = f"{commit}-{hashlib.sha256(setup.encode()).hexdigest()[:16]}"
+        if key in self._dirs:
+            return self._dirs[key]
+        out = self.cache / key
+        if not (out / ".complete").exists():
+            materialize(base, setup, out)
+            (out / ".complete").write_text(key)
+        self._dirs[key] = out
+        return out
+
+    def _extract(self, commit: str, out: Path) -> Path | None:
+        for repo in self.repos:
+            probe = subprocess.run(
+                ["git", "-C", str(repo), "cat-file", "-e", f"{commit}^{{commit}}"],
+                capture_output=True,
+            )
+            if probe.returncode != 0:
+                continue
+            out.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile() as tar:
+                subprocess.run(
+                    ["git", "-C", str(repo), "archive", "--format=tar", commit],
+                    stdout=tar,
+                    check=True,
+                )
+                tar.seek(0)
+                with tarfile.open(fileobj=tar) as tf:
+                    tf.extractall(out, filter="data")
+            (out / ".complete").write_text(commit)
+            return out
+        return None
+
+
+def iter_records(paths: Iterable[Path]) -> Iterator[SWTRecord]:
+    """SWT records from ``swt.jsonl`` files (or folders holding ``records/swt.jsonl``)."""
+    for path in paths:
+        path = Path(path)
+        files = [path] if path.is_file() else sorted(path.rglob("swt.jsonl"))
+        for file in files:
+            with file.open(encoding="utf-8") as fh:
+                for line in fh:
+                    line = line.strip()
+                    if line:
+                        rec = record_from_dict("swt", json.loads(line))
+                        assert isinstance(rec, SWTRecord)
+                        yield rec
+
+
+def _argv(command: str) -> list[str]:
+    import shlex
+
+    text = command
+    if "&&" in text:  # "cd /testbed && python ..." as the factory records it
+        text = text.rsplit("&&", 1)[1]
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
+_COUNTS = re.compile(r"(\d+) (passed|failed|error|errors|skipped)\b")
+
+
+def materialize(base: Path, diff: str, into: Path) -> list[str]:
+    """The state ``base`` + ``diff`` as files under ``into`` (a hard-linked copy of the base
+    whose changed files are new files); returns the changed relative paths."""
+    if into.exists():
+        shutil.rmtree(into)
+    subprocess.run(["cp", "-al", str(base), str(into)], check=True)
+    overlay = diff_overlay(base, diff)
+    for rel, text in overlay.items():
+        target = into / rel
+        if target.exists() or target.is_symlink():
+            target.unlink()
+        if text is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+    return list(overlay)
+
+
+class StateDir:
+    """One on-disk workspace, moved from state to state by touching only changed files (a
+    hard-linked copy of the base; changed files are new files)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.base: Path | None = None
+        self.overlay: list[str] = []
+
+    def set(self, base: Path, diff: str) -> list[str]:
+        """Make the folder hold ``base`` + ``diff``; returns the changed relative paths."""
+        if self.base != base:
+            if self.path.exists():
+                shutil.rmtree(self.path)
+            subprocess.run(["cp", "-al", str(base), str(self.path)], check=True)
+            self.base, self.overlay = base, []
+        for rel in self.overlay:  # back to the base for what the last state changed
+            target, original = self.path / rel, base / rel
+            if target.exists() or target.is_symlink():
+                target.unlink()
+            if original.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.link(original, target)
+        overlay = diff_overlay(base, diff)
+        for rel, text in overlay.items():
+            target = self.path / rel
+            if target.exists() or target.is_symlink():
+                target.unlink()
+            if text is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+        self.overlay = list(overlay)
+        return self.overlay
+
+
+def collected_ids(workspace: Path, argv: Sequence[str], cwd: str) -> list[str] | None:
+    """The test ids pytest would collect for ``argv`` on the files under ``workspace`` (the
+    executor's own collection), None when it cannot tell."""
+    from sweworld.transition.facts import collect_pytest, parse_command
+    from sweworld.transition.types import WorkspaceView
+
+    info = parse_command(tuple(argv))
+    if info.pytest is None:
+        return None
+    try:
+        collection = collect_pytest(WorkspaceView(workspace, cwd=cwd), info.pytest, cwd)[0]
+    except Exception:  # an unexpected layout: no per-test labels beyond the parsed ones
+        return None
+    if not collection.exact:
+        return None
+    return [item.nodeid for item in collection.items]
+
+
+def test_labels(
+    parsed: dict[str, str], ids: list[str] | None, stdout: str, exit_code: int, exitfirst: bool
+) -> dict[str, str]:
+    """Per-test labels of a run: the parsed statuses, completed with PASSED for the collected
+    tests a run without ``-rA`` does not name, when the final counts line confirms it."""
+    if ids is None or exit_code not in (0, 1) or "PASSED" in parsed.values():
+        return parsed
+    labels: dict[str, str] = {}
+    for test in ids:
+        labels[test] = parsed.get(test, "PASSED")
+        if exitfirst and labels[test] in ("FAILED", "ERROR"):
+            break
+    tail = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    counts = {w.rstrip("s") if w != "passed" else w: int(n) for n, w in _COUNTS.findall(tail)}
+    if counts.get("passed", -1) != sum(v == "PASSED" for v in labels.values()):
+        return parsed
+    return labels
+
+
+@dataclass
+class TestRow:
+    """One test's features and real status (and its status at base, for the floor)."""
+
+    features: list[float]
+    status: str
+    base_status: str
+    test_id: str
+
+
+@dataclass
+class Row:
+    """One record's features (oracle or blind) and labels."""
+
+    record_id: str
+    instance_id: str
+    repo: str
+    split: str
+    mode: str
+    kind: str
+    features: list[float]
+    exit_class: str
+    exit_code: int
+    exception: str
+    tests: list[TestRow] = field(default_factory=list)
+
+
+def _base_statuses(records: Sequence[SWTRecord]) -> dict[str, dict[str, str]]:
+    """instance -> test id -> status on the untouched base (runs with an empty diff)."""
+    out: dict[str, dict[str, str]] = defaultdict(dict)
+    for rec in records:
+        if not rec.diff.strip() and rec.ran_tests:
+            for test, status in rec.statuses().items():
+                out[rec.instance_id].setdefault(test, normal_status(status))
+    return out
+
+
+def load_rows(
+    paths: Iterable[Path],
+    checkouts: BaseCheckouts,
+    heldout: Sequence[str] | None = None,
+    modes: Sequence[str] = ("oracle", "blind"),
+    stats: dict[str, int] | None = None,
+) -> list[Row]:
+    """Feature rows of every record whose state can be rebuilt, in both ``modes``."""
+    stats = stats if stats is not None else {}
+    records = list(iter_records(paths))
+    base = _base_statuses(records)
+    by_instance: dict[str, list[SWTRecord]] = defaultdict(list)
+    for rec in records:
+        by_instance[rec.instance_id].append(rec)
+    rows: list[Row] = []
+    work = Path(tempfile.mkdtemp(prefix="outcome-state-"))
+    ws = StateDir(work / "ws")
+    split_args = {"heldout": heldout} if heldout is not None else {}
+    for instance, recs in by_instance.items():
+        recs.sort(key=lambda r: (r.step, r.call))
+        ledgers = {mode: Ledger() for mode in modes}
+        for rec in recs:
+            task = json.loads(rec.task) if rec.task else {}
+            checkout = checkouts.for_task(task, rec.base_commit)
+            if checkout is None or rec.state_source == "trajectory":
+                stats["skipped_no_state"] = stats.get("skipped_no_state", 0) + 1
+                continue
+            argv = _argv(rec.command)
+            if not argv:
+                continue
+            changed = ws.set(checkout, rec.diff)
+            state = FileState.from_dirs(ws.path, checkout, changed)
+            kind = command_kind_of(argv)
+            statuses = {k: normal_status(v) for k, v in rec.statuses().items()}
+            ids = collected_ids(ws.path, argv, rec.cwd) if kind == "pytest" else None
+            if kind == "pytest":
+                exitfirst = "-x" in argv or "--exitfirst" in argv
+                statuses = test_labels(statuses, ids, rec.stdout, rec.exit_code, exitfirst)
+            exc = exception_of(rec.stdout, rec.stderr, kind)
+            for mode in modes:
+                oracle = mode == "oracle"
+                ledger = ledgers[mode]
+                step = step_features(
+                    argv,
+                    rec.cwd,
+                    state,
+                    task,
+                    oracle=oracle,
+                    ledger=ledger,
+                    stdin=rec.stdin,
+                    test_ids=ids or (),
+                )
+                row = Row(
+                    rec.id,
+                    rec.instance_id,
+                    rec.repo,
+                    split_of(rec.repo, **split_args),
+                    mode,
+                    kind,
+                    step.values,
+                    exit_class(rec.exit_code),
+                    rec.exit_code,
+                    exc,
+                )
+                f2p = set(test_list(task, "FAIL_TO_PASS"))
+                reach_cache: dict[str, Any] = {}
+                for test, status in statuses.items():
+                    at_base = base.get(instance, {}).get(test) or (
+                        "FAILED" if test in f2p else "PASSED"
+                    )
+                    feats = per_test_features(step, test, state, ledger, reach_cache)
+                    row.tests.append(TestRow(feats, status, at_base, test))
+                rows.append(row)
+                ledger.record(shlex_join(argv), rec.exit_code, statuses)
+            stats["records"] = stats.get("records", 0) + 1
+    shutil.rmtree(work, ignore_errors=True)
+    return rows

@@ -1,0 +1,17 @@
+"""The outcome model: an execution step's result decided by a classifier, written by a renderer.
+
+* :mod:`.state`: read-only current/base views of a workspace state (live or rebuilt);
+* :mod:`.features`: exact, bounded features of a command on a state (command, diff,
+  parse/import reachability, oracle relation to the gold patch, the session's ledger);
+* :mod:`.model`: the heads (exit class, exception type, per-test status), exported from
+  scikit-learn to JSON and evaluated with numpy (no pickle);
+* :mod:`.render`: pytest output and Python tracebacks from a predicted outcome;
+* :mod:`.executor`: :class:`OutcomeExecutor`, the Executor protocol over all of it
+  (registered as ``outcome``).
+
+Training rows and ``sweworld train outcome`` live in :mod:`sweworld.train.outcome`.
+"""
+
+from sweworld.transition.outcome.model import ModelFileError, OutcomeModel
+
+__all__ = ["ModelFileError", "OutcomeModel"]

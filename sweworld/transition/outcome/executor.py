@@ -1,0 +1,280 @@
+"""``OutcomeExecutor``: execution commands answered by the outcome model and the renderer.
+
+One step: features of the command on the session's current state
+(:mod:`~sweworld.transition.outcome.features`), the model's decision (exit-code class,
+exception type, the status of every test pytest would collect), and the text in the real
+tool's format (:mod:`~sweworld.transition.outcome.render`). No language model is called,
+so a step costs milliseconds. ``info["route"]`` says what answered:
+
+* ``outcome-model``: the model decided, the renderer wrote;
+* ``exact``: a script that does not exist or does not compile (the interpreter's message);
+* ``conservative``: a command kind the model was not trained on (``pip``,
+  ``python --version``, ...): exit 0 and no output, and ``info["reason"]`` says why.
+
+``info["text_source"]`` says where a script's printed output came from: ``ledger`` (the last
+real-looking output of the same command in this session with the same exit code) or
+``none``. The ledger of each session holds the outcomes this executor answered earlier.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
+from sweworld.transition.outcome.features import (
+    Ledger,
+    command_kind_of,
+    per_test_features,
+    shlex_join,
+    step_features,
+)
+from sweworld.transition.outcome.model import OutcomeModel
+from sweworld.transition.outcome.render import render_django, render_pytest, render_traceback
+from sweworld.transition.outcome.state import FileState
+
+__all__ = ["DEFAULT_MODEL", "OutcomeExecutor"]
+
+#: The shipped model (trained by ``sweworld train outcome``; see its README).
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "adapters" / "outcome-default" / "model.json"
+_MAX_TESTS = 5000
+
+
+class OutcomeExecutor:
+    """Predicts an execution command's result with the outcome model (thread-safe).
+
+    Args:
+        model: a model file or folder (default: the shipped one), or a loaded model.
+        mode: ``blind`` (no gold patch or test lists) or ``oracle``.
+    """
+
+    name = "outcome"
+
+    def __init__(self, model: str | Path | OutcomeModel | None = None, mode: str = "blind"):
+        if mode not in ("oracle", "blind"):
+            raise ValueError(f"mode must be 'oracle' or 'blind', not {mode!r}")
+        self.mode = mode
+        if isinstance(model, OutcomeModel):
+            self.model, self.model_path = model, "<in memory>"
+        else:
+            path = Path(model) if model is not None else DEFAULT_MODEL
+            self.model, self.model_path = OutcomeModel.load(path), str(path)
+        self._ledgers: dict[str, Ledger] = {}
+        self._outputs: dict[tuple[str, str, int], str] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_spec(cls, arg: str, **kwargs: Any) -> OutcomeExecutor:
+        """``outcome:oracle`` / ``outcome:blind`` / ``outcome:PATH``."""
+        if arg in ("oracle", "blind"):
+            return cls(mode=arg, **kwargs)
+        return cls(model=arg, **kwargs)
+
+    def _ledger(self, session: str) -> Ledger:
+        with self._lock:
+            return self._ledgers.setdefault(session, Ledger())
+
+    def forget(self, session_id: str) -> None:
+        """Drop what a session's ledger holds (its episode ended)."""
+        with self._lock:
+            self._ledgers.pop(session_id, None)
+            for key in [k for k in self._outputs if k[0] == session_id]:
+                del self._outputs[key]
+
+    # ------------------------------------------------------------------ one step
+
+    def execute(self, request: ExecutionRequest) -> ExecutionResult:
+        start = time.perf_counter()
+        argv = list(request.argv)
+        kind = command_kind_of(argv)
+        info: dict[str, Any] = {
+            "simulated": True,
+            "executor": self.name,
+            "model": self.model_path,
+            "mode": self.mode,
+            "kind": kind,
+        }
+        changed: list[str] = []
+        if request.changes is not None:
+            try:
+                changes = request.changes()
+                changed = [*changes.written, *changes.deleted]
+            except Exception:  # a changes() failure only loses features
+                info["changes_unavailable"] = True
+        state = FileState.from_dirs(
+            request.workspace or Path("/nonexistent"), request.base, changed, request.tmp
+        )
+        exact = self._exact(request, kind, state, info)
+        if exact is not None:
+            info["latency_s"] = round(time.perf_counter() - start, 6)
+            exact.info = info
+            return exact
+        if kind == "other" or (self.model.kinds and kind not in self.model.kinds):
+            info.update(route="conservative", reason=f"command kind {kind!r} not trained")
+            info["latency_s"] = round(time.perf_counter() - start, 6)
+            return ExecutionResult("", "", 0, info)
+        ledger = self._ledger(request.session_id)
+        stdin = request.stdin.decode("utf-8", "replace") if request.stdin else ""
+        ids = self._collect(request, argv) if kind == "pytest" else []
+        step = step_features(
+            argv,
+            request.cwd,
+            state,
+            request.task,
+            oracle=self.mode == "oracle",
+            ledger=ledger,
+            stdin=stdin,
+            test_ids=ids,
+        )
+        exit_cls = self.model.predict_exit([step.values])[0]
+        exception = self.model.predict_exception([step.values])[0]
+        info.update(route="outcome-model", exit_class=exit_cls, exception=exception)
+        if kind in ("pytest", "django_runtests"):
+            result = self._tests(ids, step, state, ledger, exit_cls, exception, info)
+        else:
+            result = self._script(request, step, state, exit_cls, exception, info)
+        key = shlex_join(argv)
+        with self._lock:
+            ledger.record(key, result.exit_code, info.pop("_statuses", {}))
+            if result.stdout:
+                self._outputs[(request.session_id, key, result.exit_code)] = result.stdout
+        info["latency_s"] = round(time.perf_counter() - start, 6)
+        result.info = info
+        return result
+
+    def _exact(
+        self, request: ExecutionRequest, kind: str, state: FileState, info: dict[str, Any]
+    ) -> ExecutionResult | None:
+        """The answers that are exact and cheap: a script that does not exist, a script or
+        ``-c`` program that does not compile (the interpreter's own message)."""
+        from sweworld.transition.facts import format_syntax_error, parse_command
+
+        if kind not in ("python_script", "python_c"):
+            return None
+        parsed = parse_command(tuple(request.argv))
+        if kind == "python_c":
+            source, shown = parsed.code, "<string>"
+        elif parsed.script and parsed.script != "-":
+            where, source = state.sandbox_text(parsed.script, request.cwd)
+            rel = state.relative(parsed.script, request.cwd)
+            shown = f"/testbed/{rel}" if rel else posixpath.join(request.cwd, parsed.script)
+            if source is None and where != "outside":
+                info.update(route="exact", text_source="exact")
+                message = (
+                    f"python: can't open file {shown!r}: [Errno 2] No such file or directory\n"
+                )
+                return ExecutionResult("", message, 2)
+        else:
+            return None
+        if source is None:
+            return None
+        error, _ = format_syntax_error(source, shown)
+        if error is None:
+            return None
+        info.update(route="exact", text_source="exact", exception=error.error_type)
+        return ExecutionResult("", error.text, 1)
+
+    def _collect(self, request: ExecutionRequest, argv: list[str]) -> list[str]:
+        from sweworld.transition.facts import collect_pytest, parse_command
+        from sweworld.transition.types import WorkspaceView
+
+        options = parse_command(tuple(argv)).pytest
+        if options is None or request.workspace is None:
+            return []
+        try:
+            collection = collect_pytest(WorkspaceView.from_request(request), options, request.cwd)[
+                0
+            ]
+        except Exception:  # an unexpected layout only loses the test ids
+            return []
+        return [item.nodeid for item in collection.items[:_MAX_TESTS]]
+
+    def _tests(
+        self,
+        ids: list[str],
+        step: Any,
+        state: FileState,
+        ledger: Ledger,
+        exit_cls: str,
+        exception: str,
+        info: dict[str, Any],
+    ) -> ExecutionResult:
+        cache: dict[str, Any] = {}
+        rows = [per_test_features(step, t, state, ledger, cache) for t in ids]
+        predicted = self.model.predict_tests(rows)
+        statuses: dict[str, str] = {}
+        for test, status in zip(ids, predicted, strict=True):
+            statuses[test] = status
+            if status in ("FAILED", "ERROR") and step.values[step_index("exitfirst")]:
+                break
+        exc = exception if exception != "none" else "AssertionError"
+        errors = sorted(p for p in step.unparsable if p.endswith(".py"))[:5]
+        if exit_cls == "2" and errors:
+            statuses = {}
+        if step.kind == "django_runtests":
+            stdout, code = render_django(statuses), 0
+        elif exit_cls in ("4", "5") and not statuses:
+            stdout = render_pytest({}, report_chars=step.info.pytest.report_chars)
+            code = int(exit_cls)
+        else:
+            sources = {p: state.text(p) for p in {t.split("::", 1)[0] for t in statuses}}
+            stdout = render_pytest(
+                statuses,
+                exceptions={t: exc for t in statuses} | {p: "SyntaxError" for p in errors},
+                sources=sources,
+                report_chars=step.info.pytest.report_chars if step.info.pytest else "",
+                quiet=bool(step.info.pytest and step.info.pytest.verbosity < 0),
+                collection_errors=errors if exit_cls == "2" else (),
+            )
+            if exit_cls == "2" and errors:
+                code = 2
+            elif not statuses:
+                code = 5
+            else:
+                code = int(any(s in ("FAILED", "ERROR") for s in statuses.values()))
+        if step.kind == "django_runtests":
+            code = int(any(s in ("FAILED", "ERROR") for s in statuses.values()))
+        info["tests"] = len(statuses)
+        info["_statuses"] = statuses
+        return ExecutionResult(stdout, "", code)
+
+    def _script(
+        self,
+        request: ExecutionRequest,
+        step: Any,
+        state: FileState,
+        exit_cls: str,
+        exception: str,
+        info: dict[str, Any],
+    ) -> ExecutionResult:
+        script = step.info.script or ""
+        code = 0 if exit_cls == "0" else (2 if exit_cls == "2" else 1)
+        key = (request.session_id, shlex_join(request.argv), code)
+        with self._lock:
+            stdout = self._outputs.get(key, "")
+        info["text_source"] = "ledger" if stdout else "none"
+        if code == 0:
+            return ExecutionResult(stdout, "", 0)
+        source: str | None = None
+        shown = "-c"
+        if step.kind == "python_c":
+            source = step.info.code
+        elif script:
+            shown = (
+                f"/testbed/{state.relative(script, request.cwd)}"
+                if state.relative(script, request.cwd)
+                else script
+            )
+            source = state.sandbox_text(script, request.cwd)[1]
+        exc = exception if exception != "none" else "Exception"
+        return ExecutionResult(stdout, render_traceback(exc, script=shown, source=source), code)
+
+
+def step_index(name: str) -> int:
+    """Position of a step feature by name."""
+    from sweworld.transition.outcome.features import STEP_FEATURES
+
+    return STEP_FEATURES.index(name)

@@ -1,0 +1,277 @@
+"""The outcome model: classifiers over step features, stored as plain JSON.
+
+Three heads share one file:
+
+* ``exit``: the exit-code class of a command (:data:`EXIT_CLASSES`);
+* ``exception``: the exception type the command raised (``none`` when it raised none);
+* ``test``: the status of one test the command runs (:data:`TEST_STATUSES`).
+
+Each head is trained with scikit-learn (:class:`~sklearn.ensemble.HistGradientBoostingClassifier`
+or :class:`~sklearn.linear_model.LogisticRegression`) and **exported to JSON**: the trees'
+nodes (feature, threshold, children, leaf values) or the coefficients, evaluated here with
+numpy. Loading a model never unpickles anything, so a downloaded model file cannot run
+code. A file that is not valid JSON, of another format version, or made for another feature
+set raises :class:`ModelFileError` naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sweworld.transition.outcome.features import STEP_FEATURES, TEST_FEATURES
+
+__all__ = [
+    "EXIT_CLASSES",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "TEST_STATUSES",
+    "Head",
+    "ModelFileError",
+    "OutcomeModel",
+    "exit_class",
+    "export_estimator",
+]
+
+FORMAT = "sweworld-outcome-model"
+FORMAT_VERSION = 1
+#: Exit-code classes: the code itself for the common ones, ``other`` for the rest.
+EXIT_CLASSES = ("0", "1", "2", "4", "5", "other")
+TEST_STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED")
+
+
+class ModelFileError(ValueError):
+    """A model file that cannot be used (corrupt, another version, another feature set)."""
+
+
+def exit_class(code: int) -> str:
+    """The :data:`EXIT_CLASSES` entry of an exit code."""
+    text = str(int(code))
+    return text if text in EXIT_CLASSES else "other"
+
+
+# ------------------------------------------------------------------------------ export
+
+
+def _export_trees(est: Any) -> dict[str, Any]:
+    """A fitted HistGradientBoostingClassifier as plain lists (numerical splits only)."""
+    trees: list[list[dict[str, list]]] = []
+    for iteration in est._predictors:
+        row = []
+        for predictor in iteration:
+            nodes = predictor.nodes
+            if np.any(nodes["is_categorical"]):
+                raise ValueError("categorical splits are not exported")
+            row.append(
+                {
+                    "feature": nodes["feature_idx"].astype(int).tolist(),
+                    "threshold": nodes["num_threshold"].astype(float).tolist(),
+                    "missing_left": nodes["missing_go_to_left"].astype(int).tolist(),
+                    "left": nodes["left"].astype(int).tolist(),
+                    "right": nodes["right"].astype(int).tolist(),
+                    "leaf": nodes["is_leaf"].astype(int).tolist(),
+                    "value": nodes["value"].astype(float).tolist(),
+                }
+            )
+        trees.append(row)
+    return {
+        "kind": "trees",
+        "baseline": np.asarray(est._baseline_prediction, dtype=float).ravel().tolist(),
+        "trees": trees,
+    }
+
+
+def _export_linear(est: Any, scale: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]:
+    mean, std = scale if scale is not None else (None, None)
+    return {
+        "kind": "linear",
+        "coef": np.asarray(est.coef_, dtype=float).tolist(),
+        "intercept": np.asarray(est.intercept_, dtype=float).tolist(),
+        "mean": mean.tolist() if mean is not None else None,
+        "std": std.tolist() if std is not None else None,
+    }
+
+
+def export_estimator(
+    est: Any, scale: tuple[np.ndarray, np.ndarray] | None = None
+) -> dict[str, Any]:
+    """A fitted scikit-learn classifier as a JSON-able dict (its ``classes_`` as strings).
+    ``scale``: (mean, std) applied to the inputs before a linear model."""
+    if hasattr(est, "_predictors"):
+        body = _export_trees(est)
+    elif hasattr(est, "coef_"):
+        body = _export_linear(est, scale)
+    else:
+        raise ValueError(f"cannot export {type(est).__name__}")
+    body["classes"] = [str(c) for c in est.classes_]
+    return body
+
+
+# ------------------------------------------------------------------------------ evaluation
+
+
+def _softmax(raw: np.ndarray) -> np.ndarray:
+    raw = raw - raw.max(axis=1, keepdims=True)
+    e = np.exp(raw)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@dataclass
+class Head:
+    """One exported classifier, evaluated with numpy."""
+
+    body: dict[str, Any]
+
+    @property
+    def classes(self) -> list[str]:
+        return list(self.body["classes"])
+
+    def _tree_raw(self, X: np.ndarray, tree: dict[str, list]) -> np.ndarray:
+        feature = np.asarray(tree["feature"], dtype=np.int64)
+        threshold = np.asarray(tree["threshold"], dtype=float)
+        missing_left = np.asarray(tree["missing_left"], dtype=bool)
+        left = np.asarray(tree["left"], dtype=np.int64)
+        right = np.asarray(tree["right"], dtype=np.int64)
+        leaf = np.asarray(tree["leaf"], dtype=bool)
+        value = np.asarray(tree["value"], dtype=float)
+        node = np.zeros(len(X), dtype=np.int64)
+        rows = np.arange(len(X))
+        for _ in range(len(feature)):
+            active = ~leaf[node]
+            if not active.any():
+                break
+            x = X[rows, feature[node]]
+            go_left = np.where(np.isnan(x), missing_left[node], x <= threshold[node])
+            node = np.where(active, np.where(go_left, left[node], right[node]), node)
+        return value[node]
+
+    def proba(self, X: np.ndarray) -> np.ndarray:
+        """Class probabilities, shape (n, len(classes))."""
+        X = np.asarray(X, dtype=float)
+        body = self.body
+        k = len(body["classes"])
+        if body["kind"] == "trees":
+            baseline = np.asarray(body["baseline"], dtype=float)
+            raw = np.tile(baseline, (len(X), 1))
+            for iteration in body["trees"]:
+                for j, tree in enumerate(iteration):
+                    raw[:, j] += self._tree_raw(X, tree)
+        else:
+            if body.get("mean") is not None:
+                X = (X - np.asarray(body["mean"])) / np.asarray(body["std"])
+            raw = X @ np.asarray(body["coef"], dtype=float).T + np.asarray(body["intercept"])
+        if raw.shape[1] == 1 and k == 2:
+            p = 1.0 / (1.0 + np.exp(-raw[:, 0]))
+            return np.stack([1.0 - p, p], axis=1)
+        return _softmax(raw)
+
+    def predict(self, X: np.ndarray) -> list[str]:
+        classes = self.classes
+        return [classes[i] for i in self.proba(X).argmax(axis=1)]
+
+
+class OutcomeModel:
+    """The heads of a trained outcome model plus its metadata (data, figures)."""
+
+    def __init__(self, heads: dict[str, Head], meta: dict[str, Any] | None = None):
+        self.heads = heads
+        self.meta = dict(meta or {})
+
+    @property
+    def kinds(self) -> list[str]:
+        """Command kinds seen in training (others get the conservative answer)."""
+        return list(self.meta.get("trained_kinds", []))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "features": {"step": list(STEP_FEATURES), "test": list(TEST_FEATURES)},
+            "heads": {name: head.body for name, head in self.heads.items()},
+            "meta": self.meta,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        if path.suffix != ".json":
+            path.mkdir(parents=True, exist_ok=True)
+            path = path / "model.json"
+        path.write_text(json.dumps(self.to_dict(), separators=(",", ":")), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> OutcomeModel:
+        """Read a model file (or a folder holding ``model.json``); never unpickles."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "model.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ModelFileError(f"{path}: cannot read the outcome model: {exc}") from exc
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ModelFileError(f"{path}: not an outcome model (corrupt JSON: {exc})") from exc
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ModelFileError(f"{path}: not an outcome model (format is not {FORMAT!r})")
+        if data.get("version") != FORMAT_VERSION:
+            raise ModelFileError(
+                f"{path}: outcome model format version {data.get('version')!r}; "
+                f"this sweworld reads version {FORMAT_VERSION}"
+            )
+        feats = data.get("features") or {}
+        if feats.get("step") != list(STEP_FEATURES) or feats.get("test") != list(TEST_FEATURES):
+            raise ModelFileError(
+                f"{path}: the outcome model was trained on another feature set; retrain it "
+                "with this sweworld (sweworld train outcome)"
+            )
+        heads: dict[str, Head] = {}
+        try:
+            for name, body in (data.get("heads") or {}).items():
+                heads[name] = _checked_head(body)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFileError(f"{path}: corrupt outcome model head: {exc}") from exc
+        if "exit" not in heads:
+            raise ModelFileError(f"{path}: the outcome model has no 'exit' head")
+        return cls(heads, data.get("meta") or {})
+
+    def predict_exit(self, rows: Sequence[Sequence[float]]) -> list[str]:
+        return self.heads["exit"].predict(np.asarray(rows, dtype=float))
+
+    def predict_exception(self, rows: Sequence[Sequence[float]]) -> list[str]:
+        if "exception" not in self.heads:
+            return ["none"] * len(rows)
+        return self.heads["exception"].predict(np.asarray(rows, dtype=float))
+
+    def predict_tests(self, rows: Sequence[Sequence[float]]) -> list[str]:
+        if not rows:
+            return []
+        if "test" not in self.heads:
+            return ["PASSED"] * len(rows)
+        return self.heads["test"].predict(np.asarray(rows, dtype=float))
+
+
+def _checked_head(body: Any) -> Head:
+    if not isinstance(body, dict) or body.get("kind") not in ("trees", "linear"):
+        raise ValueError("unknown head kind")
+    classes = body["classes"]
+    if not isinstance(classes, list) or not classes:
+        raise ValueError("no classes")
+    if body["kind"] == "trees":
+        if len(body["baseline"]) not in (1, len(classes)):
+            raise ValueError("baseline does not match the classes")
+        for iteration in body["trees"]:
+            for tree in iteration:
+                n = len(tree["feature"])
+                for key in ("threshold", "missing_left", "left", "right", "leaf", "value"):
+                    if len(tree[key]) != n:
+                        raise ValueError(f"tree field {key!r} has the wrong length")
+                if n and (max(tree["left"]) >= n or max(tree["right"]) >= n):
+                    raise ValueError("tree child index out of range")
+    else:
+        np.asarray(body["coef"], dtype=float)
+    return Head(body)

@@ -1,0 +1,229 @@
+"""Text from a predicted outcome, in the format of the real tool.
+
+* :func:`render_pytest`: a pytest run (session header, collected count, per-file progress
+  lines, a ``FAILURES`` section with each failing test's source lines and the predicted
+  exception, the short test summary with ``-rA``-style lines when the command asked for
+  them, and the final counts line). The summary lines are the ones SWE-bench's pytest
+  parser reads (:func:`sweworld.execution.log_parsers.parse_pytest_log`), so a rendered log
+  reads back to exactly the predicted statuses.
+* :func:`render_traceback`: a Python traceback for a script that raises, with a real frame
+  from the script when its source is known.
+
+Nothing here decides anything: the outcome comes from the model.
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+import warnings
+from collections.abc import Mapping, Sequence
+
+import sweworld.pyast as pyast
+from sweworld.execution.log_render import render_django_log
+
+__all__ = ["render_django", "render_pytest", "render_traceback"]
+
+_WIDTH = 80
+_SUMMARY_ORDER = ("PASSED", "SKIPPED", "XFAIL", "ERROR", "FAILED")
+_COUNT_WORDS = (
+    ("FAILED", "failed"),
+    ("PASSED", "passed"),
+    ("SKIPPED", "skipped"),
+    ("ERROR", "error"),
+)
+_LETTER = {"PASSED": ".", "FAILED": "F", "ERROR": "E", "SKIPPED": "s"}
+
+
+def _banner(text: str, fill: str = "=") -> str:
+    text = f" {text} " if text else ""
+    left = max(2, (_WIDTH - len(text)) // 2)
+    return f"{fill * left}{text}{fill * max(2, _WIDTH - len(text) - left)}"
+
+
+def _test_source(source: str | None, test_id: str) -> tuple[list[str], int]:
+    """The source lines of the test function of ``test_id`` (and its first line number)."""
+    if not source:
+        return [], 0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = pyast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return [], 0
+    names = [p.split("[", 1)[0] for p in test_id.split("::")[1:]]
+    body: Sequence[ast.stmt] = tree.body
+    node: ast.AST | None = None
+    for name in names:
+        node = next(
+            (
+                n
+                for n in body
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and n.name == name
+            ),
+            None,
+        )
+        if node is None:
+            return [], 0
+        body = getattr(node, "body", [])
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return [], 0
+    lines = source.splitlines()
+    start, end = node.lineno, getattr(node, "end_lineno", node.lineno) or node.lineno
+    return lines[start - 1 : min(end, start + 40)], start
+
+
+def _failure_section(test_id: str, exception: str, source: str | None) -> list[str]:
+    name = test_id.split("::")[-1]
+    out = [_banner(name, "_"), ""]
+    lines, start = _test_source(source, test_id)
+    fail_at = start
+    if lines:
+        # the failing line: the last assert (or the last line) of the test
+        idx = max(
+            (i for i, text in enumerate(lines) if text.strip().startswith("assert")),
+            default=len(lines) - 1,
+        )
+        indent = len(lines[0]) - len(lines[0].lstrip())
+        for i, text in enumerate(lines[: idx + 1]):
+            prefix = ">" if i == idx else " "
+            out.append(f"{prefix}   {text[indent:]}" if text.strip() else "")
+        fail_at = start + idx
+        out.append(f"E       {exception}")
+    else:
+        out.append(f"E       {exception}")
+    out += ["", f"{test_id.split('::', 1)[0]}:{fail_at}: {exception}"]
+    return out
+
+
+def render_pytest(
+    statuses: Mapping[str, str],
+    *,
+    exceptions: Mapping[str, str] | None = None,
+    sources: Mapping[str, str | None] | None = None,
+    report_chars: str = "",
+    quiet: bool = False,
+    python: str = "3.11.7",
+    pytest_version: str = "8.3.3",
+    rootdir: str = "/testbed",
+    collection_errors: Sequence[str] = (),
+    duration: float = 0.12,
+) -> str:
+    """pytest's output for ``statuses`` (``{test id: PASSED|FAILED|ERROR|SKIPPED}``, in run
+    order). ``report_chars``: the ``-r`` letters (``A`` lists every test);
+    ``collection_errors``: files whose collection failed (an interrupted run)."""
+    exceptions = exceptions or {}
+    sources = sources or {}
+    out: list[str] = []
+    if not quiet:
+        out += [
+            _banner("test session starts"),
+            f"platform linux -- Python {python}, pytest-{pytest_version}, pluggy-1.5.0",
+            f"rootdir: {rootdir}",
+        ]
+    n_err = len(collection_errors)
+    collected = f"collected {len(statuses)} item{'s' if len(statuses) != 1 else ''}"
+    if n_err:
+        collected += f" / {n_err} error{'s' if n_err != 1 else ''}"
+    if not quiet:
+        out += [collected, ""]
+    by_file: dict[str, list[str]] = {}
+    for test, status in statuses.items():
+        by_file.setdefault(test.split("::", 1)[0], []).append(_LETTER.get(status, "."))
+    total, done = max(len(statuses), 1), 0
+    for path, letters in by_file.items():
+        done += len(letters)
+        head = "".join(letters) if quiet else f"{path} {''.join(letters)}"
+        out.append(f"{head:<{_WIDTH - 7}}[{int(100 * done / total):>3}%]")
+    if collection_errors:
+        out += ["", _banner("ERRORS")]
+        for path in collection_errors:
+            exc = exceptions.get(path, "ImportError")
+            out += [_banner(f"ERROR collecting {path}", "_"), f"E   {exc}"]
+    failing = [t for t, s in statuses.items() if s in ("FAILED", "ERROR")]
+    if failing:
+        out += ["", _banner("FAILURES")]
+        for test in failing:
+            out += _failure_section(
+                test, exceptions.get(test, "AssertionError"), sources.get(test.split("::")[0])
+            )
+    chars = report_chars if report_chars else "fE"
+    show_all = "A" in chars or "a" in chars
+    summary: list[str] = []
+    for group in _SUMMARY_ORDER:
+        wanted = (
+            show_all
+            or (group == "FAILED" and "f" in chars)
+            or (group == "ERROR" and "E" in chars)
+            or (group == "PASSED" and "p" in chars.lower())
+        )
+        if not wanted:
+            continue
+        for test, status in statuses.items():
+            if status != group:
+                continue
+            exc = exceptions.get(test, "AssertionError")
+            suffix = f" - {exc}" if status in ("FAILED", "ERROR") else ""
+            summary.append(f"{status} {test}{suffix}")
+    summary += [f"ERROR {path}" for path in collection_errors]
+    if summary:
+        out += [_banner("short test summary info"), *summary]
+    counts = {s: 0 for s, _ in _COUNT_WORDS}
+    for status in statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    parts = [f"{counts[s]} {w}" for s, w in _COUNT_WORDS if counts.get(s)]
+    if n_err:
+        parts.append(f"{n_err} error{'s' if n_err != 1 else ''}")
+    text = ", ".join(parts) if parts else "no tests ran"
+    if collection_errors:
+        out.append(
+            _banner(f"Interrupted: {n_err} error{'s' if n_err != 1 else ''} during collection", "!")
+        )
+    out.append(_banner(f"{text} in {duration:.2f}s") if not quiet else f"{text} in {duration:.2f}s")
+    return "\n".join(out) + "\n"
+
+
+def render_django(statuses: Mapping[str, str]) -> str:
+    """Django's ``runtests.py`` output (the shared log renderer's)."""
+    return render_django_log(statuses)
+
+
+def _frame_line(source: str | None) -> tuple[int, str]:
+    """The line of a script a predicted exception is shown at: its last top-level
+    statement that calls something (the last statement when none does)."""
+    if not source:
+        return 1, ""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = pyast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return 1, ""
+    candidates = [n for n in tree.body if any(isinstance(c, ast.Call) for c in ast.walk(n))]
+    node = (candidates or tree.body or [None])[-1]
+    if node is None:
+        return 1, ""
+    lines = source.splitlines()
+    return node.lineno, lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
+
+
+def render_traceback(
+    exception: str, *, script: str = "", source: str | None = None, message: str = ""
+) -> str:
+    """A Python traceback of ``exception`` raised by ``script`` (``-c`` for ``python -c``,
+    whose frame CPython names ``<string>``)."""
+    filename = "<string>" if script in ("", "-c") else script
+    if script == "-":
+        filename = "<stdin>"
+    line, text = _frame_line(source)
+    out = ["Traceback (most recent call last):", f'  File "{filename}", line {line}, in <module>']
+    if text and not filename.startswith("<"):
+        out.append(f"    {text}")
+    out.append(f"{exception}: {message}" if message else exception)
+    return "\n".join(out) + "\n"
+
+
+def script_path(script: str, cwd: str) -> str:
+    """The path a traceback names for a script run from ``cwd`` (absolute since 3.9)."""
+    return posixpath.normpath(posixpath.join(cwd, script))

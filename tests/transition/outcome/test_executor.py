@@ -1,0 +1,88 @@
+"""OutcomeExecutor in a real sandbox session on the toy task."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from sweworld.execution.log_parsers import parse_pytest_log
+from sweworld.sandbox.registry import make_executor
+from sweworld.train.outcome import train_heads
+from sweworld.train.outcome_data import BaseCheckouts, load_rows
+from sweworld.transition.outcome.executor import OutcomeExecutor
+from sweworld.transition.outcome.model import OutcomeModel
+
+
+@pytest.fixture(scope="module")
+def calc_model(calc_data, tmp_path_factory) -> Path:
+    cache = tmp_path_factory.mktemp("bases")
+    rows = load_rows([calc_data["data"]], BaseCheckouts([calc_data["repo"]], cache))
+    model = OutcomeModel(
+        train_heads(rows, "hgb", 20, 0), {"trained_kinds": sorted({r.kind for r in rows})}
+    )
+    return model.save(tmp_path_factory.mktemp("model") / "model.json")
+
+
+def last_info(outcome) -> dict:
+    return outcome.info["execution_calls"][-1]["info"]
+
+
+def test_registered_by_short_name(calc_model) -> None:
+    ex = make_executor(f"outcome:{calc_model}")
+    assert isinstance(ex, OutcomeExecutor) and ex.mode == "blind"
+    with pytest.raises(ValueError, match="mode"):
+        OutcomeExecutor(calc_model, mode="psychic")
+
+
+def test_answers_every_step_from_the_model(manager, toy_task, calc_model) -> None:
+    ex = OutcomeExecutor(calc_model, mode="oracle")
+    with manager.open(toy_task, executor=ex) as s:
+        run = s.run("python -m pytest -rA tests/test_textutil.py")
+        info = last_info(run)
+        assert info["route"] == "outcome-model" and info["simulated"] is True
+        assert info["tests"] > 0 and "latency_s" in info
+        statuses = parse_pytest_log(run.stdout)
+        assert len(statuses) == info["tests"]
+        assert all(t.startswith("tests/test_textutil.py::") for t in statuses)
+        failing = any(v in ("FAILED", "ERROR") for v in statuses.values())
+        assert run.exit_code == int(failing)
+        # a state that breaks the module the tests import
+        s.run("echo 'def broken(:' >> stockroom/textutil.py")
+        broken = s.run("python -m pytest -rA tests/test_textutil.py")
+        assert last_info(broken)["route"] == "outcome-model"
+        assert broken.exit_code != 0 or "FAILED" not in broken.stdout
+        missing = s.run("python nothere.py")
+        assert missing.exit_code == 2 and "can't open file '/testbed/nothere.py'" in missing.stderr
+        version = s.run("python --version")
+        assert last_info(version)["route"] == "conservative"
+        assert "not trained" in last_info(version)["reason"] and version.exit_code == 0
+
+
+def test_script_and_ledger_text(manager, toy_task, calc_model) -> None:
+    ex = OutcomeExecutor(calc_model)
+    with manager.open(toy_task, executor=ex) as s:
+        cmd = "python -c 'from stockroom.textutil import slugify; print(slugify(\"A b\"))'"
+        first = s.run(cmd)
+        info = last_info(first)
+        assert info["kind"] == "python_c" and info["route"] == "outcome-model"
+        if first.exit_code:
+            assert first.stderr.startswith("Traceback (most recent call last):")
+            assert 'File "<string>", line 1, in <module>' in first.stderr
+        assert info["text_source"] in ("ledger", "none")
+        # exact: a program that does not compile, a script the model never saw is missing
+        bad = s.run("python -c 'def f(:'")
+        assert bad.exit_code == 1 and "SyntaxError" in bad.stderr
+        assert last_info(bad)["route"] == "exact"
+        s.run("printf 'print(1)\\n' > r.py")
+        untrained = s.run("python r.py")
+        assert last_info(untrained)["route"] == "conservative" and untrained.exit_code == 0
+
+
+def test_bad_model_file_is_a_clear_error(tmp_path) -> None:
+    bad = tmp_path / "model.json"
+    bad.write_text(json.dumps({"format": "sweworld-outcome-model", "version": 99}))
+    with pytest.raises(ValueError, match=re.escape(str(bad))):
+        OutcomeExecutor(bad)

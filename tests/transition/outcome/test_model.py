@@ -1,0 +1,114 @@
+"""The outcome model's JSON export: same probabilities as scikit-learn, no pickle, clear errors."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+
+import numpy as np
+import pytest
+
+from sweworld.transition.outcome.features import STEP_FEATURES, TEST_FEATURES
+from sweworld.transition.outcome.model import (
+    FORMAT_VERSION,
+    Head,
+    ModelFileError,
+    OutcomeModel,
+    exit_class,
+    export_estimator,
+)
+
+
+def _data(n_classes: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(300, len(STEP_FEATURES)))
+    y = (X[:, 0] > 0).astype(int) + (X[:, 3] > 0.5) * (n_classes > 2)
+    return X, np.asarray([["0", "1", "2"][v] for v in y])
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_trees_export_matches_sklearn(n_classes: int) -> None:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    X, y = _data(n_classes)
+    est = HistGradientBoostingClassifier(max_iter=20, random_state=0).fit(X, y)
+    head = Head(export_estimator(est))
+    assert head.classes == [str(c) for c in est.classes_]
+    np.testing.assert_allclose(head.proba(X), est.predict_proba(X), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_linear_export_matches_sklearn(n_classes: int) -> None:
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = _data(n_classes, seed=1)
+    mean, std = X.mean(axis=0), X.std(axis=0)
+    est = LogisticRegression(max_iter=500).fit((X - mean) / std, y)
+    head = Head(export_estimator(est, (mean, std)))
+    np.testing.assert_allclose(head.proba(X), est.predict_proba((X - mean) / std), atol=1e-9)
+
+
+def _model() -> OutcomeModel:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    X, y = _data(3)
+    est = HistGradientBoostingClassifier(max_iter=5, random_state=0).fit(X, y)
+    return OutcomeModel({"exit": Head(export_estimator(est))}, {"trained_kinds": ["pytest"]})
+
+
+def test_save_load_round_trip(tmp_path) -> None:
+    model = _model()
+    path = model.save(tmp_path / "m")
+    assert path.name == "model.json"
+    loaded = OutcomeModel.load(tmp_path / "m")
+    X, _ = _data(3, seed=5)
+    assert loaded.predict_exit(X) == model.predict_exit(X)
+    assert loaded.kinds == ["pytest"]
+    assert loaded.predict_tests([[0.0] * len(TEST_FEATURES)]) == ["PASSED"]  # no test head
+
+
+def test_corrupt_file_names_the_file(tmp_path) -> None:
+    bad = tmp_path / "model.json"
+    bad.write_text('{"format": "sweworld-outcome-model", "vers')
+    with pytest.raises(ModelFileError, match=re.escape(str(bad))):
+        OutcomeModel.load(bad)
+
+
+def test_pickle_is_refused(tmp_path) -> None:
+    """A pickle (which could run code when unpickled) is never loaded."""
+    bad = tmp_path / "model.json"
+    bad.write_bytes(pickle.dumps({"format": "x"}))
+    with pytest.raises(ModelFileError, match=r"model\.json"):
+        OutcomeModel.load(bad)
+
+
+def test_other_version_and_feature_set(tmp_path) -> None:
+    data = _model().to_dict()
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps({**data, "version": FORMAT_VERSION + 1}))
+    with pytest.raises(ModelFileError, match="version"):
+        OutcomeModel.load(path)
+    feats = {"step": [*STEP_FEATURES, "extra"], "test": list(TEST_FEATURES)}
+    path.write_text(json.dumps({**data, "features": feats}))
+    with pytest.raises(ModelFileError, match="another feature set"):
+        OutcomeModel.load(path)
+    broken = json.loads(json.dumps(data))
+    broken["heads"]["exit"]["trees"][0][0]["left"] = [10**6]
+    path.write_text(json.dumps(broken))
+    with pytest.raises(ModelFileError, match="corrupt"):
+        OutcomeModel.load(path)
+    path.write_text(json.dumps({**data, "format": "something-else"}))
+    with pytest.raises(ModelFileError, match="not an outcome model"):
+        OutcomeModel.load(path)
+
+
+def test_missing_file(tmp_path) -> None:
+    with pytest.raises(ModelFileError, match="nope"):
+        OutcomeModel.load(tmp_path / "nope.json")
+
+
+def test_exit_class() -> None:
+    assert [exit_class(c) for c in (0, 1, 2, 4, 5, 3, 137)] == [
+        "0", "1", "2", "4", "5", "other", "other"
+    ]  # fmt: skip

@@ -1,0 +1,74 @@
+"""Rendered pytest logs read back (SWE-bench's parsers) to exactly the predicted statuses."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sweworld.execution.log_parsers import parse_log, parse_pytest_log
+from sweworld.transition.outcome.render import render_pytest, render_traceback
+
+SOURCE = """import pytest
+
+
+def test_a():
+    x = 1
+    assert x == 2
+
+
+class TestK:
+    def test_b(self):
+        assert True
+"""
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rA_log_round_trips(seed: int) -> None:
+    rng = random.Random(seed)
+    statuses = {
+        f"tests/test_{f}.py::test_{i}[{p}]": rng.choice(["PASSED", "FAILED", "ERROR", "SKIPPED"])
+        for f in range(rng.randint(1, 3))
+        for i in range(rng.randint(1, 6))
+        for p in ("a", "b-1")
+    }
+    log = render_pytest(statuses, report_chars="A", exceptions={t: "ValueError" for t in statuses})
+    assert parse_pytest_log(log) == statuses
+    assert parse_log(log, "pytest-dev/pytest") == statuses
+    failed = sum(s == "FAILED" for s in statuses.values())
+    assert (f"{failed} failed" in log) == bool(failed)
+
+
+def test_default_summary_lists_failures_only() -> None:
+    statuses = {"tests/test_x.py::test_a": "FAILED", "tests/test_x.py::TestK::test_b": "PASSED"}
+    log = render_pytest(statuses, sources={"tests/test_x.py": SOURCE}, exceptions={})
+    assert parse_pytest_log(log) == {"tests/test_x.py::test_a": "FAILED"}
+    assert "test session starts" in log and "collected 2 items" in log
+    assert "tests/test_x.py F." in log and "[100%]" in log
+    # the failing test's own source lines, the failing line marked, the exception
+    assert ">       assert x == 2" in log and "E       AssertionError" in log
+    assert "tests/test_x.py:6: AssertionError" in log
+    last = log.splitlines()[-1]
+    assert len(last) == 80 and last.strip("=").strip() == "1 failed, 1 passed in 0.12s"
+
+
+def test_quiet_and_collection_error() -> None:
+    log = render_pytest({"t.py::test_a": "PASSED"}, quiet=True)
+    assert "test session starts" not in log and "1 passed in" in log
+    log = render_pytest({}, collection_errors=["tests/test_y.py"], exceptions={})
+    assert "ERROR collecting tests/test_y.py" in log and "Interrupted: 1 error" in log
+    assert "ERROR tests/test_y.py" in log
+
+
+def test_traceback_has_a_real_frame() -> None:
+    script = "from pkg import f\n\nprint('start')\nf(1)\nx = 2\n"
+    tb = render_traceback("KeyError", script="/testbed/r.py", source=script)
+    assert tb.splitlines() == [
+        "Traceback (most recent call last):",
+        '  File "/testbed/r.py", line 4, in <module>',
+        "    f(1)",
+        "KeyError",
+    ]
+    assert render_traceback("ValueError", script="-c", source="int('x')", message="bad").endswith(
+        "ValueError: bad\n"
+    )
