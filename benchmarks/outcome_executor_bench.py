@@ -1,18 +1,26 @@
-"""Per-step latency of the outcome executor (``sweworld.transition.outcome``) in a real
-sandbox session on the toy task: the executor's own time (``info["latency_s"]``) and the
+"""Per-step latency of the outcome executor (``sweworld.transition.outcome``) beside the
+baseline, the embedded LM route (``simulated``, SmolLM2-135M + the shipped SWT adapter), in
+real sandbox sessions on the toy task: the executor's own time (``info["latency_s"]``) and the
 whole step (sandbox, shim, executor, rendering) as the session measures it.
 
-    python benchmarks/outcome_executor_bench.py [--model PATH] [--rounds 20] [--mode blind]
+    python benchmarks/outcome_executor_bench.py [--rounds 20] [--baseline-rounds 1]
+        [--mode blind] [--out benchmarks/results/outcome-speed]
 
-Prints p50 / p99 / max per command kind. Timing only; nothing here asserts.
+Prints p50 / p99 / max per command kind for both executors in one table (the baseline's
+model calls take seconds to a minute each, so it runs fewer rounds; ``--baseline-rounds 0``
+skips it), and with ``--out`` writes a ``report.json`` for ``sweworld bench render``.
+Timing only; nothing here asserts.
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
+import json
 import statistics
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
 COMMANDS = (
     "python -m pytest -rA tests/test_textutil.py",
@@ -28,31 +36,29 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default=None)
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--mode", default="blind", choices=("blind", "oracle"))
-    args = parser.parse_args()
+def _kind(command: str) -> str:
+    return "pytest" if "pytest" in command else "python script / -c"
+
+
+def measure(executor: Any, rounds: int) -> dict[str, dict[str, list[float]]]:
+    """``{kind: {"exec": [s...], "step": [s...]}}`` over ``rounds`` rounds of COMMANDS,
+    alternating between the base state and an edited one."""
     from sweworld.sandbox.manager import SessionManager
     from sweworld.tasks import load_tasks
     from sweworld.tasks.toy import toy_tasks_path
-    from sweworld.transition.outcome.executor import OutcomeExecutor
 
     task = load_tasks(toy_tasks_path())[0]
-    executor = OutcomeExecutor(args.model, mode=args.mode)
     manager = SessionManager()
-    own: dict[str, list[float]] = {}
-    whole: dict[str, list[float]] = {}
+    found: dict[str, dict[str, list[float]]] = {}
     try:
         with manager.open(task, executor=executor) as session:
             session.write_file(
                 "/testbed/reproduce.py", "from stockroom.textutil import slugify\n"
                 "print(slugify('A b'))\n"
             )  # fmt: skip
-            session.run("python -m pytest -q tests")  # warm the sandbox
-            for i in range(args.rounds):
-                if i % 2:  # alternate between the base and an edited state
+            session.run("ls")  # start the sandbox
+            for i in range(rounds):
+                if i % 2:
                     session.run("echo '# edit' >> stockroom/textutil.py")
                 else:
                     session.run("git checkout -q -- stockroom/textutil.py")
@@ -60,22 +66,98 @@ def main() -> None:
                     start = time.perf_counter()
                     out = session.run(command)
                     elapsed = time.perf_counter() - start
-                    info = out.info["execution_calls"][-1]["info"]
-                    key = f"{info.get('kind')} ({info.get('route')})"
-                    own.setdefault(key, []).append(info["latency_s"])
-                    whole.setdefault(key, []).append(elapsed)
+                    calls = out.info.get("execution_calls") or [{}]
+                    own = (calls[-1].get("info") or {}).get("latency_s", elapsed)
+                    slot = found.setdefault(_kind(command), {"exec": [], "step": []})
+                    slot["exec"].append(float(own))
+                    slot["step"].append(elapsed)
     finally:
         manager.close_all()
-    print(f"machine: {platform.machine()}, {platform.python_version()}, "
-          f"model {executor.model_path}, mode {args.mode}, {args.rounds} rounds")  # fmt: skip
-    print(f"{'command kind (route)':<36} {'n':>4} {'exec p50':>9} {'exec p99':>9} "
-          f"{'step p50':>9} {'step p99':>9} {'step max':>9}  (ms)")  # fmt: skip
-    for key in sorted(own):
-        e, w = own[key], whole[key]
-        print(f"{key:<36} {len(e):>4} {1e3 * statistics.median(e):>9.1f} "
-              f"{1e3 * _pct(e, 0.99):>9.1f} {1e3 * statistics.median(w):>9.1f} "
-              f"{1e3 * _pct(w, 0.99):>9.1f} {1e3 * max(w):>9.1f}")  # fmt: skip
+    return found
+
+
+def _row(name: str, kind: str, values: dict[str, list[float]]) -> list[str]:
+    e, w = values["exec"], values["step"]
+    ms = [1e3 * statistics.median(e), 1e3 * _pct(e, 0.99), 1e3 * statistics.median(w),
+          1e3 * _pct(w, 0.99), 1e3 * max(w)]  # fmt: skip
+    return [name, kind, str(len(e)), *(f"{v:,.1f}" for v in ms)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="outcome model file (the shipped one)")
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of the outcome executor")
+    parser.add_argument(
+        "--baseline-rounds", type=int, default=1, help="rounds of the embedded LM route (1)"
+    )
+    parser.add_argument("--mode", default="blind", choices=("blind", "oracle"))
+    parser.add_argument("--out", default=None, help="write report.json into this folder")
+    args = parser.parse_args(argv)
+    from sweworld.bench.report import provenance
+    from sweworld.sandbox.registry import make_executor
+    from sweworld.transition.outcome.executor import OutcomeExecutor
+
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    outcome = OutcomeExecutor(args.model, mode=args.mode)
+    results = {"outcome": measure(outcome, args.rounds)}
+    if args.baseline_rounds > 0:
+        baseline = make_executor("simulated", mode=args.mode)
+        try:
+            results["simulated (embedded LM)"] = measure(baseline, args.baseline_rounds)
+        finally:
+            closer = getattr(baseline, "close", None)
+            if callable(closer):
+                closer()
+    columns = ["executor", "command kind", "n", "exec p50", "exec p99", "step p50",
+               "step p99", "step max"]  # fmt: skip
+    rows = [_row(name, kind, v) for name, r in results.items() for kind, v in sorted(r.items())]
+    print(f"model {outcome.model_path}, mode {args.mode}; times in ms")
+    print("  ".join(f"{c:>24}" if i < 2 else f"{c:>9}" for i, c in enumerate(columns)))
+    for row in rows:
+        print("  ".join(f"{c:>24}" if i < 2 else f"{c:>9}" for i, c in enumerate(row)))
+    if args.out:
+        prov = provenance([], sys.argv[1:] if argv is None else argv)
+        prov["command"] = "python benchmarks/outcome_executor_bench.py " + " ".join(
+            sys.argv[1:] if argv is None else argv
+        )
+        prov["started"] = started
+        report = {
+            "report_version": 1,
+            "benchmark": "outcome-speed",
+            "title": "Simulated step latency: the outcome world vs the embedded LM (issue 19)",
+            "description": (
+                "Real sandbox sessions on the toy task sweworld__stockroom-1; five execution "
+                "commands per round (three pytest runs, `python -c`, a script), alternating "
+                "between the base state and an edited one. 'exec' is the executor's own time, "
+                "'step' the whole step as the session measures it. The outcome executor uses "
+                "the shipped model (sweworld/adapters/outcome-default); the baseline is the "
+                "project's current default world (simulated: SmolLM2-135M with the shipped "
+                "SWT adapter), which runs fewer rounds because each of its model calls takes "
+                "seconds to a minute. Shared 2-core VM: latencies are noisy."
+            ),
+            "model": str(outcome.model_path),
+            "provenance": prov,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "settings": {
+                "rounds": args.rounds,
+                "baseline_rounds": args.baseline_rounds,
+                "mode": args.mode,
+            },
+            "skipped": {},
+            "figures": [
+                {
+                    "title": "Per-step latency (ms), outcome executor and baseline",
+                    "columns": columns,
+                    "rows": rows,
+                    "notes": "Target of issue 19: p50 <= 50 ms, p99 <= 500 ms per step.",
+                }
+            ],
+        }
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
