@@ -426,7 +426,15 @@ class Server:
     """``python -m sweworld serve world`` in a subprocess, on loopback, any free port."""
 
     def __init__(self, runtime: Path, executor: str, model: str, token: str):
-        env = dict(os.environ)
+        # each episode's disk is a RAM tmpfs within the server's disk budget: the load's
+        # episodes write next to nothing, so a small quota lets 256 of them fit in memory
+        from sweworld.bench.throughput_serve import (
+            BENCH_DISK_MB,
+            BENCH_SCRATCH_MB,
+            bench_disk_budget_mb,
+        )
+
+        env = dict(os.environ, SWEWORLD_SCRATCH_MB=str(BENCH_SCRATCH_MB))
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(BENCH_DIR), str(PROJECT), env.get("PYTHONPATH", "")) if p
         )
@@ -438,7 +446,8 @@ class Server:
             "--reward", "none", "--max-steps", "1000", "--workers", str(WORKERS),
             "--max-episodes-per-token", "100000", "--max-steps-per-minute", "100000000",
             "--max-creates-per-minute", "10000000", "--runtime-dir", str(runtime),
-            "--log-level", "WARNING",
+            "--log-level", "WARNING", "--disk-mb", str(BENCH_DISK_MB),
+            "--max-live-episodes", "100000", "--disk-budget-mb", str(bench_disk_budget_mb(300)),
         ]  # fmt: skip
         self.log_path = runtime.parent / f"server-{runtime.name}.log"
         self.log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop)

@@ -88,6 +88,21 @@ def add_hostile_arguments(parser: argparse.ArgumentParser) -> None:
 # =========================================================================== the server
 
 
+#: The disk quota of the bench server's episodes and their scratch mounts, MiB.
+BENCH_DISK_MB = 4
+BENCH_SCRATCH_MB = 2
+
+
+def bench_disk_budget_mb(sessions: int) -> int:
+    """A disk budget for ``sessions`` of the bench's quota (and their control files and
+    scratch mounts), within 90% of the memory available (the server refuses more)."""
+    from sweworld.sandbox.quota import MIB, memory_available_bytes, session_memory_mb
+
+    need = sessions * session_memory_mb(BENCH_DISK_MB, BENCH_SCRATCH_MB)
+    available = memory_available_bytes()
+    return need if available is None else max(128, min(need, available * 9 // 10 // MIB))
+
+
 class _Server:
     """``sweworld serve world`` in a subprocess on a free loopback port."""
 
@@ -98,7 +113,16 @@ class _Server:
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # each episode's disk is a RAM tmpfs counted against the server's disk budget
+        # (quota, 64 MiB of control files, two scratch mounts): the bench's episodes write
+        # next to nothing, so small ones let all of them fit in memory
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "SWEWORLD_DISK_MB": str(BENCH_DISK_MB),
+            "SWEWORLD_SCRATCH_MB": str(BENCH_SCRATCH_MB),
+        }
+        live = workers + 16
         self.log_path = runtime / "server.log"
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(
@@ -106,7 +130,8 @@ class _Server:
              f"--token={token}", "--executor", "none", "--reward", "none",
              "--runtime-dir", str(runtime / "rt"), "--log-format", "text",
              "--log-level", "WARNING", "--workers", str(workers),
-             "--max-episodes-per-token", str(workers + 16),
+             "--max-episodes-per-token", str(live), "--max-live-episodes", str(live),
+             "--disk-budget-mb", str(bench_disk_budget_mb(live)),
              "--max-steps-per-minute", "10000000", "--max-creates-per-minute", "100000",
              "--max-steps", "1000"],
             stdout=subprocess.PIPE, stderr=self._log, text=True, env=env, preexec_fn=limit,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweworld.sandbox.launch import SandboxUnavailable
-from sweworld.sandbox.quota import default_disk_mb, default_max_snapshots
+from sweworld.sandbox.quota import default_disk_mb, default_max_snapshots, default_scratch_mb
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,8 @@ class SandboxLimits:
             ``$SWEWORLD_DISK_MB`` or 1024. Kernel-enforced on the overlay backend (a tmpfs:
             memory, see :mod:`sweworld.sandbox.overlay`); checked after each step on copy.
         scratch_mb: size of each ephemeral tmpfs a sandbox has of its own (``/root`` and
-            ``/dev/shm``; the rest of ``/dev`` is read-only), in MiB: with ``disk_mb``, what
+            ``/dev/shm``; the rest of ``/dev`` is read-only), in MiB (64, or
+            ``$SWEWORLD_SCRATCH_MB``): with ``disk_mb``, what
             a session can write is bounded.
         max_snapshots: snapshots one session may take (``$SWEWORLD_MAX_SNAPSHOTS`` or 64);
             one more raises :class:`~sweworld.sandbox.quota.SnapshotLimitReached`.
@@ -68,7 +69,7 @@ class SandboxLimits:
     max_execution_calls: int = 64
     max_executor_seconds: float = 900.0
     disk_mb: int = field(default_factory=default_disk_mb)
-    scratch_mb: int = 64
+    scratch_mb: int = field(default_factory=default_scratch_mb)
     max_snapshots: int = field(default_factory=default_max_snapshots)
 
 

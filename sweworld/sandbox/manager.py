@@ -39,6 +39,8 @@ _counter = itertools.count(1)
 
 class DiskBudgetExceeded(SandboxUnavailable):
     """A new session's disk would not fit in the manager's ``disk_budget_bytes``."""
+
+
 _live_managers: weakref.WeakSet[SessionManager] = weakref.WeakSet()
 
 
@@ -61,8 +63,9 @@ class SessionManager:
             bound). An overlay session's disk is a tmpfs (RAM), so ``sessions x quota`` is
             what the host must be able to hold; a session (or fork) whose disk would not
             fit is refused with :class:`DiskBudgetExceeded` before anything is mounted.
-            Counted per disk: each session's quota plus its 64 MiB control tmpfs, and the
-            disk of a destroyed session as long as a fork of it keeps its layers alive.
+            Counted per disk: each session's quota plus its 64 MiB control tmpfs and its
+            sandbox's two ``scratch_mb`` tmpfs mounts, and the disk of a destroyed session
+            as long as a fork of it keeps its layers alive.
     """
 
     def __init__(
@@ -170,7 +173,7 @@ class SessionManager:
         source: Session | None = None,
     ) -> Session:
         quota = source.workspace.quota_bytes if source else config.limits.disk_mb << 20
-        cost = self._take_budget(quota)
+        cost = self._take_budget(quota + _memory_apart(config, self.backend == "overlay"))
         try:
             return self._open_workspace(base, executor, config, task, source, quota)
         finally:
@@ -184,9 +187,8 @@ class SessionManager:
 
     def _committed(self) -> int:
         """Under the lock: each distinct disk's quota (a fork keeps its destroyed
-        sources' disks alive: they are among its ``owners``) and each control tmpfs."""
-        from sweworld.sandbox.overlay import CONTROL_BYTES
-
+        sources' disks alive: they are among its ``owners``), and each session's tmpfs
+        mounts apart from its disk."""
         disks: dict[str, int] = {}
         total = 0
         for session in self._sessions.values():
@@ -194,15 +196,12 @@ class SessionManager:
             quota = int(getattr(workspace, "quota_bytes", 0))
             for owner in getattr(workspace, "owners", None) or (session.id,):
                 disks[owner] = quota
-            total += CONTROL_BYTES if getattr(workspace, "kernel_quota", False) else 0
+            total += _memory_apart(session.config, getattr(workspace, "kernel_quota", False))
         return total + sum(disks.values())
 
-    def _take_budget(self, quota: int) -> int:
-        """Count a new session's disk as pending (DiskBudgetExceeded when it would not fit);
-        the bytes counted."""
-        from sweworld.sandbox.overlay import CONTROL_BYTES
-
-        cost = quota + (CONTROL_BYTES if self.backend == "overlay" else 0)
+    def _take_budget(self, cost: int) -> int:
+        """Count a new session's ``cost`` as pending (DiskBudgetExceeded when it would not
+        fit); returns it."""
         with self._lock:
             budget = self.disk_budget_bytes
             if budget is not None:
@@ -358,6 +357,15 @@ def _raise_fd_limit() -> None:
     if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _memory_apart(config: SessionConfig, overlay: bool) -> int:
+    """RAM a session's agent can fill besides its disk: its sandbox's scratch tmpfs mounts
+    (``/root`` and ``/dev/shm``, ``scratch_mb`` each) and, on the overlay backend, its
+    control tmpfs."""
+    from sweworld.sandbox.overlay import CONTROL_BYTES
+
+    return 2 * (config.limits.scratch_mb << 20) + (CONTROL_BYTES if overlay else 0)
 
 
 def _copy_history(history: dict[str, list[str]]) -> dict[str, list[str]]:

@@ -24,6 +24,11 @@ class SnapshotLimitReached(ValueError):
     """A session has taken as many snapshots as its limit allows."""
 
 
+class PatchTooLarge(ValueError):
+    """A session's patch is longer than its commands' output limit (``max_output_bytes``):
+    the agent wrote more changed text than a patch may carry."""
+
+
 def memory_available_bytes() -> int | None:
     """The kernel's ``MemAvailable`` (what can still be allocated without swapping), or
     None where ``/proc/meminfo`` cannot be read."""
@@ -48,6 +53,21 @@ def default_disk_budget_mb() -> int | None:
 def default_disk_mb() -> int:
     """The default quota: ``$SWEWORLD_DISK_MB`` or 1024 (1 GiB)."""
     return _env_int("SWEWORLD_DISK_MB", 1024)
+
+
+def default_scratch_mb() -> int:
+    """The size of each scratch tmpfs of a sandbox (``/root``, ``/dev/shm``):
+    ``$SWEWORLD_SCRATCH_MB`` or 64."""
+    return _env_int("SWEWORLD_SCRATCH_MB", 64)
+
+
+def session_memory_mb(disk_mb: int | None = None, scratch_mb: int | None = None) -> int:
+    """The most RAM one overlay session's agent can fill, in MiB: its disk quota, its
+    64 MiB control tmpfs and its sandbox's two scratch tmpfs mounts (the defaults:
+    ``$SWEWORLD_DISK_MB`` and ``$SWEWORLD_SCRATCH_MB``)."""
+    disk = default_disk_mb() if disk_mb is None else disk_mb
+    scratch = default_scratch_mb() if scratch_mb is None else scratch_mb
+    return disk + 64 + 2 * scratch
 
 
 def default_max_snapshots() -> int:
@@ -123,13 +143,16 @@ def quota_message(workspace: Any) -> str:
 
 __all__ = [
     "WRITING_COMMANDS",
+    "PatchTooLarge",
     "SnapshotLimitReached",
     "control_full",
     "default_disk_budget_mb",
     "default_disk_mb",
     "default_max_snapshots",
+    "default_scratch_mb",
     "memory_available_bytes",
     "over_quota",
     "quota_message",
     "refused_edit",
+    "session_memory_mb",
 ]

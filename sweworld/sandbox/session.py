@@ -36,6 +36,7 @@ from sweworld.sandbox.launch import BASE_ENV, SHELL_OWN_ENV, SandboxUnavailable
 from sweworld.sandbox.limits import PidsCgroup, SandboxLimits
 from sweworld.sandbox.paths import SandboxPaths
 from sweworld.sandbox.quota import (
+    PatchTooLarge,
     SnapshotLimitReached,
     control_full,
     over_quota,
@@ -507,6 +508,11 @@ class Session:
                 raise RuntimeError(
                     f"could not compute the patch of session {self.id}: {exc}"
                 ) from exc
+            if raw.truncated:
+                raise PatchTooLarge(
+                    f"the patch is over {len(raw.stdout)} bytes, the "
+                    "output limit (limits.max_output_bytes): remove or shrink changed files"
+                )
             if raw.exit_code != 0 or raw.timed_out:
                 err = raw.stderr.decode(errors="replace").strip()
                 raise RuntimeError(

@@ -344,3 +344,36 @@ def test_a_fork_of_a_fork_restores_its_ancestors_snapshots_after_they_are_gone(t
     finally:
         c.destroy()
     assert (base / "f").read_text() == "0\n"
+
+
+def test_the_managers_disk_budget_bounds_all_sessions_together(tmp_path, toy_task):
+    """Each session's disk is a RAM tmpfs: 1 GiB x 64 episodes x several tokens could take
+    more memory than the host has. With a budget, a session (or fork) whose quota would not
+    fit is refused before anything is mounted; a fork keeps its destroyed source's disk
+    alive, and counted."""
+    from sweworld.sandbox.manager import DiskBudgetExceeded
+    from sweworld.sandbox.overlay import CONTROL_BYTES
+
+    _need_overlay(tmp_path)
+    limits = SandboxLimits(disk_mb=8, scratch_mb=4)
+    one = (8 << 20) + CONTROL_BYTES + (8 << 20)  # its quota, control and scratch tmpfs
+    budget = 2 * one + (4 << 20)
+    with SessionManager(
+        runtime_root=tmp_path / "rt", limits=limits, backend="overlay", disk_budget_bytes=budget
+    ) as mgr:
+        first = mgr.open(toy_task)
+        fork = first.fork()
+        assert mgr.committed_bytes() == 2 * one
+        with pytest.raises(DiskBudgetExceeded, match="budget"):
+            mgr.open(toy_task)
+        with pytest.raises(DiskBudgetExceeded):
+            fork.fork()
+        assert len(mgr.sessions) == 2
+        assert sorted(os.listdir(mgr.sessions_dir)) == sorted(s.id for s in mgr.sessions)
+        first.destroy()  # the fork still holds its disk (the layers it was forked from)
+        assert mgr.committed_bytes() == one + (8 << 20)
+        with pytest.raises(DiskBudgetExceeded):
+            mgr.open(toy_task)
+        fork.destroy()
+        assert mgr.committed_bytes() == 0
+        assert "fits" in mgr.open(toy_task).step("echo fits").observation

@@ -246,6 +246,90 @@ def test_fork_limit_per_token(serve):
     assert client.get("/health").json()["episodes"] == 4  # the rest closes with the service
 
 
+def test_the_service_bounds_live_episodes_and_disk_of_all_tokens(serve, monkeypatch, tmp_path):
+    """Each session's disk is a RAM tmpfs (1 GiB by default): 64 live episodes per token
+    times several tokens could take more memory than the host has. A service-wide cap on
+    live episodes and a disk budget refuse what would not fit with 503 and Retry-After."""
+    client = serve(max_live_episodes=2)
+    first = _create(client).json()["episode_id"]
+    other = _create(client, headers=B).json()["episode_id"]
+    for refused in (_create(client), client.post(f"{V1}/{first}/fork", headers=A)):
+        assert refused.status_code == 503 and refused.json()["error"] == "capacity"
+        assert int(refused.headers["Retry-After"]) >= 1
+    client.delete(f"{V1}/{other}", headers=B)
+    assert _create(client, headers=B).status_code == 200
+    # the disk budget: two sessions of an 8 MiB quota (with 64 MiB of control files and
+    # two 4 MiB scratch mounts: 80 MiB) fit in 170 MiB, not three
+    monkeypatch.setenv("SWEWORLD_DISK_MB", "8")
+    monkeypatch.setenv("SWEWORLD_SCRATCH_MB", "4")
+    small = serve(disk_budget_mb=170)
+    one, two = (_create(small, headers=h).json()["episode_id"] for h in (A, B))
+    for refused in (_create(small), small.post(f"{V1}/{one}/fork", headers=A)):
+        assert refused.status_code == 503, refused.text
+        body = refused.json()
+        assert body["error"] == "unavailable" and "budget" in body["message"]
+        assert "Retry-After" in refused.headers
+        _assert_no_host_path(refused.text, small.root, tmp_path)
+    assert small.get("/health").json()["episodes"] == 2
+    small.delete(f"{V1}/{two}", headers=B)
+    assert small.post(f"{V1}/{one}/fork", headers=A).status_code == 200
+
+
+def test_snapshot_limits_of_the_sandbox_are_429_not_500(serve, monkeypatch):
+    """The session's own snapshot limit (SnapshotLimitReached) was a 422 ``invalid``, and
+    the 96 saved layers an overlay stack may hold (QuotaExceeded) a 500; both are 429
+    ``quota`` now, and the episode goes on."""
+    monkeypatch.setenv("SWEWORLD_MAX_SNAPSHOTS", "3")
+    client = serve(episode={"max_steps": 200}, max_snapshots_per_episode=500,
+                   max_snapshots_per_token=500)  # fmt: skip
+    episode_id = _create(client).json()["episode_id"]
+    codes = [client.post(f"{V1}/{episode_id}/snapshot", headers=A) for _ in range(4)]
+    assert [c.status_code for c in codes] == [200, 200, 200, 429]
+    assert codes[-1].json()["error"] == "quota"
+    assert "max_snapshots" in codes[-1].json()["message"]
+    monkeypatch.setenv("SWEWORLD_MAX_SNAPSHOTS", "500")
+    episode_id = _create(client).json()["episode_id"]
+    step = f"{V1}/{episode_id}/step"
+    first = None
+    for i in range(60):  # two layers a snapshot (/testbed and /tmp): 48 fit in 96
+        client.post(step, json={"action": f"echo {i} > n.txt; echo {i} > /tmp/n"}, headers=A)
+        response = client.post(f"{V1}/{episode_id}/snapshot", headers=A)
+        if response.status_code != 200:
+            break
+        first = first or response.json()["snapshot_id"]
+    assert response.status_code == 429, response.text
+    assert response.json()["error"] == "quota" and "saved layers" in response.json()["message"]
+    assert i == 48
+    out = client.post(step, json={"action": "cat n.txt /tmp/n"}, headers=A).json()
+    assert "48\n48" in out["observation"]
+    restored = client.post(f"{V1}/{episode_id}/restore", json={"snapshot_id": first}, headers=A)
+    assert restored.status_code == 200, restored.text
+    out = client.post(step, json={"action": "cat n.txt /tmp/n"}, headers=A).json()
+    assert "0\n0" in out["observation"]
+
+
+def test_a_patch_over_the_output_limit_is_a_clear_422(serve):
+    """A 3 MB changed file made the patch longer than a command's output limit: /patch and
+    /reward answered 500 ``internal`` and ``end`` lost the reason. Now 422
+    ``patch_too_large`` saying what to do, and the episode goes on."""
+    client = serve()
+    episode_id = _create(client).json()["episode_id"]
+    action = "yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa | head -c 3000000 > big.txt"
+    client.post(f"{V1}/{episode_id}/step", json={"action": action}, headers=A)
+    for response in (
+        client.get(f"{V1}/{episode_id}/patch", headers=A),
+        client.post(f"{V1}/{episode_id}/reward", json={}, headers=A),
+    ):
+        assert response.status_code == 422, response.text
+        assert response.json()["error"] == "patch_too_large"
+        assert "max_output_bytes" in response.json()["message"]
+    client.post(f"{V1}/{episode_id}/step", json={"action": "rm big.txt; echo x > small.txt"},
+                headers=A)  # fmt: skip
+    patch = client.get(f"{V1}/{episode_id}/patch", headers=A)
+    assert patch.status_code == 200 and "small.txt" in patch.json()["patch"]
+    client.delete(f"{V1}/{episode_id}", headers=A)
+
+
 def _owner(headers: dict) -> str:
     from sweworld.serve.world.auth import owner_id
 
@@ -383,6 +467,7 @@ def test_operator_options_reach_the_config(tmp_path):
         "--max-wall", "120", "--max-observation-chars", "5000", "--max-configs-per-token", "2",
         "--max-snapshots-per-episode", "3", "--max-snapshots-per-token", "5",
         "--max-forks-per-token", "1", "--max-ended-per-token", "7", "--allow-config-executor",
+        "--max-live-episodes", "9", "--disk-budget-mb", "4096",
     ])  # fmt: skip
     config = config_from_args(args)
     assert config.allow_task_rows and config.client_config_keys == {"max_steps", "seed"}
@@ -391,7 +476,10 @@ def test_operator_options_reach_the_config(tmp_path):
     assert (config.max_configs_per_token, config.max_snapshots_per_episode) == (2, 3)
     assert (config.max_snapshots_per_token, config.max_forks_per_token) == (5, 1)
     assert config.max_ended_per_token == 7
-    for bad in (["--max-wall", "inf"], ["--max-snapshots-per-token", "0"]):
+    assert (config.max_live_episodes, config.disk_budget_mb) == (9, 4096)
+    assert default.max_live_episodes == 256 and default.disk_budget_mb is not None
+    for bad in (["--max-wall", "inf"], ["--max-snapshots-per-token", "0"],
+                ["--max-live-episodes", "0"], ["--disk-budget-mb", "nan"]):  # fmt: skip
         with pytest.raises(SystemExit):
             parser.parse_args(["--token", TOKEN_A, *bad])
 

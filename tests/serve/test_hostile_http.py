@@ -278,6 +278,57 @@ def test_slow_body_gets_408_json(serve):
     sock.close()
 
 
+# ---------------------------------------------------------------------- capacity
+
+
+def _create_until_refused(server: Served, most: int) -> tuple[list[str], httpx.Response]:
+    """Episodes created (one connection) until one is refused; their ids and the refusal."""
+    ids: list[str] = []
+    with httpx.Client(base_url=server.base, headers=AUTH, timeout=30) as client:
+        for _ in range(most):
+            response = client.post("/v1/episodes", json={"instance_id": TOY_ID})
+            if response.status_code != 200:
+                return ids, response
+            ids.append(response.json()["episode_id"])
+    raise AssertionError(f"{most} creates, none refused")
+
+
+@requires_sandbox
+def test_out_of_descriptors_is_a_503_with_json_and_passes(serve, monkeypatch):
+    """Each session holds a few descriptors: creating episodes under a 300-descriptor limit
+    ran out of them, and the create got 500 ``internal``. Now 503 ``unavailable`` with
+    Retry-After; deleting episodes frees them, and creates work again."""
+    monkeypatch.setenv("SWEWORLD_DISK_MB", "1")  # small sessions: the disk budget holds 150
+    monkeypatch.setenv("SWEWORLD_SCRATCH_MB", "1")
+    server = serve("--max-live-episodes", "150", "--max-episodes-per-token", "150", nofile=300)
+    ids, refused = _create_until_refused(server, 150)
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"] == "unavailable" and "descriptors" in refused.json()["message"]
+    assert "Retry-After" in refused.headers and str(server.runtime) not in refused.text
+    assert len(ids) >= 5
+    with httpx.Client(base_url=server.base, headers=AUTH, timeout=30) as client:
+        for episode in ids[:5]:
+            assert client.delete(f"/v1/episodes/{episode}").status_code == 200
+        again = client.post("/v1/episodes", json={"instance_id": TOY_ID})
+        assert again.status_code == 200, again.text
+        assert client.get("/health").json()["status"] == "ok"
+
+
+@requires_sandbox
+def test_live_episodes_default_to_what_the_descriptors_hold(serve):
+    """Without --max-live-episodes the service allows what its descriptor limit holds once
+    the connections have theirs: a create past it is 503 ``capacity``, never a session
+    that cannot start its sandbox."""
+    server = serve(nofile=512)
+    ids, refused = _create_until_refused(server, 64)
+    assert refused.status_code == 503 and refused.json()["error"] == "capacity", refused.text
+    assert int(refused.headers["Retry-After"]) >= 1
+    with httpx.Client(base_url=server.base, headers=AUTH, timeout=30) as client:
+        for episode in ids:  # every one of them can still run a command
+            step = client.post(f"/v1/episodes/{episode}/step", json={"action": "echo ok"})
+            assert step.status_code == 200 and "ok" in step.json()["observation"]
+
+
 # ---------------------------------------------------------------------- JSON errors
 
 
@@ -359,6 +410,9 @@ def test_json_errors_wrapper_answers_every_failure():
         (["--header-timeout", "nan"], "--header-timeout"),
         (["--max-connections", "100000000"], "--max-connections"),
         (["--max-body-bytes", "-1"], "--max-body-bytes"),
+        (["--disk-budget-mb", str(1 << 29)], "memory available"),  # 512 TiB of RAM tmpfs
+        (["--disk-budget-mb", "100"], "holds no session"),  # under one quota + control
+        (["--disk-mb", "0"], "--disk-mb"),
     ],
 )
 def test_bad_startup_options_exit_2_with_one_line(options, says, tmp_path):

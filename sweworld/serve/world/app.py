@@ -43,6 +43,9 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
 
 #: Routes answered while the service drains.
 OPEN_WHILE_DRAINING = ("/health", "/metrics")
+#: A body declared at most this much over the bound is read away before its 413 (a body
+#: left unread when the connection closes resets it, and the client never reads the 413).
+DRAIN_BYTES = 1 << 20
 #: Paths answered without a token: the health check, and the API's description.
 OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json"})
 
@@ -77,7 +80,9 @@ class Gate:
     then 413 for a body over ``limit`` bytes without reading it whole (its
     ``Content-Length`` is checked first, then the stream is counted and buffered up to the
     limit only). A request refused with a body unread is answered with
-    ``Connection: close``: the body is never read. Pure ASGI: a client that disconnects
+    ``Connection: close``: the body is never read, but for a token holder's declared at
+    most :data:`DRAIN_BYTES` over the limit, read away first so that the close does not
+    reset the connection before the client reads its 413. Pure ASGI: a client that disconnects
     does not cancel the route under it."""
 
     def __init__(self, app: Any, world: WorldHandler, limit: int, tokens: TokenSet | None = None):
@@ -122,6 +127,11 @@ class Gate:
                 if declared < 0 or declared > self.limit:
                     if declared < 0:
                         too_large = WorldError(400, "bad_request", "bad Content-Length")
+                    elif declared <= self.limit + DRAIN_BYTES:
+                        # a token holder's body a little over the bound: read it away first,
+                        # so that closing with it unread does not reset the connection (the
+                        # client then loses the 413 for ECONNRESET)
+                        await _drain(receive)
                     await self._refuse(scope, receive, send, too_large)
                     return
         chunks: list[bytes] = []
@@ -149,6 +159,14 @@ class Gate:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+async def _drain(receive: Any) -> None:
+    """Read a request's body and drop it (the protocol's body timeout bounds the wait)."""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
 
 
 async def _send_json(send: Any, status: int, error: str, message: str) -> None:

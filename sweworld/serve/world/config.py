@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from sweworld.env import EpisodeConfig
 from sweworld.serve.world.policy import ALL_CLIENT_KEYS, CODE_KEYS, DEFAULT_CLIENT_KEYS
 
-__all__ = ["WorldConfig"]
+__all__ = ["SESSION_FDS", "WorldConfig", "check_disk_budget", "sessions_that_fit"]
 
 
 @dataclass
@@ -33,6 +33,13 @@ class WorldConfig:
             :mod:`~sweworld.serve.world.policy`: limits only downwards, ``reward`` only to
             fewer sources, ``mode`` only to blind).
         max_episodes_per_token: live episodes (holding a session) one token may hold.
+        max_live_episodes: live episodes all tokens together may hold (503 ``capacity``
+            past it, forks included).
+        disk_budget_mb: the most all live sessions' disks may hold together, in MiB (a
+            session's disk is a RAM tmpfs: quota, ``$SWEWORLD_DISK_MB`` or 1 GiB, plus
+            64 MiB of control files and its sandbox's two ``$SWEWORLD_SCRATCH_MB`` (64 MiB)
+            scratch mounts); a create or fork that would not fit gets 503
+            ``unavailable``. None: half of the memory available when the service starts.
         max_ended_per_token: ended episodes (no session; their trajectory and patch are
             kept for the client) one token may hold; past it, its least recently used
             ended episode is closed.
@@ -62,6 +69,8 @@ class WorldConfig:
     allow_config_executor: bool = False
     client_config_keys: frozenset[str] = DEFAULT_CLIENT_KEYS
     max_episodes_per_token: int = 64
+    max_live_episodes: int = 256
+    disk_budget_mb: int | None = None
     max_ended_per_token: int = 64
     max_configs_per_token: int = 4
     max_forks_per_token: int = 16
@@ -83,9 +92,19 @@ class WorldConfig:
             raise ValueError(
                 "the world service needs a token (--token / --tokens-file) or --no-auth"
             )
-        for name in ("max_episodes_per_token", "max_steps_per_minute", "max_creates_per_minute",
-                     "max_body_bytes", "workers", "max_ended_per_token", "max_configs_per_token",
-                     "max_forks_per_token", "max_snapshots_per_episode",
+        if self.disk_budget_mb is None:
+            from sweworld.sandbox.quota import default_disk_budget_mb
+
+            self.disk_budget_mb = default_disk_budget_mb()
+        if self.disk_budget_mb is not None and (
+            not isinstance(self.disk_budget_mb, int) or self.disk_budget_mb < 1
+        ):
+            raise ValueError(
+                f"disk_budget_mb must be a positive integer, got {self.disk_budget_mb!r}"
+            )
+        for name in ("max_episodes_per_token", "max_live_episodes", "max_steps_per_minute",
+                     "max_creates_per_minute", "max_body_bytes", "workers", "max_ended_per_token",
+                     "max_configs_per_token", "max_forks_per_token", "max_snapshots_per_episode",
                      "max_snapshots_per_token"):  # fmt: skip
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -108,9 +127,50 @@ class WorldConfig:
             )
 
     @property
+    def disk_budget_bytes(self) -> int | None:
+        return None if self.disk_budget_mb is None else self.disk_budget_mb << 20
+
+    @property
     def allowed_client_keys(self) -> frozenset[str]:
         """What clients may change: :attr:`client_config_keys`, plus the executor and
         models with :attr:`allow_config_executor`."""
         if self.allow_config_executor:
             return self.client_config_keys | CODE_KEYS
         return self.client_config_keys
+
+
+#: Descriptors one live session holds (its namespace, disks, views, a warm sandbox's pipes).
+SESSION_FDS = 11
+
+
+def sessions_that_fit(max_connections: int) -> int:
+    """Live sessions the descriptor limit holds once the connections and the reserve have
+    theirs (at least 1)."""
+    from sweworld.serve.world.connections import ACCEPT_BURST, FD_RESERVE, fd_limit
+
+    left = fd_limit() - FD_RESERVE - 2 * ACCEPT_BURST - max_connections
+    return max(1, left // SESSION_FDS)
+
+
+def check_disk_budget(budget_mb: int | None) -> None:
+    """The sessions' disk budget fits in the memory available now (their disks are RAM
+    tmpfs: a budget past it lets clients make the kernel kill the service, or more) and
+    holds at least one session; ``ValueError`` with one line otherwise."""
+    from sweworld.sandbox.quota import MIB, memory_available_bytes, session_memory_mb
+
+    available = memory_available_bytes()
+    if budget_mb is None:
+        if available is None:
+            return
+        raise ValueError("cannot size the sessions' disk budget: give --disk-budget-mb")
+    if available is not None and budget_mb * MIB > available:
+        raise ValueError(
+            f"--disk-budget-mb {budget_mb} is more than the {available // MIB} MiB of memory "
+            "available (sessions' disks are RAM): the host could run out of memory"
+        )
+    one = session_memory_mb()
+    if budget_mb < one:
+        raise ValueError(
+            f"--disk-budget-mb {budget_mb} holds no session: each needs {one} MiB "
+            "(its quota, 64 MiB of control files and two scratch mounts)"
+        )

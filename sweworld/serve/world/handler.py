@@ -23,6 +23,8 @@ Rules (the statuses are :class:`WorldError`'s, rendered by :mod:`~sweworld.serve
   episode and per owner, distinct component configs (:mod:`.components`; freed when no
   episode uses them), episodes created per minute (create, fork, reset), steps per
   minute. Every limit is per owner: no token can make another's call fail;
+- for all owners together (**503**, ``Retry-After``): ``max_live_episodes`` and the
+  sessions' disks (RAM) within ``disk_budget_mb``; running out of descriptors is 503 too;
 - what a client may ask for is :mod:`.policy`'s: config overrides on the operator's
   allow-list and bounded by the server's values, task rows as data (a repository name
   resolved in the repo cache, a commit id; with ``allow_task_rows`` off, only the
@@ -60,6 +62,7 @@ from sweworld.serve.world.policy import (
 )
 from sweworld.serve.world.replies import (
     WorldError,
+    capacity_error,
     client_error,
     current_patch,
     json_safe,
@@ -127,7 +130,7 @@ class WorldHandler:
             from sweworld.sandbox.manager import SessionManager
 
             root = Path(config.runtime_root) if config.runtime_root else None
-            manager = SessionManager(runtime_root=root)
+            manager = SessionManager(runtime_root=root, disk_budget_bytes=config.disk_budget_bytes)
         self.manager = manager
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -189,6 +192,9 @@ class WorldHandler:
         one creation of the owner's per-minute window too."""
         with self._lock:
             self._check_open()
+            everyone = sum(r.live for r in self._records.values()) + sum(self._reserved.values())
+            if everyone >= self.config.max_live_episodes:
+                raise capacity_error(everyone, self.config.reap_interval_s)
             live = self._live(owner)
             if live >= self.config.max_episodes_per_token:
                 raise quota_error(
@@ -285,7 +291,7 @@ class WorldHandler:
             ) from None  # fmt: skip
         except WorldError:
             raise
-        except (EpisodeError, KeyError, ValueError, TypeError, RuntimeError) as exc:
+        except (EpisodeError, KeyError, ValueError, TypeError, RuntimeError, OSError) as exc:
             error = client_error(exc, record.episode.id, episode_id)
             if error is None:
                 raise
@@ -355,11 +361,12 @@ class WorldHandler:
             raise WorldError(429, "too_many_configs", str(exc),
                              headers={"Retry-After": str(math.ceil(self.config.reap_interval_s))},
                              ) from None  # fmt: skip
-        except (ValueError, TypeError, EpisodeError, RuntimeError) as exc:
+        except (ValueError, TypeError, EpisodeError, RuntimeError, OSError) as exc:
             error = client_error(exc, "", "")
             if error is None:
                 raise
-            raise WorldError(error.status, error.body.error, error.body.message) from None
+            raise WorldError(error.status, error.body.error, error.body.message,
+                             headers=error.headers) from None  # fmt: skip
         finally:
             self._unreserve(owner)
         return s.EpisodeStarted(episode_id=episode_id, observation=text_safe(observation),

@@ -20,6 +20,7 @@ from sweworld.serve.world.policy import public_text
 
 __all__ = [
     "WorldError",
+    "capacity_error",
     "client_error",
     "current_patch",
     "json_safe",
@@ -53,15 +54,36 @@ def quota_error(what: str, retry_after: float) -> WorldError:
     return WorldError(429, "quota", f"{what}; retry in {wait} s", headers=headers)
 
 
+def capacity_error(held: int, retry_after: float) -> WorldError:
+    """503: the service holds as many live episodes (of all tokens) as it allows."""
+    wait = max(1, math.ceil(retry_after))
+    return WorldError(503, "capacity", f"the service holds {held} live episodes, the most it "
+                      f"allows (all tokens together); retry in {wait} s",
+                      headers={"Retry-After": str(wait)})  # fmt: skip
+
+
 def client_error(exc: Exception, inner_id: str, episode_id: str | None) -> WorldError | None:
     """The status of an episode's exception (its message names the service's id, and no
     host path); None for an exception that is the server's fault (a 500)."""
+    from sweworld.sandbox.launch import SandboxUnavailable
+    from sweworld.sandbox.overlay import QuotaExceeded
+    from sweworld.sandbox.quota import PatchTooLarge, SnapshotLimitReached
     from sweworld.sandbox.repos import RepoError
 
     if isinstance(exc, RepoError):  # a row whose repository or commit cannot be checked out
         text = exc.public or "the task's repository could not be checked out"
         return WorldError(422, "invalid_task", f"task: {text}", episode_id or None)
-    if isinstance(exc, RuntimeError) and not isinstance(exc, EpisodeError):
+    if isinstance(exc, PatchTooLarge):  # the agent's changes: its own patch, too long
+        return WorldError(422, "patch_too_large", str(exc), episode_id or None)
+    if isinstance(exc, (QuotaExceeded, SnapshotLimitReached)):  # too many saved layers
+        return WorldError(429, "quota", str(exc), episode_id or None)
+    if isinstance(exc, SandboxUnavailable) or _out_of_resources(exc):
+        # the host is full (the sessions' disk budget, descriptors, processes): not the
+        # client's fault, and it passes as sessions close
+        text = str(exc) if isinstance(exc, SandboxUnavailable) else "the host is out of resources"
+        return WorldError(503, "unavailable", f"{text}", episode_id or None,
+                          headers={"Retry-After": "5"})  # fmt: skip
+    if isinstance(exc, (RuntimeError, OSError)) and not isinstance(exc, EpisodeError):
         return None
     text = str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
     if inner_id:
@@ -76,6 +98,22 @@ def client_error(exc: Exception, inner_id: str, episode_id: str | None) -> World
     if isinstance(exc, KeyError):
         return WorldError(404, "unknown_snapshot", text, episode_id)
     return WorldError(422, "invalid", text, episode_id)
+
+
+def _out_of_resources(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is the host running out of descriptors,
+    processes or memory."""
+    import errno
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in (
+            errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM
+        ):  # fmt: skip
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen += 1
+    return False
 
 
 def current_patch(episode: Episode) -> str:

@@ -36,6 +36,13 @@ __all__ = ["add_arguments", "config_from_args", "draining_server", "main", "run"
 
 log = logging.getLogger("sweworld.serve.world")
 
+#: The service's default disk quota and scratch-mount size per session (MiB), below the
+#: library's (1024 / 64): each live session's disk is a tmpfs held against the disk budget
+#: (half the memory by default), so these decide how many sessions a host serves
+#: (256 + 64 control + 2 x 16 = 352 MiB each: about 34 on a 24 GiB host).
+SERVICE_DISK_MB = 256
+SERVICE_SCRATCH_MB = 16
+
 
 #: Receive buffer of every connection (the kernel doubles it), bytes.
 RECEIVE_BUFFER = 128 * 1024
@@ -219,6 +226,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     lim = parser.add_argument_group("limits")
     lim.add_argument("--max-episodes-per-token", type=int, default=64, help="live episodes (64)")
+    lim.add_argument(
+        "--max-live-episodes", type=bounded(int, 1, 100_000), default=None,
+        help="live episodes of all tokens together, forks included; past it a create gets "
+        "503 'capacity' (default: 256, or fewer when the descriptors the connections leave "
+        "hold fewer sessions, about 11 each)",
+    )  # fmt: skip
+    lim.add_argument(
+        "--disk-mb", type=bounded(int, 1, 1 << 20), default=None,
+        help="each episode's disk quota in MiB: /testbed's changes, /tmp and snapshots "
+        f"together, kernel-enforced (default: $SWEWORLD_DISK_MB or {SERVICE_DISK_MB}; the "
+        f"scratch mounts: $SWEWORLD_SCRATCH_MB or {SERVICE_SCRATCH_MB})",
+    )  # fmt: skip
+    lim.add_argument(
+        "--disk-budget-mb", type=bounded(int, 64, 1 << 30), default=None,
+        help="MiB all live sessions' disks may hold together. Each session's disk is a RAM "
+        "tmpfs (its quota, --disk-mb, plus 64 MiB of control files and two scratch mounts of "
+        f"$SWEWORLD_SCRATCH_MB, {SERVICE_SCRATCH_MB} MiB, each), "
+        "so sessions x quota must fit in memory; a create or fork that would not fit gets "
+        "503 'unavailable'. Must not exceed the memory available at start (default: half "
+        "of it)",
+    )  # fmt: skip
     lim.add_argument("--max-steps-per-minute", type=int, default=6000, help="per token (6000)")
     lim.add_argument("--max-creates-per-minute", type=int, default=600, help="per token (600)")
     for option, default, what in (
@@ -294,6 +322,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         allow_task_rows=args.allow_task_rows,
         client_config_keys=args.client_config_keys,
         max_episodes_per_token=args.max_episodes_per_token,
+        max_live_episodes=getattr(args, "max_live_episodes", None) or 256,
+        disk_budget_mb=getattr(args, "disk_budget_mb", None),
         max_ended_per_token=args.max_ended_per_token,
         max_configs_per_token=args.max_configs_per_token,
         max_forks_per_token=args.max_forks_per_token,
@@ -468,6 +498,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    from sweworld.serve.world.config import check_disk_budget, sessions_that_fit
     from sweworld.serve.world.connections import (
         ACCEPT_BURST,
         ConnectionLimits,
@@ -478,7 +509,13 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, json=args.log_format == "json")
     try:  # every option checked before anything listens: one line and status 2 otherwise
         check_numbers(args)
+        # read by every session this process opens: the service's own defaults are smaller
+        # than the library's, since every live session's disk is RAM held against the budget
+        disk_mb = getattr(args, "disk_mb", None) or os.environ.get("SWEWORLD_DISK_MB")
+        os.environ["SWEWORLD_DISK_MB"] = str(disk_mb or SERVICE_DISK_MB)
+        os.environ.setdefault("SWEWORLD_SCRATCH_MB", str(SERVICE_SCRATCH_MB))
         config = config_from_args(args)
+        check_disk_budget(config.disk_budget_mb)
         check_components(config.episode)
         limits = ConnectionLimits(
             header_timeout_s=getattr(args, "header_timeout", 10.0),
@@ -509,6 +546,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     app = create_app(config, world)
     tracker = ConnectionTracker(limits, world.metrics)
+    fit = sessions_that_fit(tracker.max_connections)
+    if getattr(args, "max_live_episodes", None) is None:
+        config.max_live_episodes = min(config.max_live_episodes, fit)
+    elif config.max_live_episodes > fit:
+        log.warning("--max-live-episodes %d: the descriptor limit holds about %d sessions; "
+                    "creates past it get 503 (raise `ulimit -n`)", config.max_live_episodes,
+                    fit)  # fmt: skip
     host, port = sock.getsockname()[:2]
     uv_config = uvicorn.Config(
         JsonErrors(app),
@@ -523,6 +567,13 @@ def run(args: argparse.Namespace) -> int:
     log.info("connections: at most %d open (descriptor limit %d); header %.0f s, body %.0f s, "
              "keep-alive %.0f s", tracker.max_connections, fd_limit(), limits.header_timeout_s,
              limits.body_timeout_s, limits.keepalive_timeout_s)  # fmt: skip
+    if config.disk_budget_mb is not None:
+        from sweworld.sandbox.quota import session_memory_mb
+
+        each = session_memory_mb()
+        log.info("sessions' disks (RAM): budget %d MiB, %d MiB each (quota, control files, "
+                 "scratch mounts): at most %d live sessions", config.disk_budget_mb, each,
+                 config.disk_budget_mb // each)  # fmt: skip
     print(f"sweworld world service on http://{host}:{port} (docs: /docs)", flush=True)
     try:
         server.run(sockets=[sock])
