@@ -509,7 +509,9 @@ class OverlayWorkspace:
         for layer in [*layers, self.upper]:
             _apply_layer(layer, self.lower, state, dirs)
         written = sorted(p for p, w in state.items() if w)
-        deleted = sorted(p for p, w in state.items() if not w)
+        # a base path that is a directory now is not gone (a file the agent replaced by a
+        # directory): it is in ``dirs``, as the changes' contract has it
+        deleted = sorted(p for p, w in state.items() if not w and p not in dirs)
         return WorkspaceChanges(tuple(written), tuple(deleted), tuple(sorted(dirs)))
 
     def _layer_path(self, layer: str) -> Path:

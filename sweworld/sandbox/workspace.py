@@ -222,8 +222,10 @@ class CopyWorkspace:
         mine = _file_stats(self.root, my_dirs)
         base = _file_stats(self.lower, base_dirs)
         written = sorted(p for p, st in mine.items() if base.get(p) != st)
-        deleted = sorted(p for p in base if p not in mine)
-        return WorkspaceChanges(tuple(written), tuple(deleted), tuple(sorted(my_dirs - base_dirs)))
+        new_dirs = my_dirs - base_dirs
+        # a base file that is a directory now is not gone: it is in ``dirs``
+        deleted = sorted(p for p in base if p not in mine and p not in new_dirs)
+        return WorkspaceChanges(tuple(written), tuple(deleted), tuple(sorted(new_dirs)))
 
 
 def is_whiteout(path: str) -> bool:

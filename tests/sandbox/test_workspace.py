@@ -129,3 +129,34 @@ def test_changes_lists_new_directories_empty_ones_included(tmp_path, base, kind)
         assert ws.changes().dirs == ("pkg/sub",)
     finally:
         ws.destroy()
+
+
+@pytest.mark.parametrize("kind", ["overlay", "copy"])
+@pytest.mark.parametrize("snapshot_between", [False, True])
+def test_a_base_file_replaced_by_a_directory_is_a_dir_not_a_deletion(
+    tmp_path, base, kind, snapshot_between
+):
+    """A base file the agent made a directory of is not gone: it is in ``dirs`` and its new
+    files in ``written``, whether the change sits in one layer or across a snapshot's
+    frozen layer (found by the Docker executor's sync, which removed the directory again
+    on every step when the path was also listed as deleted)."""
+    if kind == "overlay" and not overlay_available(str(tmp_path)):
+        pytest.skip("this process may not mount overlays")
+    cls = OverlayWorkspace if kind == "overlay" else CopyWorkspace
+    ws = cls(base, tmp_path / "ws")
+    try:
+        (ws.root / "README").unlink()
+        (ws.root / "README").mkdir()
+        (ws.root / "README" / "x").write_text("hi\n")
+        if snapshot_between:
+            ws.snapshot()
+        (ws.root / "README" / "y").write_text("more\n")
+        changes = ws.changes()
+        assert changes.dirs == ("README",)
+        assert changes.written == ("README/x", "README/y")
+        assert changes.deleted == ()
+        shutil.rmtree(ws.root / "README")  # and gone again: now it is a deletion
+        changes = ws.changes()
+        assert (changes.dirs, changes.written, changes.deleted) == ((), (), ("README",))
+    finally:
+        ws.destroy()
