@@ -15,11 +15,9 @@ Timing only; nothing here asserts.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 COMMANDS = (
@@ -28,6 +26,18 @@ COMMANDS = (
     "python -m pytest tests/test_money.py::test_currency_code -x",
     "python -c 'from stockroom.textutil import slugify; print(slugify(\"A b\"))'",
     "python reproduce.py",
+)
+
+
+DESCRIPTION = (
+    "Real sandbox sessions on the toy task sweworld__stockroom-1; five execution "
+    "commands per round (three pytest runs, `python -c`, a script), alternating "
+    "between the base state and an edited one. 'exec' is the executor's own time, "
+    "'step' the whole step as the session measures it. The outcome executor uses "
+    "the shipped model (sweworld/adapters/outcome-default); the baseline is the "
+    "project's current default world (simulated: SmolLM2-135M with the shipped "
+    "SWT adapter), which runs fewer rounds because each of its model calls takes "
+    "seconds to a minute. Shared 2-core VM: latencies are noisy."
 )
 
 
@@ -93,7 +103,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", default="blind", choices=("blind", "oracle"))
     parser.add_argument("--out", default=None, help="write report.json into this folder")
     args = parser.parse_args(argv)
-    from sweworld.bench.report import provenance
     from sweworld.sandbox.registry import make_executor
     from sweworld.transition.outcome.executor import OutcomeExecutor
 
@@ -116,46 +125,30 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print("  ".join(f"{c:>24}" if i < 2 else f"{c:>9}" for i, c in enumerate(row)))
     if args.out:
-        prov = provenance([], sys.argv[1:] if argv is None else argv)
-        prov["command"] = "python benchmarks/outcome_executor_bench.py " + " ".join(
-            sys.argv[1:] if argv is None else argv
-        )
-        prov["started"] = started
-        report = {
-            "report_version": 1,
-            "benchmark": "outcome-speed",
-            "title": "Simulated step latency: the outcome world vs the embedded LM (issue 19)",
-            "description": (
-                "Real sandbox sessions on the toy task sweworld__stockroom-1; five execution "
-                "commands per round (three pytest runs, `python -c`, a script), alternating "
-                "between the base state and an edited one. 'exec' is the executor's own time, "
-                "'step' the whole step as the session measures it. The outcome executor uses "
-                "the shipped model (sweworld/adapters/outcome-default); the baseline is the "
-                "project's current default world (simulated: SmolLM2-135M with the shipped "
-                "SWT adapter), which runs fewer rounds because each of its model calls takes "
-                "seconds to a minute. Shared 2-core VM: latencies are noisy."
-            ),
-            "model": str(outcome.model_path),
-            "provenance": prov,
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "settings": {
+        from sweworld.bench.output import BenchOutput, figure
+
+        out = BenchOutput(
+            args.out,
+            "outcome-speed",
+            title="Simulated step latency: the outcome world vs the embedded LM (issue 19)",
+            description=DESCRIPTION,
+            settings={
                 "rounds": args.rounds,
                 "baseline_rounds": args.baseline_rounds,
                 "mode": args.mode,
             },
-            "skipped": {},
-            "figures": [
-                {
-                    "title": "Per-step latency (ms), outcome executor and baseline",
-                    "columns": columns,
-                    "rows": rows,
-                    "notes": "Target of issue 19: p50 <= 50 ms, p99 <= 500 ms per step.",
-                }
-            ],
-        }
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+            model=str(outcome.model_path),
+            fresh=True,
+            argv=argv,
+        )
+        out.report.data["provenance"]["command"] = (
+            "python benchmarks/outcome_executor_bench.py "
+            + (" ".join(sys.argv[1:] if argv is None else argv))
+        )
+        out.report.data["provenance"]["started"] = started
+        notes = "Target of issue 19: p50 <= 50 ms, p99 <= 500 ms per step."
+        title = "Per-step latency (ms), outcome executor and baseline"
+        out.write([figure(title, columns, rows, notes)])
     return 0
 
 

@@ -39,7 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweworld.data.schema import DEFAULT_HELDOUT_REPOS, split_of
+from sweworld.data.importing import add_repo_cache, heldout_repos
+from sweworld.data.schema import split_of
 
 __all__ = [
     "DEFAULT_LIBRARIES",
@@ -316,14 +317,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``sweworld data build-outcome``; 0 when records were written."""
     out = Path(args.out).expanduser().resolve()
     if args.repo_cache:
-        cache = str(Path(args.repo_cache).expanduser().resolve())
-        old = os.environ.get("SWEWORLD_REPO_CACHE", "")
-        os.environ["SWEWORLD_REPO_CACHE"] = cache + (os.pathsep + old if old else "")
-    heldout = (
-        tuple(r.strip() for r in args.heldout.split(",") if r.strip())
-        if args.heldout
-        else DEFAULT_HELDOUT_REPOS
-    )
+        add_repo_cache(Path(args.repo_cache).expanduser().resolve())
+    heldout = heldout_repos(args.heldout)
     source = Path(args.source) if args.source else _default_source()
     if source is not None and not source.exists():
         print(f"sweworld data build-outcome: {source}: no such file", file=sys.stderr)

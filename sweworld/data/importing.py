@@ -47,6 +47,8 @@ __all__ = [
     "CONTEXT_CHOICES",
     "ImportStats",
     "add_arguments",
+    "add_repo_cache",
+    "heldout_repos",
     "import_source",
     "in_shard",
     "parse_shard",
@@ -434,17 +436,26 @@ def print_report(summary: dict[str, Any], out: str | Path, heldout: Iterable[str
     print(f"datasets written to {out}")
 
 
+def add_repo_cache(path: str | Path) -> None:
+    """Put ``path`` first in ``$SWEWORLD_REPO_CACHE`` (where sessions of this process find
+    repositories; the caches already named stay after it)."""
+    old = os.environ.get("SWEWORLD_REPO_CACHE", "")
+    os.environ["SWEWORLD_REPO_CACHE"] = str(path) + (os.pathsep + old if old else "")
+
+
+def heldout_repos(text: str | None) -> tuple[str, ...]:
+    """The held-out repositories of a ``--heldout`` value (comma-separated; empty or None:
+    :data:`DEFAULT_HELDOUT_REPOS`)."""
+    if not text:
+        return DEFAULT_HELDOUT_REPOS
+    return tuple(r.strip() for r in text.split(",") if r.strip())
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``sweworld data import``; 0 when something was imported."""
     if args.repo_cache:
-        cache = str(Path(args.repo_cache).expanduser())
-        old = os.environ.get("SWEWORLD_REPO_CACHE", "")
-        os.environ["SWEWORLD_REPO_CACHE"] = cache + (os.pathsep + old if old else "")
-    heldout = (
-        tuple(r.strip() for r in args.heldout.split(",") if r.strip())
-        if args.heldout
-        else DEFAULT_HELDOUT_REPOS
-    )
+        add_repo_cache(Path(args.repo_cache).expanduser())
+    heldout = heldout_repos(args.heldout)
     if args.workers < 1 or not args.step_timeout > 0 or (args.limit is not None and args.limit < 0):
         print(
             "sweworld data import: --workers must be at least 1, --step-timeout positive "
