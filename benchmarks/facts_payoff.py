@@ -24,6 +24,11 @@ is counted as ``needs repo`` and not compared. Everything else is compared with 
 recorded output (stdout and stderr are merged in these records): exit code, output equal
 (durations and trailing blanks aside) and line similarity (difflib ratio).
 
+Since issue 19 the facts answer exactly only what paid here (a missing script, a program
+that does not compile): the kinds this script still classifies (``python --version``,
+import errors, interpreted programs, pytest's empty runs) are no longer produced, in either
+environment, and their rows stay empty.
+
     python benchmarks/facts_payoff.py [--data ../shared/data/mini-swe-agent-gemini3-verified.tar.gz]
                                       [--mirrors /work/.mirror] [--limit N] [--json out.json]
 """

@@ -13,6 +13,7 @@
     sweworld serve model --preset 4x3090|cpu [--model PATH] [--adapter NAME=PATH ...] [--dry-run]
     sweworld serve world --port P --token K
     sweworld gc
+    sweworld doctor [--json]
 
 ``--file`` defaults to the project's toy tasks (``data/toy/tasks.jsonl``).
 """
@@ -24,9 +25,15 @@ import json
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from sweworld import __version__
+from sweworld.shell import cmd_shell as _cmd_shell
+from sweworld.shell import read_action
+from sweworld.task_commands import cmd_grade as _cmd_grade
+from sweworld.task_commands import cmd_tasks as _cmd_tasks
+
+__all__ = ["build_parser", "main", "read_action", "read_actions", "read_input", "task_from_args"]
 
 
 def _default_tasks() -> str:
@@ -43,6 +50,13 @@ def _add_task_args(p: argparse.ArgumentParser, *, need_id: bool = True) -> None:
         "a hub name (default: the toy tasks)",
     )
     p.add_argument("--split", default=None, help="split, for HF datasets (default: test)")
+    p.add_argument(
+        "--repo-cache",
+        default=None,
+        metavar="DIR",
+        help="folder of the tasks' repositories (clones or mirrors, e.g. make-tasks' "
+        "<out>/repos); default: $SWEWORLD_REPO_CACHE, and a repos/ folder beside --file",
+    )
     if need_id:
         p.add_argument("--id", required=True, help="instance_id of the task")
 
@@ -51,7 +65,8 @@ def _add_session_args(p: argparse.ArgumentParser, *, executor: str = "none") -> 
     p.add_argument(
         "--executor",
         default=executor,
-        help="what answers execution commands: none, simulated, local, hybrid, docker, "
+        help="what answers execution commands: none, outcome (the outcome model decides, the "
+        "renderer writes), simulated (the SWT language model), local, hybrid, docker, "
         f"scripted:RULES.json, or a dotted path to an Executor class (default: {executor})",
     )
     p.add_argument(
@@ -165,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate", help="predict what a command prints on a task (SWT, offline by default)"
     )
     _add_task_args(simulate)
-    _add_session_args(simulate, executor="simulated")
+    _add_session_args(simulate, executor="outcome")
     simulate.add_argument(
         "--command", required=True, dest="shell_command", help="the shell command to predict"
     )
@@ -224,11 +239,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_docker_parsers(sub)
 
     sub.add_parser("gc", help="remove session state left by processes that died")
+    from sweworld.doctor import add_parser as add_doctor_parser
+
+    add_doctor_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from sweworld.console import quiet_dependencies
+
+    quiet_dependencies(args.verbose)
     if args.verbose:
         import logging
 
@@ -237,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             format="sweworld: %(levelname)s %(name)s: %(message)s",
         )
     try:
+        use_repo_cache(args)
         if args.command == "tasks":
             return _cmd_tasks(args)
         if args.command == "shell":
@@ -279,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             from sweworld.execution.docker import cli as docker_cli
 
             return docker_cli.run(args)
+        if args.command == "doctor":
+            from sweworld.doctor import run as run_doctor
+
+            return run_doctor(args)
         if args.command == "gc":
             from sweworld.sandbox.manager import gc_stale_sessions
 
@@ -287,12 +313,55 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     except KeyboardInterrupt:
         return 130
+    except ImportError as exc:  # an optional dependency: name the extra that brings it
+        from sweworld.extras import missing_extra_from
+
+        missing = missing_extra_from(exc, _command_name(args))
+        if missing is None and type(exc).__name__ != "MissingDependencyError":
+            raise
+        print(f"sweworld: error: {_one_line(missing or exc)}", file=sys.stderr)
+        return 2
     except Exception as exc:  # a clear one-line error, not a traceback, for expected failures
         if _expected(exc):
             print(f"sweworld: error: {_one_line(exc)}", file=sys.stderr)
             return 2
         raise
     return 2
+
+
+def use_repo_cache(args: argparse.Namespace) -> None:
+    """Let this process's sessions find the tasks' repositories: ``--repo-cache DIR``, and
+    a ``repos/`` folder beside the task file (where ``sweworld data make-tasks`` puts it)."""
+    from sweworld.data.importing import add_repo_cache
+
+    task_file = getattr(args, "file", None)
+    beside = Path(task_file).parent / "repos" if task_file else None
+    if beside is not None and beside.is_dir():
+        add_repo_cache(beside.resolve())
+    if getattr(args, "repo_cache", None):
+        cache = Path(args.repo_cache).expanduser()
+        if not cache.is_dir():
+            raise FileNotFoundError(f"--repo-cache {cache} is not a folder")
+        add_repo_cache(cache.resolve())
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    """``sweworld data make-tasks`` for the parsed arguments (the command and its
+    sub-command)."""
+    words = ["sweworld", args.command]
+    for key in (
+        "tasks_command",
+        "data_command",
+        "train_target",
+        "serve_command",
+        "bench_command",
+        "docker_command",
+    ):
+        value = getattr(args, key, None)
+        if isinstance(value, str):
+            words.append(value)
+            break
+    return " ".join(words)
 
 
 def _expected(exc: Exception) -> bool:
@@ -368,46 +437,11 @@ def task_from_args(args: argparse.Namespace):
     return get_task(args.file or _default_tasks(), args.id)
 
 
-def _cmd_tasks(args: argparse.Namespace) -> int:
-    if args.tasks_command == "list":
-        rows = [t for t in _load(args) if args.repo in (None, t.repo)]
-        if args.limit is not None:
-            rows = rows[: args.limit]
-        width = max((len(t.instance_id) for t in rows), default=11)
-        print(f"{'instance_id':<{width}}  {'repo':<28} {'base':<10} F2P  P2P")
-        for t in rows:
-            print(
-                f"{t.instance_id:<{width}}  {t.repo:<28} {t.base_commit[:10]:<10} "
-                f"{len(t.FAIL_TO_PASS):>3}  {len(t.PASS_TO_PASS):>3}"
-            )
-        print(f"{len(rows)} task(s)")
-        return 0
-    task = task_from_args(args)
-    row = task.to_row()
-    if args.field:
-        if args.field not in row:
-            raise KeyError(
-                f"task {task.instance_id} has no field {args.field!r}; fields: {', '.join(row)}"
-            )
-        value = row[args.field]
-        print(value if isinstance(value, str) else json.dumps(value, indent=2))
-        return 0
-    if args.json:
-        print(json.dumps(row, indent=2))
-        return 0
-    for key, value in row.items():
-        text = value if isinstance(value, str) else json.dumps(value)
-        if "\n" in text:
-            print(f"== {key}\n{text.rstrip()}\n")
-        else:
-            print(f"== {key}: {text}")
-    return 0
-
-
 # ---------------------------------------------------------------------------- sessions
 
 
-def _open_session(args: argparse.Namespace):
+def open_session(args: argparse.Namespace) -> tuple[Any, Any]:
+    """A session manager and a session on the task the arguments name."""
     from sweworld.sandbox.bwrap import SandboxLimits
     from sweworld.sandbox.manager import SessionManager
 
@@ -426,16 +460,19 @@ def _open_session(args: argparse.Namespace):
 def _executor(args: argparse.Namespace) -> Any:
     from sweworld.sandbox.registry import make_executor
 
-    if args.executor in ("simulated", "hybrid"):
-        from sweworld.models import check_lm_spec
+    if args.executor in ("simulated", "hybrid", "outcome-lm"):
+        from sweworld.models import check_lm_spec, require_lm_extras
 
         check_lm_spec(args.model)  # a configuration error, said now rather than as an answer
+        require_lm_extras(args.model, f"--executor {args.executor}")
         options: dict[str, Any] = {"lm": args.model, "mode": args.mode}
         if args.step_timeout is not None:
             if not args.step_timeout > 0:
                 raise ValueError(f"--step-timeout must be positive, not {args.step_timeout}")
             options["step_timeout"] = args.step_timeout
         return make_executor(args.executor, **options)
+    if args.executor.partition(":")[0] == "outcome":
+        return make_executor(args.executor, mode=args.mode)
     if args.executor == "local" and getattr(args, "rebuild_env", False):
         return make_executor(args.executor, rebuild_env=True)
     return make_executor(args.executor)
@@ -465,7 +502,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     source = "<stdin>" if args.actions == "-" else args.actions
     text = read_input(args.actions, "actions file")
     actions = list(read_actions(text.split("\n"), source))
-    manager, session = _open_session(args)
+    manager, session = open_session(args)
     try:
         for action in actions:
             result = session.step(action)
@@ -480,7 +517,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     patch = read_input(args.patch, "patch file") if args.patch else None
-    manager, session = _open_session(args)
+    manager, session = open_session(args)
     try:
         if patch is not None:
             session.write_file("/tmp/sweworld_state.patch", patch)
@@ -522,115 +559,6 @@ def _model_failure(calls: list[dict[str, Any]]) -> str | None:
             if "error" in attempt:
                 return _one_line(Exception(attempt["error"]))
     return None
-
-
-def _cmd_grade(args: argparse.Namespace) -> int:
-    from sweworld.execution.grading import (
-        END_TEST_OUTPUT,
-        START_TEST_OUTPUT,
-        make_report,
-        parse_eval_log,
-        parse_log,
-    )
-
-    task = task_from_args(args)
-    if args.log is not None:
-        log = read_input(args.log, "log file", errors="replace")
-        if START_TEST_OUTPUT in log or END_TEST_OUTPUT in log:  # a harness eval log
-            statuses, ran = parse_eval_log(log, task.repo)
-            report = make_report(task, statuses, patch="", status=None if ran else "error")
-        else:  # the test runner's own output
-            report = make_report(task, parse_log(log, task.repo), patch="")
-        print(json.dumps(report, indent=2))
-        return 0
-    from sweworld.reward.real import real_reward
-
-    patch = read_input(args.patch, "patch file") if args.patch is not None else ""
-    result = real_reward(
-        task, patch, executor=args.executor, timeout=args.timeout, rebuild_env=args.rebuild_env
-    )
-    if args.show_log:
-        print(result.log, file=sys.stderr)
-    report = result.report
-    report[task.instance_id].setdefault("sweworld_status", result.status)
-    print(json.dumps(report, indent=2))
-    return 0
-
-
-_SHELL_HELP = """Type an action and press Enter:
-  a bash command:              grep -n slugify stockroom/textutil.py
-  an R2E-Gym function call:    <function=file_editor>
-                                 <parameter=command>view</parameter>
-                                 <parameter=path>/testbed/README.md</parameter>
-                               </function>
-A function call is read until </function>; a bash line ending in \\ continues, and a heredoc
-(<<EOF) is read until its end marker. Commands: :patch (current diff), :help, :quit."""
-
-
-def read_action(stream: TextIO, out: TextIO) -> str | None:
-    out.write("sweworld> ")
-    out.flush()
-    first = stream.readline()
-    if not first:
-        return None
-    lines = [first]
-    text = first
-    if "<function=" in first:
-        while "</function>" not in text:
-            nxt = stream.readline()
-            if not nxt:
-                break
-            lines.append(nxt)
-            text = "".join(lines)
-        return text.strip()
-    import re
-
-    marker = re.search(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?", first)
-    while True:
-        if text.rstrip("\n").endswith("\\") or (
-            marker and not any(ln.strip() == marker.group(1) for ln in lines[1:])
-        ):
-            nxt = stream.readline()
-        else:
-            break
-        if not nxt:
-            break
-        lines.append(nxt)
-        text = "".join(lines)
-    return text.rstrip("\n")
-
-
-def _cmd_shell(
-    args: argparse.Namespace, stream: TextIO = sys.stdin, out: TextIO = sys.stdout
-) -> int:
-    manager, session = _open_session(args)
-    print(
-        f"sweworld {__version__}: session {session.id} on {args.id} "
-        f"({session.workspace.backend} workspace, executor: {args.executor}). "
-        "Type :help for help.",
-        file=out,
-    )
-    try:
-        while True:
-            action = read_action(stream, out)
-            if action is None or action.strip() in (":quit", ":q", "exit"):
-                break
-            if not action.strip():
-                continue
-            if action.strip() == ":help":
-                print(_SHELL_HELP, file=out)
-                continue
-            if action.strip() == ":patch":
-                print(session.get_patch() or "(no changes)", file=out)
-                continue
-            result = session.step(action)
-            print(result.observation, file=out)
-            if result.done:
-                print("[episode finished]", file=out)
-                break
-    finally:
-        manager.close_all()
-    return 0
 
 
 if __name__ == "__main__":

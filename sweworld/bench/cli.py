@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 from typing import Any
 
 #: benchmark name -> module with ``add_arguments(parser)`` and ``run(args)``.
@@ -27,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "e2e": "sweworld.bench.e2e",
     "executors": "sweworld.bench.executors",
     "throughput": "sweworld.bench.throughput",
+    "tampering": "sweworld.bench.tampering",
     "render": "sweworld.bench.render",
 }
 
@@ -37,8 +39,28 @@ HELP = {
     "e2e": "an agent solves tasks on simulated and on real feedback; patches graded for real",
     "executors": "the same steps on Docker, Local and Simulated executors, compared",
     "throughput": "sessions and simulated / real steps per second, memory per session",
+    "tampering": "the tampering stage on real submissions: flagged, and flagged but resolved "
+    "by the harness",
     "render": "write BENCHMARKS.md from the committed report.json files",
 }
+
+
+_ROLE = re.compile(r":(?:mod|func|class|data|meth|attr|obj|exc):`~?([^`]+)`")
+
+
+def plain(text: str | None) -> str | None:
+    """Help text without Sphinx markup: ``:mod:`a.b``` -> ``a.b``, ````x```` -> ``x``."""
+    if not text:
+        return text
+    return _ROLE.sub(lambda m: m.group(1), text).replace("``", "")
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Strip Sphinx markup from a parser's description and every option's help."""
+    parser.description = plain(parser.description)
+    for action in parser._actions:
+        if action.help and action.help is not argparse.SUPPRESS:
+            action.help = plain(action.help)
 
 
 def add_bench_parsers(sub: Any) -> None:
@@ -46,7 +68,7 @@ def add_bench_parsers(sub: Any) -> None:
     bench = sub.add_parser(
         "bench",
         help="benchmarks against real execution, with reports (report.json, report.md, plots)",
-        description=__doc__.split("\n\n")[0],
+        description=plain(__doc__.split("\n\n")[0]),
     )
     bsub = bench.add_subparsers(dest="bench_command", required=True)
     for name, module in BENCHMARKS.items():
@@ -55,6 +77,7 @@ def add_bench_parsers(sub: Any) -> None:
         # lists; it says what is missing when run.
         try:
             importlib.import_module(module).add_arguments(p)
+            _plain_help(p)
         except Exception as exc:  # one broken benchmark never breaks the other commands
             p.set_defaults(bench_import_error=f"{module}: {type(exc).__name__}: {exc}")
 

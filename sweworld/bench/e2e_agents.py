@@ -229,7 +229,8 @@ def call_counts(outcomes: Sequence[Any]) -> dict[str, Any]:
     for outcome in outcomes:
         for call in outcome.info.get("execution_calls") or []:
             info = call.get("info") or {}
-            sources[str(info.get("source") or call.get("executor") or "real")] += 1
+            source = info.get("source") or info.get("route") or call.get("executor")
+            sources[str(source or "real")] += 1
             timed_out += bool(info.get("timed_out"))
         executor_errors += bool(outcome.info.get("executor_error"))
     return {"sources": dict(sources), "executor_errors": executor_errors, "timed_out": timed_out}

@@ -52,6 +52,7 @@ SECTION_ORDER: tuple[str, ...] = (
     "legacy/09-serving",
     "executors",
     "swt",
+    "swt-outcome",
     "swr",
     "tts",
     "e2e",

@@ -22,10 +22,12 @@ from typing import Any
 __all__ = [
     "compare_results",
     "mean",
+    "mean_interval",
     "output_statuses",
     "percentile",
     "rate",
     "status_agreement",
+    "wilson_interval",
 ]
 
 
@@ -41,6 +43,30 @@ def rate(values: Iterable[Any]) -> float | None:
     """Mean of the values that are not None (booleans count 1/0); None when none is left."""
     kept = [float(v) for v in values if v is not None]
     return sum(kept) / len(kept) if kept else None
+
+
+def wilson_interval(k: float, n: int, z: float = 1.96) -> list[float] | None:
+    """Wilson's 95% interval of the proportion ``k / n``, rounded to 4 places; None for
+    ``n == 0``."""
+    if n <= 0:
+        return None
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(max(p * (1 - p), 0.0) / n + z * z / (4 * n * n)) / denom
+    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
+
+
+def mean_interval(values: Iterable[float], z: float = 1.96) -> list[float] | None:
+    """A normal-approximation 95% interval of the mean of ``values`` (None values left
+    out), clipped to [0, 1] (for similarities); None for fewer than two values."""
+    kept = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if len(kept) < 2:
+        return None
+    m = sum(kept) / len(kept)
+    sd = math.sqrt(sum((v - m) ** 2 for v in kept) / (len(kept) - 1))
+    half = z * sd / math.sqrt(len(kept))
+    return [round(max(0.0, m - half), 4), round(min(1.0, m + half), 4)]
 
 
 def mean(values: Iterable[float]) -> float | None:

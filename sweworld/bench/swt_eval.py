@@ -35,19 +35,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweworld.bench.output import at_least
 from sweworld.bench.sampling import stratified_sample
 from sweworld.bench.similarity import compare_results, mean, percentile, rate
 from sweworld.data.schema import SWTRecord
 from sweworld.transition.types import Prediction
 
 __all__ = [
+    "BASE_FLOOR",
     "DEFAULT_STATE_SOURCES",
     "FLOORS",
     "TITLE",
     "GenerationSettings",
     "ModelPrediction",
     "add_arguments",
+    "base_floor_row",
     "generation_settings",
     "load_test_records",
     "predict",
@@ -68,6 +69,9 @@ FLOORS: dict[str, Prediction] = {
     "always exit 0, empty output": Prediction(stdout="", stderr="", exit_code=0),
     "always exit 1, empty output": Prediction(stdout="", stderr="", exit_code=1),
 }
+
+#: The floor that gives every test its status at base (test statuses only).
+BASE_FLOOR = "status at base (test statuses only)"
 
 #: The prefill in-process models get (``SimulatedExecutor`` prefills this for
 #: ``TransformersLM`` backends; its method is private, so the rule is repeated here).
@@ -240,37 +244,105 @@ def predict(lm: Any, record: SWTRecord, mode: str, settings: GenerationSettings)
 
 
 def score_record(record: SWTRecord, prediction: Prediction) -> dict[str, Any]:
-    """One row: the record's kind, repository and truth beside ``prediction``'s agreement."""
+    """One row: the record's kind, repository and truth beside ``prediction``'s agreement.
+
+    Beside :func:`~sweworld.bench.similarity.compare_results`' figures: the exception type
+    as the outcome model's labels read it (:func:`sweworld.train.outcome_data.exception_of`:
+    a traceback's last ``Name:`` line, pytest's first ``E   Name``; ``none`` when none) on
+    both sides, and the pooled test-status counts (``tests_named``: tests either side
+    names, ``tests_agree``: those with equal statuses)."""
+    from sweworld.bench.similarity import output_statuses
+    from sweworld.train.outcome_data import exception_of
+
+    real_tests = record.statuses()
     agree = compare_results(
-        record,
-        prediction,
-        command=record.command,
-        repo=record.repo or None,
-        real_statuses=record.statuses(),
-    )
-    tested = record.ran_tests and bool(record.statuses())
+        record, prediction, command=record.command, repo=record.repo or None,
+        real_statuses=real_tests,
+    )  # fmt: skip
+    tested = record.ran_tests and bool(real_tests)
+    named = agreeing = 0
+    if tested:
+        predicted_tests = output_statuses(
+            record.command, prediction.stdout + "\n" + prediction.stderr, record.repo or None
+        )
+        names = set(real_tests) | set(predicted_tests)
+        named = len(names)
+        agreeing = sum(real_tests.get(n) == predicted_tests.get(n) for n in names)
+    kind = record.command_kind
+    real_exc = exception_of(record.stdout, record.stderr, kind)
+    predicted_exc = exception_of(prediction.stdout, prediction.stderr, kind)
     return {
         "id": record.id,
         "repo": record.repo,
-        "kind": record.command_kind,
+        "kind": kind,
         "real_exit": record.exit_code,
         "predicted_exit": prediction.exit_code,
         "exit_code": agree["exit_code"],
         "tests": agree["tests"] if tested else None,
+        "tests_named": named if tested else None,
+        "tests_agree": agreeing if tested else None,
         "exception": agree["exception"],
+        "real_exception": real_exc,
+        "predicted_exception": predicted_exc,
+        "exception_raised": predicted_exc == real_exc if real_exc != "none" else None,
         "line_similarity": agree["line_similarity"],
     }
 
 
+def base_floor_row(
+    record: SWTRecord,
+    known: dict[str, dict[str, str]],
+    labeled: dict[str, tuple[int, int]] | None = None,
+) -> dict[str, Any]:
+    """The floor "status at base" on one record: every test the real output names gets its
+    status at base (:func:`sweworld.bench.swt_outcome.status_at_base`), and over the
+    record's real labels ``labeled[record.id] = (labels, agreeing)`` when given (counted
+    where the labels were made); it scores test statuses only (the rest is None)."""
+    from sweworld.bench.swt_outcome import status_at_base
+
+    real_tests = record.statuses()
+    tested = record.ran_tests and bool(real_tests)
+    agreeing = sum(status_at_base(record, t, known) == s for t, s in real_tests.items())
+    n_labels, labels_agree = (labeled or {}).get(record.id, (None, None))
+    return {
+        "id": record.id, "repo": record.repo, "kind": record.command_kind,
+        "exit_code": None, "exception": None, "exception_raised": None,
+        "line_similarity": None,
+        "tests": agreeing / len(real_tests) if tested else None,
+        "tests_named": len(real_tests) if tested else None,
+        "tests_agree": agreeing if tested else None,
+        "labeled_n": n_labels, "labeled_agree": labels_agree,
+    }  # fmt: skip
+
+
 def _figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    from sweworld.bench.similarity import mean_interval, wilson_interval
+
     latencies = [r["latency_s"] for r in rows if r.get("latency_s") is not None]
+    exits = [r["exit_code"] for r in rows if r.get("exit_code") is not None]
+    raised = [r["exception_raised"] for r in rows if r.get("exception_raised") is not None]
+    labels = sum(r.get("labeled_n") or 0 for r in rows)
+    labels_agree = sum(r.get("labeled_agree") or 0 for r in rows)
+    named = sum(r.get("tests_named") or 0 for r in rows)
+    agreeing = sum(r.get("tests_agree") or 0 for r in rows)
     out: dict[str, Any] = {
         "n": len(rows),
         "exit_code_agreement": rate(r["exit_code"] for r in rows),
+        "exit_code_ci95": wilson_interval(sum(exits), len(exits)),
         "test_status_agreement": rate(r["tests"] for r in rows),
         "n_with_tests": sum(r["tests"] is not None for r in rows),
+        "test_statuses_pooled": agreeing / named if named else None,
+        "test_statuses_ci95": wilson_interval(agreeing, named),
+        "n_test_statuses": named,
+        "test_labels_agreement": labels_agree / labels if labels else None,
+        "test_labels_ci95": wilson_interval(labels_agree, labels),
+        "n_test_labels": labels,
         "exception_agreement": rate(r["exception"] for r in rows),
+        "exception_raised_agreement": rate(raised),
+        "exception_raised_ci95": wilson_interval(sum(raised), len(raised)),
+        "n_raised": len(raised),
         "line_similarity": mean(r["line_similarity"] for r in rows),
+        "line_similarity_ci95": mean_interval(r["line_similarity"] for r in rows),
     }
     if any("source" in r for r in rows):
         model_rows = [r for r in rows if r.get("source") == "model"]
@@ -281,6 +353,7 @@ def _figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out["exit_code_agreement_model_only"] = rate(r["exit_code"] for r in model_rows)
         out["latency_p50_s"] = percentile(latencies, 50) if latencies else None
         out["latency_p95_s"] = percentile(latencies, 95) if latencies else None
+        out["latency_p99_s"] = percentile(latencies, 99) if latencies else None
     return out
 
 
@@ -297,11 +370,20 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"overall": _figures(rows), "by_kind": grouped("kind"), "by_repo": grouped("repo")}
 
 
-def floor_summaries(records: Sequence[SWTRecord]) -> dict[str, Any]:
-    """:func:`summarize` of every floor of :data:`FLOORS` on ``records``."""
-    return {
+def floor_summaries(
+    records: Sequence[SWTRecord],
+    known: dict[str, dict[str, str]] | None = None,
+    labeled: dict[str, tuple[int, int]] | None = None,
+) -> dict[str, Any]:
+    """:func:`summarize` of every floor of :data:`FLOORS` on ``records``; with ``known``
+    (:func:`sweworld.bench.swt_outcome.base_statuses`) also the floor "status at base"
+    (over the real labels too, with ``labeled``: see :func:`base_floor_row`)."""
+    out = {
         name: summarize([score_record(r, pred) for r in records]) for name, pred in FLOORS.items()
     }
+    if known is not None:
+        out[BASE_FLOOR] = summarize([base_floor_row(r, known, labeled) for r in records])
+    return out
 
 
 def evaluate_model(
@@ -334,31 +416,6 @@ def evaluate_model(
 TITLE = "SWT against recorded real transitions (sweworld bench swt)"
 
 
-def add_arguments(parser: Any) -> None:
-    """The options of ``sweworld bench swt`` (and ``benchmarks/heldout_swt.py``)."""
-    parser.add_argument("--data", nargs="+", required=True, help="dataset folders")
-    parser.add_argument("--out", required=True, help="output folder (report.json, report.md)")
-    parser.add_argument("--fresh", action="store_true", help="discard the rows of earlier runs")
-    parser.add_argument(
-        "--models",
-        default="embedded:base,embedded",
-        help="comma-separated LM specs (embedded:base, embedded, openai:URL#name, "
-        "replay:FILE, ...)",
-    )
-    parser.add_argument("--modes", default="oracle,blind")
-    parser.add_argument(
-        "--limit", type=at_least(0), default=60, help="records in the sample (0: all)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
-    parser.add_argument(
-        "--state-sources",
-        default=",".join(DEFAULT_STATE_SOURCES),
-        help="state sources evaluated (trajectory-only records have no workspace context)",
-    )
-    parser.add_argument("--split", default="test", help="split to evaluate (test: held out)")
-    parser.add_argument("--partial-every", type=at_least(1), default=4, help="rows between reports")
-
-
 def unusable_reason(record: SWTRecord, modes: Sequence[str]) -> str | None:
     """Why ``record`` cannot be evaluated (an empty command, an unreadable context), or
     None."""
@@ -385,112 +442,15 @@ def unit_key(spec: str, mode: str, record_id: str) -> str:
     return f"{spec}\x1f{mode}\x1f{record_id}"
 
 
-def _model_rows(
-    out: Any, lm: Any, spec: str, mode: str, sample: Sequence[SWTRecord], report: Callable
-) -> None:
-    """Answer every record of ``sample`` not yet done for ``(spec, mode)``; rows as they come."""
-    settings = generation_settings(spec, lm, mode)
-    done = out.done()  # one copy, not one per record
-    todo = [r for r in sample if unit_key(spec, mode, r.id) not in done]
-    if not todo:
-        return
-    for i, record in enumerate(out.progress(todo, len(todo), f"swt {spec} {mode}"), 1):
-        try:
-            answer = predict(lm, record, mode, settings)
-        except Exception as exc:  # an engine that dies: counted; the finished rows stay
-            out.skip(f"{spec} {mode}: model failed ({type(exc).__name__})")
-            continue
-        row = score_record(record, answer.prediction)
-        row.update(spec=spec, mode=mode, source=answer.source,
-                   fallback_reason=answer.fallback_reason, latency_s=answer.latency_s,
-                   attempts=len(answer.attempts))  # fmt: skip
-        out.add_row(unit_key(spec, mode, record.id), row)
-        report(final=False, every=i)
+def add_arguments(parser: Any) -> None:
+    """The options of ``sweworld bench swt`` (:func:`sweworld.bench.swt_run.add_arguments`)."""
+    from sweworld.bench.swt_run import add_arguments as add
+
+    add(parser)
 
 
 def run(args: Any) -> int:
-    """``sweworld bench swt``: every model of ``--models`` in every mode on the sample,
-    rows resumable in ``--out``, report and plots written as rows come; 0 on success,
-    2 for bad arguments or data."""
-    from sweworld.bench.output import BenchOutput, ResumeMismatch
-    from sweworld.bench.records import DataError, load_records
-    from sweworld.bench.swt_figures import DESCRIPTION, write_report
-    from sweworld.models import make_lm
+    """``sweworld bench swt`` (:func:`sweworld.bench.swt_run.run`)."""
+    from sweworld.bench.swt_run import run as run_bench
 
-    modes = [m for m in args.modes.split(",") if m]
-    specs = [s for s in args.models.split(",") if s]
-    if any(m not in ("oracle", "blind") for m in modes) or not modes or not specs:
-        print(f"--modes takes oracle and/or blind (got {args.modes!r}); --models one spec or more")
-        return 2
-    try:
-        records, counts = load_records(args.data, "swt", args.split)
-    except DataError as exc:
-        print(f"sweworld bench swt: {exc}")
-        return 2
-    if not records:
-        print(f"sweworld bench swt: no SWT records in the {args.split} split of {args.data}")
-        return 2
-    usable, unusable = [], Counter()
-    for record in records:
-        reason = unusable_reason(record, modes)
-        if reason:
-            unusable[reason] += 1
-        else:
-            usable.append(record)
-    state_sources = [s for s in args.state_sources.split(",") if s]
-    selected, left_out = select_records(usable, state_sources=state_sources, modes=modes)
-    sample = sample_records(selected, args.limit or None, args.seed)
-    settings = {"models": specs, "modes": modes, "limit": args.limit, "seed": args.seed,
-                "state_sources": state_sources, "split": args.split}  # fmt: skip
-    try:
-        out = BenchOutput(args.out, "swt", title=TITLE, description=DESCRIPTION,
-                          settings=settings, data=args.data, model=", ".join(specs),
-                          fresh=args.fresh)  # fmt: skip
-    except ResumeMismatch as exc:
-        print(f"sweworld bench swt: {exc}")
-        return 2
-    for reason, n in {**counts.get("bad_rows", {}), **unusable}.items():
-        out.skip(reason, n)
-    for reason, n in left_out.items():
-        out.skip(f"left out: {reason}", n)
-    out.set("data", {**counts, "split": args.split, "records": len(records),
-                     "eligible": len(selected)})  # fmt: skip
-    out.set("sample", {"n": len(sample), "seed": args.seed,
-                       "by_kind": dict(Counter(r.command_kind for r in sample)),
-                       "by_repo": dict(Counter(r.repo for r in sample))})  # fmt: skip
-    print(f"{len(records)} {args.split} records; {len(selected)} eligible; sample of "
-          f"{len(sample)} (seed {args.seed}); {len(out.done())} rows done before")  # fmt: skip
-    if not sample:
-        print("sweworld bench swt: no record left to evaluate (see skipped in report.json)")
-        out.write([], {}, final=True)
-        return 2
-    sample_ids = {r.id for r in sample}
-
-    def report(final: bool = True, every: int = 0) -> None:
-        if not final and every % max(args.partial_every, 1):
-            return
-        rows = [r for r in out.done().values() if r.get("id") in sample_ids]
-        write_report(out, rows, sample, specs, modes, final=final)
-
-    report(final=False)
-    for spec in specs:
-        done = out.done()
-        if all(unit_key(spec, m, r.id) in done for m in modes for r in sample):
-            continue
-        try:
-            lm = make_lm(spec)
-        except Exception as exc:  # one model that does not load does not stop the others
-            out.skip(f"{spec}: could not load ({type(exc).__name__})", len(sample) * len(modes))
-            print(f"{spec}: could not load: {type(exc).__name__}: {exc}")
-            continue
-        try:
-            for mode in modes:
-                _model_rows(out, lm, spec, mode, sample, report)
-                report(final=False)
-        finally:
-            close = getattr(lm, "close", None)
-            if callable(close):
-                close()
-    report(final=True)
-    print(f"report: {out.dir / 'report.md'}")
-    return 0
+    return run_bench(args)

@@ -193,8 +193,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", default="1,16,64", help="live episodes / sessions")
     parser.add_argument("--steps", type=at_least(1), default=6, help="timed rounds per episode")
     parser.add_argument(
-        "--models", default="replay,embedded",
-        help="simulated backends: replay (instant answers), embedded, openai:URL#name, ...",
+        "--models", default="outcome,replay,embedded",
+        help="simulated backends: outcome (the default world: the outcome model, no LM), "
+        "replay (an LM route answering at once), embedded, openai:URL#name, ...",
     )  # fmt: skip
     parser.add_argument("--real", default="local,docker", help="real executors: local,docker")
     parser.add_argument("--no-file-ops", action="store_true", help="leave out file-op steps")
@@ -378,6 +379,9 @@ def _measure(
         finally:
             if memory is not None:
                 memory.client.close()  # the executor was given it: it does not close it
+    if backend.partition(":")[0] == "outcome":  # the default world: no language model
+        return measure_steps(tasks, backend, level, steps, root, executor=backend,
+                             step_timeout_s=timeout)  # fmt: skip
     if backend not in backends:
         try:
             backends[backend] = load_model(backend, tasks, root)

@@ -45,5 +45,9 @@ def add_data_parsers(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the chosen ``data`` sub-command."""
+    """Run the chosen ``data`` sub-command (exit 2 naming the ``data`` extra when it is not
+    installed: every sub-command writes HF datasets)."""
+    from sweworld.extras import extras, require
+
+    require(extras().get("data", ()), "data", what=f"sweworld data {args.data_command}")
     return int(importlib.import_module(args.data_module).run(args))

@@ -77,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--heldout",
-        help="comma-separated repositories for the test split (default: "
+        help="comma-separated repositories for the test split, or 'none' (default: "
         + ",".join(DEFAULT_HELDOUT_REPOS)
         + ")",
     )
@@ -445,9 +445,11 @@ def add_repo_cache(path: str | Path) -> None:
 
 def heldout_repos(text: str | None) -> tuple[str, ...]:
     """The held-out repositories of a ``--heldout`` value (comma-separated; empty or None:
-    :data:`DEFAULT_HELDOUT_REPOS`)."""
+    :data:`DEFAULT_HELDOUT_REPOS`; ``none``: no repository, every record in train)."""
     if not text:
         return DEFAULT_HELDOUT_REPOS
+    if text.strip().lower() == "none":
+        return ()
     return tuple(r.strip() for r in text.split(",") if r.strip())
 
 
@@ -458,18 +460,18 @@ def run(args: argparse.Namespace) -> int:
     heldout = heldout_repos(args.heldout)
     if args.workers < 1 or not args.step_timeout > 0 or (args.limit is not None and args.limit < 0):
         print(
-            "sweworld data import: --workers must be at least 1, --step-timeout positive "
+            "sweworld data import: error: --workers must be at least 1, --step-timeout positive "
             "and --limit not negative",
             file=sys.stderr,
         )
         return 2
     if not Path(args.source).exists():
-        print(f"sweworld data import: {args.source}: no such file or folder", file=sys.stderr)
+        print(f"sweworld data import: error: {args.source}: no such file or folder", file=sys.stderr)
         return 2
     try:
         shard = parse_shard(args.shard)
     except ValueError as exc:
-        print(f"sweworld data import: {exc}", file=sys.stderr)
+        print(f"sweworld data import: error: {exc}", file=sys.stderr)
         return 2
     try:
         summary = import_source(
@@ -490,7 +492,7 @@ def run(args: argparse.Namespace) -> int:
             history=args.history,
         )
     except (ValueError, OSError) as exc:  # unknown format; --out not a writable folder
-        print(f"sweworld data import: {exc}", file=sys.stderr)
+        print(f"sweworld data import: error: {exc}", file=sys.stderr)
         return 2
     print_report(summary, args.out, heldout)
     total = summary.get("swt", {}).get("total", 0) + summary.get("swr", {}).get("total", 0)

@@ -37,6 +37,7 @@ __all__ = [
     "command_kind",
     "features",
     "record_from_dict",
+    "split_heldout",
     "split_of",
 ]
 
@@ -241,6 +242,22 @@ def features(kind: str) -> Any:
         py = f.type if isinstance(f.type, type) else {"str": str, "int": int, "bool": bool}[f.type]
         out[f.name] = datasets.Value(types[py])
     return datasets.Features(out)
+
+
+def split_heldout(
+    heldout: Iterable[str] | None, split: str = "auto", repo: str | None = None
+) -> tuple[str, ...]:
+    """The held-out repositories (``None``: :data:`DEFAULT_HELDOUT_REPOS`) with ``repo``'s
+    records sent to ``split``: ``auto`` (as the list says), ``train`` (taken off the list)
+    or ``test`` (put on it)."""
+    held = tuple(DEFAULT_HELDOUT_REPOS if heldout is None else heldout)
+    if repo is None or split == "auto":
+        return held
+    if split == "train":
+        return tuple(r for r in held if r != repo)
+    if split == "test":
+        return held if repo in held else (*held, repo)
+    raise ValueError(f"split must be auto, train or test, not {split!r}")
 
 
 def split_of(repo: str, heldout: Iterable[str] = DEFAULT_HELDOUT_REPOS) -> str:

@@ -45,8 +45,9 @@ def add_episode_parser(sub: Any, add_task_args: Callable[[argparse.ArgumentParse
     )
     p.add_argument(
         "--executor",
-        default="simulated",
-        help="what answers execution commands: simulated (default: the SWT model), hybrid, "
+        default="outcome",
+        help="what answers execution commands: outcome (default: the outcome model decides, "
+        "the renderer writes), simulated (the SWT language model writes the output), hybrid, "
         "local (real, in the sandbox), none, scripted:RULES.json or a dotted path",
     )
     p.add_argument(
@@ -165,6 +166,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     actions = _read_actions(args)
     config = _config(args, len(actions))
     task = task_from_args(args)
+    if config.executor in ("simulated", "hybrid", "outcome-lm"):
+        from sweworld.models import require_lm_extras
+
+        require_lm_extras(config.model, f"sweworld episode --executor {config.executor}")
     executor = build_executor(config)  # a bad executor or model spec is said before anything runs
     view = JsonView(out) if args.json else HumanView(out)
     with Episode(task, config, executor=executor) as episode:
@@ -230,6 +235,8 @@ class HumanView:
         executor = cfg.executor
         if executor in ("simulated", "hybrid"):
             executor = f"{executor} (SWT model {cfg.model}, {cfg.mode})"
+        elif isinstance(executor, str) and executor.partition(":")[0] == "outcome":
+            executor = f"{executor} (outcome model decides, renderer writes; {cfg.mode})"
         reward = cfg.reward
         if reward in ("swr", "both"):
             stages = ",".join(cfg.swr_stages) if cfg.swr_stages else "all stages"

@@ -44,8 +44,10 @@ class EpisodeConfig:
             bash), ``r2e`` (function calls only), ``mini_swe_agent`` (one bash block only).
         observation_format: ``auto``, ``r2egym`` or ``mini`` (how observations are rendered),
             or ``raw`` (the command's output unrendered, for agents that render it themselves).
-        executor: what answers execution commands: ``simulated`` (SWT), ``hybrid``,
-            ``local`` (real), ``none``, ``scripted:FILE``, a dotted path or an executor.
+        executor: what answers execution commands: ``outcome`` (the default world: the
+            outcome model decides, the renderer writes; milliseconds a step), ``simulated``
+            (the language-model route: SWT writes the whole output), ``hybrid``, ``local``
+            (real), ``none``, ``scripted:FILE``, a dotted path or an executor.
         model: the SWT model spec for ``simulated`` / ``hybrid`` (``embedded``,
             ``openai:URL#MODEL``, ``replay:FILE``, ...).
         mode: ``blind`` or ``oracle`` for the simulator and the reward model.
@@ -81,7 +83,7 @@ class EpisodeConfig:
     prompt_format: str = "r2egym"
     action_format: str = "auto"
     observation_format: str = "auto"
-    executor: Any = "simulated"
+    executor: Any = "outcome"
     model: str = "embedded"
     mode: str = "blind"
     reward: str = "swr"

@@ -96,8 +96,9 @@ class SWEWorldEnvironmentConfig(BaseModel):
     """Where ``instance_id`` is looked up (a path or ``toy``)."""
     split: str | None = None
     """The split of a dataset ``tasks_file``."""
-    executor: str = "simulated"
-    """What answers execution commands: ``simulated`` (SWT), ``hybrid``, ``local`` (real),
+    executor: str = "outcome"
+    """What answers execution commands: ``outcome`` (the default world), ``simulated`` (the
+    LM route), ``hybrid``, ``local`` (real),
     ``none``, ``scripted:FILE`` or a dotted path."""
     model: str = "embedded"
     """The SWT model of a simulated executor (``embedded``, ``openai:URL#MODEL``, ...)."""

@@ -265,7 +265,7 @@ def build_executor(config: EpisodeConfig) -> Any:
     from sweworld.sandbox.registry import make_executor
 
     spec = config.executor
-    if spec in ("simulated", "hybrid"):
+    if spec in ("simulated", "hybrid", "outcome-lm"):
         from sweworld.models import check_lm_spec
 
         check_lm_spec(config.model)
@@ -278,6 +278,8 @@ def build_executor(config: EpisodeConfig) -> Any:
         )
     if spec == "local":
         return make_executor("local", timeout=config.step_timeout_s)
+    if isinstance(spec, str) and spec.partition(":")[0] == "outcome":
+        return make_executor(spec, mode=config.mode)
     return make_executor(spec)
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "embedded_model_path",
     "load_embedded",
     "make_lm",
+    "require_lm_extras",
 ]
 
 SPEC_FORMS = (
@@ -154,6 +155,36 @@ def check_lm_spec(spec: str | None) -> None:
             raise FileNotFoundError(f"model {path} does not exist (LM spec {text!r})")
         return
     raise ValueError(f"unknown LM spec {text!r}; expected {SPEC_FORMS}")
+
+
+def require_lm_extras(spec: str | None, what: str = "the SWT model") -> None:
+    """Raise :class:`sweworld.extras.MissingExtra` (naming the ``model`` extra) when the
+    packages the spec's backend imports are not installed, or :class:`LMUnavailable` when
+    the embedded model's files are absent; nothing is imported or loaded. Call it before a
+    run that would otherwise fail at every step (``sweworld episode --executor simulated``
+    after a plain ``pip install -e .``)."""
+    from sweworld.extras import require
+
+    text = (spec or "embedded").strip()
+    kind, sep, rest = text.partition(":")
+    embedded = text in ("embedded", "embedded:default", "embedded:base") or text.startswith(
+        "embedded+"
+    )
+    if embedded or (sep and kind == "hf"):
+        modules = ["torch", "transformers", "safetensors"]
+        if text != "embedded:base" and (embedded or "+" in rest):
+            modules.append("peft")  # an adapter is applied
+        require(modules, "model", what=f"{what} ({text})")
+    elif sep and kind in ("openai", "vllm"):
+        require("httpx", "model", what=f"{what} ({text})")
+    if embedded:
+        from sweworld.models.embedded import MODEL_NAME, gguf_path, models_dir
+
+        try:
+            gguf_path()
+        except LMUnavailable:
+            if not (models_dir() / MODEL_NAME / "config.json").is_file():  # not converted yet
+                raise
 
 
 def _split_adapter(rest: str) -> tuple[str, str | None]:

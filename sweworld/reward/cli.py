@@ -31,8 +31,23 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--stages",
-        default="syntax,typecheck,semantic,tests",
-        help="comma-separated stages to run (default: all four)",
+        default="syntax,semantic",
+        help="comma-separated stages to run: syntax, typecheck, semantic, tests (the LM's "
+        "report; loads --model). Default: syntax,semantic, the exact stages the shipped "
+        "verdict was trained on",
+    )
+    p.add_argument(
+        "--verdict",
+        default="default",
+        help="the learned verdict that decides: 'default' (the shipped "
+        "adapters/verdict-default), a model file from `sweworld train verdict`, or 'none' "
+        "(the legacy combination: only the tests stage or gold equivalence can resolve)",
+    )
+    p.add_argument(
+        "--outcome",
+        default="default",
+        help="outcome model whose predicted test statuses are evidence ('default', a "
+        "model file, or 'none')",
     )
     p.add_argument(
         "--samples", type=int, default=1, help="reports sampled per candidate (default 1: greedy)"
@@ -45,8 +60,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--calibration",
         default="auto",
-        help="calibration file; 'auto' (default) uses the one stored for this model and mode "
-        "if `sweworld calibrate` made one, 'none' the fixed prior",
+        help="calibration of the legacy combination (--verdict none): a file; 'auto' "
+        "(default) uses the one stored for this model and mode if `sweworld calibrate` made "
+        "one, 'none' the fixed prior. The verdict carries its own calibration",
     )
     p.add_argument(
         "--preset",
@@ -116,10 +132,12 @@ def _config(args: argparse.Namespace) -> Any:
     from sweworld.reward.model import SWRConfig
 
     stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
-    if "tests" in stages:
+    if "tests" in stages or args.model != "embedded":
         from sweworld.models import check_lm_spec
 
-        check_lm_spec(args.model)  # a configuration error, said now rather than as a verdict
+        # a configuration error, said now rather than as a verdict (an explicit --model is
+        # checked even when the tests stage that would load it is off)
+        check_lm_spec(args.model)
     return SWRConfig(
         mode=args.mode,
         stages=stages,
@@ -128,6 +146,8 @@ def _config(args: argparse.Namespace) -> Any:
         use_logprobs=not args.no_logprobs,
         calibration=None if args.calibration == "none" else args.calibration,
         reward_preset=args.preset,
+        verdict=None if args.verdict == "none" else args.verdict,
+        outcome=None if args.outcome == "none" else args.outcome,
     )
 
 

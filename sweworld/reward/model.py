@@ -1,26 +1,38 @@
-"""The SWR pipeline: three exact stages, a learned fourth, one calibrated score.
+"""The SWR pipeline: exact stages, evidence, one learned and calibrated verdict.
 
 ::
 
     patch -> view (whole files when the base checkout is available, hunks otherwise)
           -> syntax     (ast + tree-sitter; a failure stops here: score 0, no model call)
-          -> typecheck  (mypy before/after; errors the patch introduces)
+          -> typecheck  (optional: mypy before/after; errors the patch introduces)
           -> semantic   (normalised AST; empty / no-op / tests-only / test tampering stop here;
                          equivalence with the gold patch in oracle mode)
-          -> tests      (the SWR model writes a per-test report, graded by the shared grader)
-          -> features -> calibrated score in [0, 1] -> RL reward (a preset)
+          -> tests      (optional: the SWR language model writes a per-test report)
+          -> evidence   (stage outputs, patch shape, the outcome model's predicted status of
+                         every FAIL_TO_PASS / PASS_TO_PASS test on the candidate's state)
+          -> verdict    (a learned, calibrated P(resolved): :mod:`sweworld.reward.verdict`)
+          -> RL reward (a preset)
+
+By default (:data:`DEFAULT_STAGES`, ``verdict="default"``) no language model is loaded and
+a candidate is scored in well under a second. Hard exact failures (a changed file that does
+not parse, test tampering, an empty, no-op or tests-only patch) are decisive: score 0,
+unresolved. A change that cannot be analysed (the diff does not parse, a Python file
+changed as binary data) is ``undetermined`` with the reason, never a score made up from
+missing features. Everything else is evidence weighed by the verdict; the report is the
+outcome model's statuses (the same a simulated ``pytest`` on that state shows) unless the LM
+tests stage ran.
 
 Nothing raises into a trainer: a stage that breaks returns verdict ``error`` (no evidence),
 and :meth:`RewardModel.score` always returns a :class:`RewardResult` with a defined score.
 A stage's failure is also reported in ``info["stage_errors"]`` and logged (logger
-``sweworld.reward.model``, silent unless the application configures logging).
+``sweworld.reward.model``, silent unless the application configures logging). A verdict
+model file that is corrupt, of another version or feature set, or without the configured
+mode raises :class:`~sweworld.reward.verdict.VerdictFileError` when the model is made.
 
-**No evidence is never success.** Only two things can confirm that a candidate resolves the
-task: the tests stage (a report from the SWR model) and, in oracle mode, equivalence with
-the gold patch. When neither gave evidence (the tests stage is not configured, or it failed,
-and the candidate is not gold-equivalent) the verdict is ``undetermined``: ``resolved`` is
-False, the score is 0 and the reward is the preset's reward for an unresolved candidate;
-``info["undetermined"]`` says why. The exact stages can only refute.
+**Without a verdict** (``verdict=None``: the legacy combination,
+:mod:`sweworld.reward.combination`) only the tests stage and, in oracle mode, gold
+equivalence can confirm a candidate; when neither gave evidence the verdict is
+``undetermined`` (``resolved`` False, score 0, ``info["undetermined"]`` says why).
 """
 
 from __future__ import annotations
@@ -33,25 +45,46 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.execution.grading import make_report
+from sweworld.reward.combination import (
+    FEATURES,
+    default_calibration_path,
+    fit_from_results,
+    missing_evidence,
+    prior_score,
+    stage_features,
+)
 from sweworld.reward.presets import RewardPreset, compute_reward, preset
 from sweworld.reward.types import CandidateView, RewardContext, StageResult
+from sweworld.reward.verdict import load_verdict, unanalysable
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
+__all__ = [
+    "DEFAULT_STAGES",
+    "FEATURES",
+    "STAGE_NAMES",
+    "RewardModel",
+    "RewardResult",
+    "SWRConfig",
+    "default_calibration_path",
+    "fit_from_results",
+    "load_verdict",
+    "missing_evidence",
+    "prior_score",
+    "short_circuit_stage",
+    "stage_features",
+    "task_id",
+    "unanalysable",
+]
+
 STAGE_NAMES = ("syntax", "typecheck", "semantic", "tests")
+#: The stages a default configuration runs: the exact stages the shipped verdict was trained
+#: on (no type check: ~1 s per candidate; no LM: the verdict decides in milliseconds).
+DEFAULT_STAGES = ("syntax", "semantic")
 
 #: ``RewardResult.status`` values.
 RESOLVED, UNRESOLVED, UNDETERMINED = "resolved", "unresolved", "undetermined"
-
-#: The features the combination (and a fitted calibrator) reads, in this order.
-FEATURES = (
-    "tests_p",
-    "tests_missing",
-    "typecheck_fail",
-    "gold_equivalent",
-    "gold_different",
-)
 
 
 @dataclass
@@ -62,7 +95,7 @@ class SWRConfig:
         mode: ``oracle`` (stages may read the gold patch, test patch and test lists) or
             ``blind`` (they may not).
         stages: which stages run, in pipeline order (a subset of syntax, typecheck,
-            semantic, tests).
+            semantic, tests; default :data:`DEFAULT_STAGES`: the LM's tests stage is optional).
         model: the SWR language model for the tests stage (``embedded``, a model path, an
             ``http(s)://`` OpenAI-compatible endpoint, ...: see ``make_lm``).
         samples: reports sampled per candidate (1: one greedy report).
@@ -72,14 +105,21 @@ class SWRConfig:
         tests_timeout_s: deadline of the tests stage for one candidate (a model that hangs
             gives no verdict, never a stalled trainer); None for none.
         calibration: path of a fitted calibration (``sweworld calibrate``); ``auto`` uses the
-            one stored for this model and mode when it exists; None the fixed prior.
+            one stored for this model and mode when it exists; None the fixed prior. Only
+            read without a verdict (the verdict carries its own calibration).
+        verdict: the learned verdict that decides (:mod:`sweworld.reward.verdict`):
+            ``default`` (the shipped ``adapters/verdict-default``), a model file or folder,
+            or None / ``none``: the legacy combination (the tests stage's report, gold
+            equivalence; no evidence is undetermined).
+        outcome: the outcome model whose predicted test statuses are evidence
+            (``default``: the shipped one; a file; None / ``none``: not used).
         reward_preset: RL reward preset name (binary, score, shaped, stage_penalty).
         threshold: score at or above which a candidate counts as resolved.
         seed: seed of the sampled reports.
     """
 
     mode: str = "oracle"
-    stages: tuple[str, ...] = STAGE_NAMES
+    stages: tuple[str, ...] = DEFAULT_STAGES
     model: str = "embedded"
     samples: int = 1
     temperature: float = 0.7
@@ -90,6 +130,8 @@ class SWRConfig:
     reward_preset: str = "binary"
     threshold: float = 0.5
     seed: int = 0
+    verdict: str | None = "default"
+    outcome: str | None = "default"
 
     def __post_init__(self) -> None:
         if self.mode not in ("oracle", "blind"):
@@ -101,6 +143,10 @@ class SWRConfig:
         self.stages = tuple(s for s in STAGE_NAMES if s in self.stages)
         if self.samples < 1:
             raise ValueError(f"samples must be at least 1, got {self.samples}")
+        if self.verdict in ("", "none"):
+            self.verdict = None
+        if self.outcome in ("", "none"):
+            self.outcome = None
 
 
 @dataclass
@@ -118,12 +164,14 @@ class RewardResult:
             test report; when an exact stage stopped the pipeline, an unresolved entry whose
             ``sweworld_status`` is ``swr_<stage>_failed``; empty when the tests stage did
             not run.
-        features: the combination's inputs.
+        features: the legacy combination's inputs (:data:`FEATURES`).
         info: mode, scope (files or hunks), which stage stopped the pipeline, whether the
             score is calibrated, latency, why the base checkout was not used, the stages
             that failed (``stage_errors``) and why the verdict is undetermined.
         status: ``resolved``, ``unresolved`` or ``undetermined`` (no stage that can confirm
             resolution gave evidence; ``resolved`` is then False).
+        evidence: the verdict's inputs (:data:`~sweworld.reward.verdict.VERDICT_FEATURES`;
+            NaN where unknown).
     """
 
     instance_id: str
@@ -135,6 +183,7 @@ class RewardResult:
     features: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     status: str = UNDETERMINED
+    evidence: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -146,50 +195,9 @@ class RewardResult:
             "stages": {name: result.to_dict() for name, result in self.stages.items()},
             "report": self.report,
             "features": self.features,
+            "evidence": {k: (None if v != v else v) for k, v in self.evidence.items()},
             "info": self.info,
         }
-
-
-def stage_features(stages: Mapping[str, StageResult]) -> dict[str, float]:
-    """The combination's inputs (see :data:`FEATURES`) from the stages' results."""
-    tests = stages.get("tests")
-    tests_p = tests.score if tests is not None and tests.verdict != "error" else None
-    typecheck = stages.get("typecheck")
-    semantic = stages.get("semantic")
-    equivalent = semantic.evidence.get("gold_equivalent") if semantic is not None else None
-    return {
-        "tests_p": 0.5 if tests_p is None else float(tests_p),
-        "tests_missing": 1.0 if tests_p is None else 0.0,
-        "typecheck_fail": 1.0 if typecheck is not None and typecheck.verdict == "fail" else 0.0,
-        "gold_equivalent": 1.0 if equivalent is True else 0.0,
-        "gold_different": 1.0 if equivalent is False else 0.0,
-    }
-
-
-def prior_score(features: Mapping[str, float]) -> float:
-    """The uncalibrated combination: the tests stage's probability, halved when the patch
-    introduces type errors, raised to at least 0.95 when it is equivalent to the gold
-    patch."""
-    score = float(features["tests_p"])
-    if features["typecheck_fail"]:
-        score *= 0.5
-    if features["gold_equivalent"]:
-        score = max(score, 0.95)
-    return min(1.0, max(0.0, score))
-
-
-def missing_evidence(stages: Mapping[str, StageResult]) -> str | None:
-    """Why no stage can confirm that the candidate resolves the task, or None when one
-    can: the tests stage gave a verdict, or the candidate is equivalent to the gold patch."""
-    tests = stages.get("tests")
-    semantic = stages.get("semantic")
-    if semantic is not None and semantic.evidence.get("gold_equivalent") is True:
-        return None
-    if tests is None:
-        return "no stage that can confirm resolution ran (the tests stage is off)"
-    if tests.verdict not in ("pass", "fail") or tests.score is None:
-        return f"the tests stage gave no evidence ({tests.verdict}: {tests.message})"
-    return None
 
 
 def short_circuit_stage(stages: Mapping[str, StageResult]) -> str | None:
@@ -232,7 +240,18 @@ class RewardModel:
         self._checkouts: dict[tuple[Any, ...], tuple[Path | None, str | None]] = {}
         self.calibrator = calibrator
         self.calibration_path: str | None = None
-        if calibrator is None and config.calibration:
+        #: the learned verdict (None: the legacy combination); a bad file raises here,
+        #: naming it (:class:`~sweworld.reward.verdict.VerdictFileError`)
+        self.verdict = load_verdict(config.verdict) if config.verdict else None
+        if self.verdict is not None and config.mode not in self.verdict.modes:
+            from sweworld.reward.verdict import VerdictFileError
+
+            raise VerdictFileError(
+                f"{self.verdict.path}: the verdict model has no head for mode {config.mode!r}"
+            )
+        self._tests_predictor: Any = None
+        self._outcome_warned = False
+        if calibrator is None and config.calibration and self.verdict is None:
             from sweworld.reward.calibration import load_calibration
 
             path = config.calibration
@@ -347,6 +366,8 @@ class RewardModel:
         else:
             resolved_dir = None
         stages: dict[str, StageResult] = {}
+        evidence: dict[str, float] = {}
+        statuses: dict[str, str] | None = None
         try:
             candidate = self.view(task, patch, resolved_dir)
             gold = None
@@ -381,10 +402,65 @@ class RewardModel:
                 if stages[name].short_circuit:
                     break
             info["signature"] = _signature(candidate, stages)
+            why = unanalysable(candidate)
+            if why:
+                info["unanalysable"] = why
+            evidence, statuses = self._evidence(
+                task, patch, candidate, gold, stages, resolved_dir, info
+            )
         except Exception as exc:  # never into the trainer
             info["error"] = f"{type(exc).__name__}: {exc}"
             logger.warning("SWR pipeline failed on %s: %s", task_id(task), exc, exc_info=True)
-        return self._finish(task, patch, stages, info, started, steps=steps, outcome=outcome)
+        result = self._finish(task, patch, stages, info, started, steps=steps, outcome=outcome,
+                              evidence=evidence, statuses=statuses)  # fmt: skip
+        return result
+
+    def tests_predictor(self) -> Any:
+        """The outcome model's view of the task's tests (made on first use)."""
+        if self._tests_predictor is None:
+            from sweworld.reward.test_outcomes import TestPredictor
+
+            spec = None if self.config.outcome == "default" else self.config.outcome
+            self._tests_predictor = TestPredictor(spec)
+        return self._tests_predictor
+
+    def _evidence(
+        self,
+        task: Any,
+        patch: str | None,
+        candidate: CandidateView,
+        gold: CandidateView | None,
+        stages: Mapping[str, StageResult],
+        base: Path | None,
+        info: dict[str, Any],
+    ) -> tuple[dict[str, float], dict[str, str] | None]:
+        """The verdict's inputs, and the outcome model's statuses of the task's tests."""
+        from sweworld.reward.verdict import verdict_features
+
+        tests: dict[str, float] | None = None
+        statuses: dict[str, str] | None = None
+        if self.config.outcome and short_circuit_stage(stages) is None:
+            started = time.perf_counter()
+            try:
+                predicted = self.tests_predictor().predict(
+                    task, patch or "", base, self.config.mode
+                )
+            except Exception as exc:  # the evidence is then missing, never invented
+                info["outcome_error"] = f"{type(exc).__name__}: {exc}"[:300]
+                if not self._outcome_warned:  # once per reward model, not per candidate
+                    self._outcome_warned = True
+                    logger.warning("outcome model failed on %s: %s", task_id(task), exc)
+                predicted = None
+            info["latency_outcome_s"] = round(time.perf_counter() - started, 4)
+            if predicted is not None:
+                tests, statuses = predicted
+                failed = sorted(t for t, s in statuses.items() if s in ("FAILED", "ERROR"))
+                info["predicted_tests"] = {
+                    "tests": len(statuses),
+                    "failing": failed[:20],
+                    "n_failing": len(failed),
+                }
+        return verdict_features(stages, candidate, gold, tests), statuses
 
     def _finish(
         self,
@@ -396,6 +472,8 @@ class RewardModel:
         *,
         steps: int | None,
         outcome: str,
+        evidence: dict[str, float] | None = None,
+        statuses: dict[str, str] | None = None,
     ) -> RewardResult:
         features = stage_features(stages)
         stopped_by = short_circuit_stage(stages)
@@ -403,7 +481,10 @@ class RewardModel:
         errors = {n: r.message for n, r in stages.items() if r.verdict == "error"}
         if errors:
             info["stage_errors"] = errors
-        missing = None if stopped_by is not None else missing_evidence(stages)
+        if self.verdict is not None:
+            missing = None if stopped_by is not None else _verdict_missing(stages, info)
+        else:
+            missing = None if stopped_by is not None else missing_evidence(stages)
         if "error" in info:
             missing = f"the pipeline failed: {info['error']}"
         if missing is not None:
@@ -411,11 +492,17 @@ class RewardModel:
         if stopped_by is not None or missing is not None:
             score = 0.0
             info["calibrated"] = False
+        elif self.verdict is not None:
+            score = float(self.verdict.predict([evidence or {}], self.config.mode)[0])
+            info["calibrated"] = True
+            info["verdict"] = self.verdict.path
         else:
             score, info["calibrated"] = self._calibrated(features, info, task)
         score = min(1.0, max(0.0, score))
         tests = stages.get("tests")
         report = (tests.evidence.get("report") if tests is not None else None) or {}
+        if not report and statuses:  # one state, one truth: the outcome model's statuses
+            report = make_report(task, statuses, patch=patch or "")
         if stopped_by is not None:  # unresolved, and says which exact stage stopped it
             report = make_report(task, {}, patch=patch or "", status=f"swr_{stopped_by}_failed")
         info["latency_s"] = round(time.perf_counter() - started, 4)
@@ -437,6 +524,7 @@ class RewardModel:
             report=report,
             features=features,
             info=info,
+            evidence=dict(evidence or {}),
         )
 
     def _calibrated(
@@ -486,77 +574,19 @@ class RewardModel:
         self.close()
 
 
-def default_calibration_path(model: Any, mode: str) -> Path:
-    """Where ``sweworld calibrate`` stores the calibration of ``model`` in ``mode`` (beside
-    the embedded model's cache), and where ``calibration="auto"`` looks for it."""
-    import hashlib
-
-    from sweworld.dirs import cache_dir
-
-    name = str(model) if isinstance(model, str) else getattr(model, "name", "lm")
-    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60]
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return cache_dir() / "swr" / f"calibration-{slug}-{digest}-{mode}.json"
-
-
-def fit_from_results(
-    results: Sequence[RewardResult], labels: Sequence[bool], *, method: str = "logistic"
-) -> tuple[Any, dict[str, Any]]:
-    """Fit a calibrator on scored candidates and their real labels.
-
-    ``logistic``: L2-regularised logistic regression on :data:`FEATURES`; ``isotonic``: a
-    monotone map of the tests stage's probability. Candidates an exact stage stopped are
-    left out (their score is 0 whatever the calibration). Returns the calibrator and its
-    metrics: in-sample and 5-fold out-of-fold.
-    """
-    from sweworld.reward.calibration import (
-        IsotonicCalibrator,
-        LogisticCalibrator,
-        cross_validated_predictions,
-    )
-    from sweworld.reward.metrics import binary_metrics
-
-    rows = [
-        (r, bool(y))
-        for r, y in zip(results, labels, strict=True)
-        if not r.info.get("short_circuit")
-    ]
-    if len(rows) < 2 or len({y for _, y in rows}) < 2:
-        raise ValueError("calibration needs labelled candidates of both classes")
-    y = [lab for _, lab in rows]
-    if method == "logistic":
-        x = [[r.features[f] for f in FEATURES] for r, _ in rows]
-
-        def make() -> Any:
-            return LogisticCalibrator(feature_names=list(FEATURES))
-    elif method == "isotonic":
-        x = [[r.features["tests_p"]] for r, _ in rows]
-
-        def make() -> Any:
-            return IsotonicCalibrator(feature_names=["tests_p"])
-    else:
-        raise ValueError(f"method must be 'logistic' or 'isotonic', got {method!r}")
-    calibrator = make().fit(x, y)
-    # Folds keep a repository's candidates together (no repository is scored by a fit that
-    # saw it) when there are enough repositories, else a task's candidates, else none.
-    from sweworld.tasks.schema import repo_from_instance_id
-
-    ids = [str(r.instance_id) for r, _ in rows]
-    by_repo = [repo_from_instance_id(i) or i for i in ids]
-    groups: list[str] | None = by_repo if len(set(by_repo)) >= 5 else ids
-    grouped_by = "repository" if groups is by_repo else "task"
-    units = len(set(groups or []))
-    if units < 5:
-        groups, units, grouped_by = None, len(y), "candidate"
-    out_of_fold = cross_validated_predictions(make, x, y, k=min(5, units), groups=groups)
-    metrics = {
-        "method": method,
-        "n": len(y),
-        "folds_grouped_by": grouped_by,
-        "in_sample": binary_metrics(y, calibrator.predict(x)),
-        "out_of_fold": binary_metrics(y, out_of_fold),
-    }
-    return calibrator, metrics
+def _verdict_missing(stages: Mapping[str, StageResult], info: Mapping[str, Any]) -> str | None:
+    """Why the verdict cannot decide (its evidence would be made up), or None: the change
+    cannot be analysed, the deadline passed before the stages ran, or an exact stage that
+    can refute the candidate failed in itself."""
+    if info.get("unanalysable"):
+        return str(info["unanalysable"])
+    if info.get("deadline_passed"):
+        return "the deadline passed before the exact stages ran"
+    for name in ("syntax", "semantic"):
+        result = stages.get(name)
+        if result is not None and result.verdict == "error":
+            return f"the {name} stage failed: {result.message}"
+    return None
 
 
 def _signature(candidate: CandidateView, stages: Mapping[str, StageResult]) -> str:

@@ -59,7 +59,10 @@ def add_serve_parsers(sub: Any) -> None:
         try:
             module = importlib.import_module(WORLD_MODULE)
         except ImportError as exc:  # the serve extra is missing: say so when it is used
-            world.set_defaults(world_missing=f"{exc} (pip install 'sweworld[serve]')")
+            from sweworld.extras import missing_extra_from
+
+            found = missing_extra_from(exc, "sweworld serve world")
+            world.set_defaults(world_missing=str(found) if found else f"{exc}")
         else:
             module.add_arguments(world)
 
@@ -222,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     if args.serve_command == "world":
         missing = getattr(args, "world_missing", None)
         if missing:
-            print(f"sweworld: error: serve world needs the serve extra: {missing}", file=sys.stderr)
+            print(f"sweworld: error: {missing}", file=sys.stderr)
             return 2
         return int(importlib.import_module(WORLD_MODULE).run(args))
     raise ValueError(f"unknown serve command {args.serve_command!r}")

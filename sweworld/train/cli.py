@@ -1,4 +1,4 @@
-"""``sweworld train swt|swr|outcome``: see :mod:`sweworld.train` (``add_arguments`` / ``run``)."""
+"""``sweworld train swt|swr|outcome|verdict``: see :mod:`sweworld.train`."""
 
 from __future__ import annotations
 
@@ -27,6 +27,15 @@ def add_train_parsers(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     outcome.add_arguments(p)
+    from sweworld.train import verdict
+
+    p = tsub.add_parser(
+        "verdict",
+        help="train the SWR verdict (calibrated P(resolved) over the evidence; no LM)",
+        description=verdict.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verdict.add_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
         from sweworld.train.outcome import run as run_outcome
 
         return int(run_outcome(args))
+    if getattr(args, "train_target", None) == "verdict":
+        from sweworld.train.verdict import run as run_verdict
+
+        return int(run_verdict(args))
     from sweworld.train.main import run as run_training
 
     return int(run_training(args))

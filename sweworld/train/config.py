@@ -114,7 +114,12 @@ class TrainConfig:
     max_examples: int = _f(0, "use at most this many training records (0: all)")
     # evaluation and checkpoints
     eval: bool = _f(True, "evaluate on the 'test' split (the held-out repositories)")
-    eval_max_examples: int = _f(200, "at most this many test examples are evaluated (0: all)")
+    eval_max_examples: int = _f(
+        -1,
+        "at most this many test examples are evaluated before and after training (0: all; "
+        "-1: auto, 200, or for a short run as many as it trains on: max_steps x batch_size x "
+        "grad_accum, at least 8)",
+    )
     eval_steps: int = _f(0, "evaluate every N steps during training (0: only at the end)")
     save_steps: int = _f(200, "save a checkpoint every N steps")
     save_total_limit: int = _f(2, "keep at most this many checkpoints")
@@ -154,10 +159,25 @@ class TrainConfig:
             raise ValueError(f"max_minutes must be 0 (no limit) or more, got {self.max_minutes!r}")
         if int(self.lora_layers) < 0:
             raise ValueError(f"lora_layers must be 0 (all) or more, got {self.lora_layers!r}")
+        if int(self.eval_max_examples) < -1:
+            raise ValueError(
+                f"eval_max_examples must be -1 (auto), 0 (all) or more, got "
+                f"{self.eval_max_examples!r}"
+            )
         if self.bf16 and self.fp16:
             raise ValueError("choose bf16 or fp16, not both")
         if not self.out:
             self.out = str(Path("runs") / f"{self.target}-adapter")
+
+    @property
+    def eval_limit(self) -> int:
+        """The number of test examples evaluated (0: all): ``eval_max_examples``, or when
+        it is -1 (auto) 200, fewer for a run of few steps."""
+        if self.eval_max_examples >= 0:
+            return int(self.eval_max_examples)
+        if self.max_steps > 0:
+            return min(200, max(8, self.max_steps * self.batch_size * self.grad_accum))
+        return 200
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -189,15 +209,6 @@ def load_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {k.replace("-", "_"): v for k, v in data.items()}
 
 
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def add_arguments(parser: argparse.ArgumentParser, target: str) -> None:
     """Add ``--config`` and one option per :class:`TrainConfig` field to ``parser`` (the
     ``sweworld train <target>`` sub-command). Options left out on the command line are absent
@@ -216,18 +227,13 @@ def add_arguments(parser: argparse.ArgumentParser, target: str) -> None:
         kind = types[f.name]
         shown = ",".join(default) if isinstance(default, list) else default
         help_text = f"{f.metadata['help']} (default: {shown!r})"
+        if f.name == "out":
+            help_text = f"output folder of the adapter (default: runs/{target}-adapter)"
         kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "help": help_text}
         if f.name == "data":
             parser.add_argument(flag, action="append", metavar="DIR", **kwargs)
-        elif kind is bool:
-            parser.add_argument(flag, nargs="?", const=True, type=_bool, **kwargs)
-            parser.add_argument(
-                "--no-" + f.name.replace("_", "-"),
-                dest=f.name,
-                action="store_false",
-                default=argparse.SUPPRESS,
-                help=f"turn {flag} off",
-            )
+        elif kind is bool:  # --merge / --no-merge
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
         elif kind is list:
             parser.add_argument(flag, type=lambda s: [m for m in s.split(",") if m], **kwargs)
         else:

@@ -31,6 +31,7 @@ from sweworld.train.examples import (
     swr_example,
     swt_example,
 )
+from sweworld.train.report import data_report, no_example_reason
 
 __all__ = ["TrainingError", "build_examples", "load_records", "run", "train"]
 
@@ -245,6 +246,31 @@ def _time_limit(minutes: float) -> Any:
     return TimeLimit()
 
 
+def _step_counter() -> Any:
+    """A Trainer callback counting the optimizer steps this process ran (a resumed run
+    runs only those after its checkpoint)."""
+    from transformers import TrainerCallback
+
+    class StepCounter(TrainerCallback):
+        steps = 0
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.steps += 1
+
+    return StepCounter()
+
+
+def _checkpoint_step(checkpoint: str | None) -> int | None:
+    """The global step a checkpoint folder was saved at (its ``trainer_state.json``)."""
+    if not checkpoint:
+        return None
+    try:
+        state = json.loads((Path(checkpoint) / "trainer_state.json").read_text())
+        return int(state["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _mask_dtype(model: Any) -> Any:
     """Boolean 4D masks for SDPA / flex attention, additive float ones for eager."""
     impl = getattr(getattr(model, "config", None), "_attn_implementation", None) or "sdpa"
@@ -377,25 +403,27 @@ def train(config: TrainConfig) -> dict[str, Any]:
 
         random.Random(config.seed).shuffle(train_records)
         train_records = train_records[: config.max_examples]
-    test_records, test_counts = ([], {})
-    if config.eval:
-        test_records, test_counts = load_records(config.data, kind, "test")
+    # the test split is read even without evaluation: it says where the records went
+    test_records, test_counts = load_records(config.data, kind, "test")
+    test_repos = sorted({r.repo for r in test_records})
+    if not config.eval:
+        test_records = []
     train_examples, train_skipped = build_examples(train_records, config, tokenizer)
     test_examples, test_skipped = build_examples(test_records, config, tokenizer)
-    if config.eval_max_examples and len(test_examples) > config.eval_max_examples:
+    limit = config.eval_limit
+    if limit and len(test_examples) > limit:
         import random
 
         random.Random(config.seed).shuffle(test_examples)
-        test_examples = test_examples[: config.eval_max_examples]
-    _say(
-        f"{kind}: {len(train_records)} train records -> {len(train_examples)} examples "
-        f"(modes {','.join(config.modes)}; left out: {dict(train_skipped) or 'none'}); "
-        f"{len(test_records)} test records -> {len(test_examples)} examples"
-    )
+        test_examples = test_examples[:limit]
+    for line in data_report(config, train_records, train_examples, train_skipped, "train"):
+        _say(line)
+    if config.eval:
+        for line in data_report(config, test_records, test_examples, test_skipped, "test"):
+            _say(line)
     if not train_examples:
         raise TrainingError(
-            f"no {kind} training example in {config.data} "
-            f"(records: {train_counts}; left out: {dict(train_skipped)})"
+            no_example_reason(config, train_records, train_skipped, test_counts, test_repos)
         )
     rows = train_examples
     if kind == "swr" and config.balance:
@@ -451,6 +479,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
     )
     if config.max_minutes > 0:
         trainer.add_callback(_time_limit(config.max_minutes))
+    counter = _step_counter()
+    trainer.add_callback(counter)
     metrics: dict[str, Any] = {}
     if eval_on and resume is None:
         metrics["eval_before"] = _evaluate(trainer, model, config, test_examples)
@@ -470,6 +500,9 @@ def train(config: TrainConfig) -> dict[str, Any]:
             "train_tokens_per_epoch": train_tokens,
             "train_runtime_s": round(float(trained.metrics.get("train_runtime", 0.0)), 1),
             "train_samples_per_s": trained.metrics.get("train_samples_per_second"),
+            "steps_this_run": counter.steps,
+            "resumed_from": resume,
+            "resumed_at_step": _checkpoint_step(resume),
             "left_out": dict(train_skipped),
             "test_left_out": dict(test_skipped),
         }
@@ -481,7 +514,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
         "folders": list(config.data),
         "train": train_counts,
         "test": test_counts,
-        "heldout_repos": sorted({r.repo for r in test_records}),
+        "heldout_repos": test_repos,
         "train_repos": len({r.repo for r in train_records}),
     }
     from sweworld.train.export import export_adapter, export_merged
@@ -511,6 +544,10 @@ def run(args: argparse.Namespace) -> int:
     """``sweworld train swt|swr`` / ``python -m sweworld.train``: exit 0 on success, 2 for a
     configuration or data problem (one line on stderr)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from sweworld.extras import extras, require
+
+    target = getattr(args, "train_target", None) or "swt"
+    require(extras().get("train", ()), "train", what=f"sweworld train {target}")
     try:
         config = config_from_args(args)
         metrics = train(config)

@@ -150,39 +150,60 @@ def train_heads(rows: Sequence[Any], learner: str, max_iter: int, seed: int) -> 
     return heads
 
 
-def evaluate(model: Any, rows: Sequence[Any]) -> dict[str, Any]:
-    """Held-out figures of ``model`` on ``rows`` beside the floors."""
+def per_mode_heads(rows: Sequence[Any], learner: str, max_iter: int, seed: int) -> dict[str, Any]:
+    """The three heads fitted separately on each mode's rows (``exit@oracle``, ...): an oracle
+    row's features say what a blind row's cannot, and one linear head over both learns a
+    compromise that serves neither."""
+    heads: dict[str, Any] = {}
+    for mode in sorted({r.mode for r in rows}):
+        fitted = train_heads([r for r in rows if r.mode == mode], learner, max_iter, seed)
+        heads.update({f"{name}@{mode}": head for name, head in fitted.items()})
+    return heads
+
+
+def evaluate(model: Any, rows: Sequence[Any], mode: str | None = None) -> dict[str, Any]:
+    """Held-out figures of ``model`` (its heads for ``mode``) on ``rows`` beside the floors.
+
+    ``exit_pytest_executor`` and ``tests_executor`` score what the executor answers: one
+    decision per test run (:meth:`~sweworld.transition.outcome.model.OutcomeModel.decide_tests`)
+    that the rendered report, its exit code and the per-test statuses all follow (over the
+    run's labelled tests; the executor decides over every test it collects)."""
     out: dict[str, Any] = {}
     if not rows:
         return out
     X = [r.features for r in rows]
-    exits = model.predict_exit(X)
-    excs = model.predict_exception(X)
+    exits = model.predict_exit(X, mode)
+    excs = model.predict_exception(X, mode)
     pytest = [i for i, r in enumerate(rows) if r.kind in ("pytest", "django_runtests")]
     raised = [i for i, r in enumerate(rows) if r.exception != "none"]
     out["exit_all"] = _figure([exits[i] == r.exit_class for i, r in enumerate(rows)])
     out["exit_all_floor0"] = _figure([r.exit_class == "0" for r in rows])
     out["exit_pytest"] = _figure([exits[i] == rows[i].exit_class for i in pytest])
     out["exit_pytest_floor0"] = _figure([rows[i].exit_class == "0" for i in pytest])
-    # what the executor answers for a test run: failing iff a test is predicted failing
-    # (the exit head only for usage errors / nothing collected / runs without test ids)
-    ex_hits = []
-    for i in pytest:
-        r = rows[i]
-        if r.tests and exits[i] not in ("2", "4", "5"):
-            pred_t = model.predict_tests([t.features for t in r.tests])
-            guess = "1" if any(s in ("FAILED", "ERROR") for s in pred_t) else "0"
-        else:
-            guess = exits[i]
-        ex_hits.append(guess == r.exit_class)
+    ex_hits: list[bool] = []
+    all_hits: list[bool] = []
+    test_hits: list[bool] = []
+    for i, r in enumerate(rows):
+        guess = exits[i]
+        if i in pytest and r.tests and exits[i] not in ("2", "4", "5"):
+            failing, statuses = model.decide_tests(r.features, [t.features for t in r.tests], mode)
+            guess = "1" if failing else "0"
+            test_hits += [s == t.status for s, t in zip(statuses, r.tests, strict=True)]
+        elif i in pytest:
+            test_hits += [t.status == "PASSED" for t in r.tests]
+        if i in pytest:
+            ex_hits.append(guess == r.exit_class)
+        all_hits.append(guess == r.exit_class)
+    out["exit_all_executor"] = _figure(all_hits)
     out["exit_pytest_executor"] = _figure(ex_hits)
     out["exception_all"] = _figure([excs[i] == r.exception for i, r in enumerate(rows)])
     out["exception_raised"] = _figure([excs[i] == rows[i].exception for i in raised])
     out["exception_raised_floor_none"] = _figure([False for _ in raised])
     tests = [t for r in rows for t in r.tests]
     if tests:
-        pred = model.predict_tests([t.features for t in tests])
+        pred = model.predict_tests([t.features for t in tests], mode)
         out["tests"] = _figure([p == t.status for p, t in zip(pred, tests, strict=True)])
+        out["tests_executor"] = _figure(test_hits)
         out["tests_floor_base"] = _figure([t.base_status == t.status for t in tests])
         out["tests_floor_passed"] = _figure([t.status == "PASSED" for t in tests])
     return out
@@ -259,19 +280,26 @@ def _run(args: argparse.Namespace) -> int:
         valid_rows = [r for r in train if r.instance_id in valid_ids]
         best = -1.0
         for learner in learners:
-            model = OutcomeModel(train_heads(fit_rows, learner, args.max_iter, args.seed))
-            figs = evaluate(model, valid_rows)
-            score = (figs["exit_all"]["agree"] or 0) + (figs.get("tests", {}).get("agree") or 0)
-            validation[learner] = figs
-            _print_table(f"validation (a fifth of the training tasks) learner={learner}", figs)
+            model = OutcomeModel(per_mode_heads(fit_rows, learner, args.max_iter, args.seed))
+            score = 0.0
+            for mode in ("oracle", "blind"):
+                figs = evaluate(model, [r for r in valid_rows if r.mode == mode], mode)
+                score += (figs.get("exit_all_executor", {}).get("agree") or 0) + (
+                    figs.get("tests_executor", {}).get("agree") or 0
+                )
+                validation[f"{learner}/{mode}"] = figs
+                _print_table(
+                    f"validation (a fifth of the training tasks) learner={learner} mode={mode}",
+                    figs,
+                )
             if score > best:
                 best, chosen = score, learner
     results: dict[str, Any] = {}
     final: OutcomeModel | None = None
     for learner in learners:
-        model = OutcomeModel(train_heads(train, learner, args.max_iter, args.seed))
+        model = OutcomeModel(per_mode_heads(train, learner, args.max_iter, args.seed))
         for mode in ("oracle", "blind"):
-            figs = evaluate(model, [r for r in test if r.mode == mode])
+            figs = evaluate(model, [r for r in test if r.mode == mode], mode)
             results[f"{learner}/{mode}"] = figs
             tag = " (kept)" if learner == chosen else ""
             _print_table(

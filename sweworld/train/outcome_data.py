@@ -31,6 +31,7 @@ from typing import Any
 from sweworld.data.schema import SWTRecord, record_from_dict, split_of
 from sweworld.tasks.fields import test_list
 from sweworld.transition.outcome.features import (
+    TEST_RUNNER_KINDS,
     Ledger,
     command_kind_of,
     per_test_features,
@@ -76,8 +77,9 @@ def exception_of(stdout: str, stderr: str, kind: str) -> str:
 def normal_status(status: str) -> str:
     """A grader status folded into the model's classes (XFAIL counts as SKIPPED, XPASS as
     PASSED)."""
-    status = str(status).upper()
-    return {"XFAIL": "SKIPPED", "XPASS": "PASSED"}.get(status, status)
+    status = str(status).strip().rstrip(":").upper()
+    status = {"XFAIL": "SKIPPED", "XPASS": "PASSED", "ERRORS": "ERROR"}.get(status, status)
+    return status if status in ("PASSED", "FAILED", "ERROR", "SKIPPED") else "ERROR"
 
 
 class BaseCheckouts:
@@ -171,7 +173,7 @@ def _argv(command: str) -> list[str]:
         return text.split()
 
 
-_COUNTS = re.compile(r"(\d+) (passed|failed|error|errors|skipped)\b")
+_COUNTS = re.compile(r"(\d+) (passed|failed|errors|error|skipped|xfailed|xpassed|deselected)\b")
 
 
 def materialize(base: Path, diff: str, into: Path) -> list[str]:
@@ -226,20 +228,45 @@ class StateDir:
         return self.overlay
 
 
-def collected_ids(workspace: Path, argv: Sequence[str], cwd: str) -> list[str] | None:
-    """The test ids pytest would collect for ``argv`` on the files under ``workspace`` (the
-    executor's own collection), None when it cannot tell."""
+def align_statuses(statuses: dict[str, str], ids: Sequence[str] | None) -> dict[str, str]:
+    """``statuses`` keyed by the collected pytest ids: a runner that names tests by function
+    (SymPy's ``test_foo``) or as unittest does (``test_foo (pkg.mod.Case)``) is matched on
+    the test's own name; keys already in ``ids`` stay."""
+    if not ids or not statuses or all(k in ids for k in statuses):
+        return statuses
+    by_name: dict[str, str] = {}
+    for key, status in statuses.items():
+        by_name[key.split(" ", 1)[0].split("::")[-1].split(".")[-1]] = status
+    out = {k: v for k, v in statuses.items() if k in ids}
+    for test in ids:
+        name = test.split("::")[-1].split("[", 1)[0]
+        if test not in out and name in by_name:
+            out[test] = by_name[name]
+    return out
+
+
+def collected_ids(
+    workspace: Path, argv: Sequence[str], cwd: str, *, exact_only: bool = True
+) -> list[str] | None:
+    """The test ids pytest would collect for ``argv`` (or for the pytest equivalent of
+    another test runner's command) on the files under ``workspace`` (the executor's own
+    collection), None when it cannot tell (or, with ``exact_only``, when the collection is
+    not known to be exact)."""
     from sweworld.transition.facts import collect_pytest, parse_command
+    from sweworld.transition.outcome.features import pytest_equivalent
     from sweworld.transition.types import WorkspaceView
 
-    info = parse_command(tuple(argv))
+    equivalent = pytest_equivalent(command_kind_of(argv), argv)
+    if equivalent is None:
+        return None
+    info = parse_command(tuple(equivalent))
     if info.pytest is None:
         return None
     try:
         collection = collect_pytest(WorkspaceView(workspace, cwd=cwd), info.pytest, cwd)[0]
     except Exception:  # an unexpected layout: no per-test labels beyond the parsed ones
         return None
-    if not collection.exact:
+    if exact_only and not collection.exact:
         return None
     return [item.nodeid for item in collection.items]
 
@@ -248,7 +275,13 @@ def test_labels(
     parsed: dict[str, str], ids: list[str] | None, stdout: str, exit_code: int, exitfirst: bool
 ) -> dict[str, str]:
     """Per-test labels of a run: the parsed statuses, completed with PASSED for the collected
-    tests a run without ``-rA`` does not name, when the final counts line confirms it."""
+    tests a run without ``-rA`` does not name, when the final counts line confirms it.
+
+    Two ways to confirm: the completed labels' PASSED count equals the line's ``passed``; or
+    (a collection that may name a parametrized id differently, or ``-x`` cutting the run) the
+    run reports only passes and failures, every failure is named, and the number of collected
+    ids is within a tenth of the line's total (a static collection may miss or misname a few
+    parametrized cases), so every unnamed collected test that ran passed."""
     if ids is None or exit_code not in (0, 1) or "PASSED" in parsed.values():
         return parsed
     labels: dict[str, str] = {}
@@ -256,11 +289,20 @@ def test_labels(
         labels[test] = parsed.get(test, "PASSED")
         if exitfirst and labels[test] in ("FAILED", "ERROR"):
             break
-    tail = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    # the final counts line (SymPy's runner may print "DO *NOT* COMMIT!" after it)
+    tail = next((ln for ln in reversed(stdout.strip().splitlines()[-3:]) if _COUNTS.search(ln)), "")
     counts = {w.rstrip("s") if w != "passed" else w: int(n) for n, w in _COUNTS.findall(tail)}
-    if counts.get("passed", -1) != sum(v == "PASSED" for v in labels.values()):
-        return parsed
-    return labels
+    if counts.get("passed", -1) == sum(v == "PASSED" for v in labels.values()):
+        return labels
+    failing = sum(v in ("FAILED", "ERROR") for v in parsed.values())
+    if (
+        not exitfirst
+        and not {"skipped", "xfailed", "xpassed", "deselected"} & counts.keys()
+        and counts.get("failed", 0) + counts.get("error", 0) == failing
+        and abs(counts.get("passed", 0) + failing - len(ids)) <= 0.1 * len(ids)
+    ):
+        return {test: "PASSED" for test in ids} | parsed
+    return parsed
 
 
 @dataclass
@@ -334,8 +376,10 @@ def load_rows(
             state = FileState.from_dirs(ws.path, checkout, changed)
             kind = command_kind_of(argv)
             statuses = {k: normal_status(v) for k, v in rec.statuses().items()}
-            ids = collected_ids(ws.path, argv, rec.cwd) if kind == "pytest" else None
-            if kind == "pytest":
+            ids = None
+            if kind in TEST_RUNNER_KINDS:
+                ids = collected_ids(ws.path, argv, rec.cwd, exact_only=False)
+                statuses = align_statuses(statuses, ids)
                 exitfirst = "-x" in argv or "--exitfirst" in argv
                 statuses = test_labels(statuses, ids, rec.stdout, rec.exit_code, exitfirst)
             exc = exception_of(rec.stdout, rec.stderr, kind)

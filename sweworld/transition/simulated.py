@@ -3,8 +3,9 @@
 For each intercepted command:
 
 1. facts: what can be computed without running (a missing file, a syntax error in the
-   executed file, a missing module, the tests pytest would collect, ``python --version``);
-   when they settle the whole answer it is returned as is (``info["source"] = "exact"``);
+   executed file, an import that certainly fails, the tests pytest would collect); when they
+   settle the whole answer (a missing script, a program that does not compile) it is
+   returned as is (``info["source"] = "exact"``);
    a command with no executable target gets a hint to change it, as SWE-World answers;
 2. cache: the same command on the same workspace state (content hash of every changed file
    and of the files the command runs) returns the same prediction;

@@ -71,3 +71,12 @@ def test_counts_out_of_range_are_refused_by_the_parser(name, option, value, tmp_
     assert exit_info.value.code == 2
     assert f"argument {option}" in capsys.readouterr().err
     assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("name", ["", "swt", "swr", "tts", "e2e", "throughput", "render"])
+def test_bench_help_has_no_sphinx_markup(name, capsys):
+    argv = ["bench", *([name] if name else []), "--help"]
+    with pytest.raises(SystemExit):
+        main(argv)
+    out = capsys.readouterr().out
+    assert "``" not in out and ":mod:`" not in out and ":func:`" not in out

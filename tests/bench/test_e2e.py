@@ -124,11 +124,15 @@ def test_scripted_agent_on_simulated_and_real_feedback(tmp_path, task, capsys):
     assert report["agent"] == "scripted test-driven candidate agent"
     resolved = figure(report, "Resolved rate")
     by_name = {row[1] or row[0]: row for row in resolved["rows"]}
-    assert by_name["real feedback"][-1] == 1.0
-    assert by_name["simulated feedback"][-1] == float(order[0] == "gold")
+    at = resolved["columns"].index("resolved rate")
+    assert by_name["real feedback"][at] == 1.0
+    assert by_name["real feedback"][at + 1].endswith(", 1.000]")  # Wilson, 1 of 1
+    assert by_name["simulated feedback"][at] == float(order[0] == "gold")
     gap = next(r for r in resolved["rows"] if r[0].startswith("sim-to-real gap"))
-    assert gap[-1] == 1.0 - float(order[0] == "gold")
-    floors = {r[0]: r[-1] for r in resolved["rows"] if r[1] == "none"}
+    assert gap[at] == 1.0 - float(order[0] == "gold")
+    ratio = next(r for r in resolved["rows"] if r[0].startswith("fidelity"))
+    assert ratio[at] == float(order[0] == "gold")
+    floors = {r[0]: r[at] for r in resolved["rows"] if r[1] == "none"}
     assert floors["floor: a random candidate of the pool"] == 0.5
     assert floors["ceiling: oracle (some candidate resolves)"] == 1.0
     view = figure(report, "The agent's view")
@@ -243,5 +247,5 @@ def test_an_openai_compatible_agent_against_a_local_server(tmp_path, task, capsy
     assert [m["role"] for m in ScriptedChat.requests[1]["messages"][-2:]] == ["assistant", "user"]
     report = json.loads((out / "report.json").read_text())
     assert report["agent"].startswith("scripted-chat (OpenAI-compatible endpoint")
-    assert figure(report, "Resolved rate")["rows"][0][-1] == 1.0
+    assert figure(report, "Resolved rate")["rows"][0][-2] == 1.0  # [-1]: its interval
     capsys.readouterr()

@@ -94,11 +94,11 @@ def test_check_env_with_real_execution_and_reward(toy_task):
 
 
 def test_check_env_with_the_defaults(toy_task):
-    """The acceptance line: simulated executor, SWR reward (random actions are one word,
+    """The acceptance line: the outcome world, SWR reward (random actions are one word,
     answered by the sandbox: no model call)."""
     env = gymnasium.make(ENV_ID, task=toy_task)
     try:
-        assert env.unwrapped.config.executor == "simulated"
+        assert env.unwrapped.config.executor == "outcome"
         assert env.unwrapped.config.reward == "swr"
         assert [w for w in checked(env) if WRAPPED_WARNING not in w] == []
     finally:

@@ -40,7 +40,26 @@ R2E_TOOL_FILES = [
     "./src/r2egym/agenthub/tools/execute_bash.py",
     "./src/r2egym/agenthub/tools/finish.py",
 ]
-R2E_MIRROR = Path(os.environ.get("SWEWORLD_R2EGYM_REPO", "/work/repo-cache/R2E-Gym__R2E-Gym.git"))
+
+
+def r2egym_source() -> Path | None:
+    """A clone or mirror of R2E-Gym: ``$SWEWORLD_R2EGYM_REPO``, else ``R2E-Gym__R2E-Gym(.git)``
+    in a repository cache (``$SWEWORLD_REPO_CACHE``, the shared data's, the user cache)."""
+    named = os.environ.get("SWEWORLD_R2EGYM_REPO")
+    if named:
+        return Path(named)
+    from sweworld.sandbox.repos import repo_cache_dirs
+
+    from ..conftest import shared_data_dir
+
+    for folder in [*repo_cache_dirs(), shared_data_dir() / "repo-cache"]:
+        for name in ("R2E-Gym__R2E-Gym.git", "R2E-Gym__R2E-Gym"):
+            if (folder / name).is_dir():
+                return folder / name
+    return None
+
+
+R2E_MIRROR = r2egym_source()
 R2E_FILES = [
     "src/r2egym/__init__.py",
     "src/r2egym/agenthub/__init__.py",
@@ -73,8 +92,14 @@ def make_env(task, manager, **options) -> RepoEnv:
 @pytest.fixture(scope="module")
 def r2egym(tmp_path_factory):
     """R2E-Gym's own ``r2egym.agenthub`` action and observation modules, from its source."""
-    if not (R2E_MIRROR / "HEAD").is_file():
-        pytest.skip(f"R2E-Gym's source is not on this machine ({R2E_MIRROR})")
+    if R2E_MIRROR is None or not (
+        (R2E_MIRROR / "HEAD").is_file() or (R2E_MIRROR / ".git").exists()
+    ):
+        pytest.skip(
+            "R2E-Gym's source is not here (it is not on the package index and CI cannot clone "
+            "it): set $SWEWORLD_R2EGYM_REPO to a clone or mirror of github.com/R2E-Gym/R2E-Gym, "
+            f"or put R2E-Gym__R2E-Gym.git in $SWEWORLD_REPO_CACHE (looked: {R2E_MIRROR})"
+        )
     root = tmp_path_factory.mktemp("r2egym-src")
     for name in R2E_FILES:
         text = subprocess.run(

@@ -25,11 +25,33 @@ def _delete_test_patch(task) -> str:
 def _reward(capsys, task, patch: str, tmp_path: Path, *extra: str) -> dict:
     path = tmp_path / "candidate.patch"
     path.write_text(patch)
-    code = main(
-        ["reward", "--id", task.instance_id, "--patch", str(path), "--stages", EXACT, *extra]
-    )
+    legacy = ["--verdict", "none"] if "--verdict" not in extra else []
+    command = ["reward", "--id", task.instance_id, "--patch", str(path), "--stages", EXACT]
+    code = main([*command, *legacy, *extra])
     assert code == 0
     return json.loads(capsys.readouterr().out)
+
+
+def test_reward_without_flags_is_the_shipped_verdict(capsys, tmp_path, toy_task) -> None:
+    path = tmp_path / "candidate.patch"
+    path.write_text(toy_task.patch)
+    assert main(["reward", "--id", toy_task.instance_id, "--patch", str(path)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["info"]["verdict"].endswith("verdict-default/model.json")
+    assert set(result["stages"]) == {"syntax", "semantic"} and result["status"] == "resolved"
+    assert result["evidence"]["gold_equivalent"] == 1.0
+
+
+def test_reward_with_a_corrupt_verdict_names_the_file(capsys, tmp_path, toy_task) -> None:
+    bad = tmp_path / "verdict.json"
+    bad.write_text("{")
+    path = tmp_path / "candidate.patch"
+    path.write_text(toy_task.patch)
+    code = main(
+        ["reward", "--id", toy_task.instance_id, "--patch", str(path), "--verdict", str(bad)]
+    )
+    assert code != 0
+    assert str(bad) in capsys.readouterr().err
 
 
 def test_reward_acceptance_patches(capsys, tmp_path, toy_task) -> None:

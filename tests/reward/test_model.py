@@ -32,7 +32,7 @@ class CountingStage:
 
 
 def _model(mode: str = "oracle", tests: CountingStage | None = None) -> RewardModel:
-    model = RewardModel(SWRConfig(mode=mode, stages=EXACT, calibration=None))
+    model = RewardModel(SWRConfig(mode=mode, stages=EXACT, calibration=None, verdict=None))
     if tests is not None:
         model.stages()["tests"] = tests
     return model
@@ -142,7 +142,9 @@ def test_calibration_is_fitted_saved_and_used(tmp_path, toy_task) -> None:
     calibrator, metrics = fit_from_results(results, labels, method="isotonic")
     assert metrics["n"] == 8 and metrics["in_sample"]["roc_auc"] > 0.8
     path = save_calibration(calibrator, tmp_path / "cal.json", metrics=metrics)
-    calibrated = RewardModel(SWRConfig(mode="blind", stages=EXACT, calibration=str(path)))
+    calibrated = RewardModel(
+        SWRConfig(mode="blind", stages=EXACT, calibration=str(path), verdict=None)
+    )
     assert calibrated.calibrator is not None
     calibrated.stages()["tests"] = CountingStage(0.95)
     high = calibrated.score(toy_task, toy_task.patch)
@@ -172,7 +174,7 @@ def test_a_calibrator_that_fails_falls_back_to_the_prior(toy_task, broken, caplo
             [[0.1], [0.2], [0.8], [0.9]], [False, False, True, True]
         )
     model = RewardModel(
-        SWRConfig(mode="blind", stages=EXACT, calibration=None), calibrator=calibrator
+        SWRConfig(mode="blind", stages=EXACT, calibration=None, verdict=None), calibrator=calibrator
     )
     model.stages()["tests"] = CountingStage(0.8)
     patch = toy_task.patch.replace("slug.strip(separator)", "slug.strip(separator or '-')")

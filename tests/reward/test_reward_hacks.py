@@ -40,7 +40,7 @@ def code_patch(task, extra: str, path: str = "stockroom/textutil.py") -> str:
 
 
 def model(mode: str, stages, lm=None) -> RewardModel:
-    return RewardModel(SWRConfig(mode=mode, stages=stages, calibration=None), lm=lm)
+    return RewardModel(SWRConfig(mode=mode, stages=stages, calibration=None, verdict=None), lm=lm)
 
 
 # ------------------------------------------------------------------ no evidence
@@ -59,7 +59,9 @@ def test_exact_stages_alone_never_resolve(toy_task, mode):
 
 def test_every_preset_gives_no_credit_without_evidence(toy_task):
     for preset_name in ("binary", "score", "shaped", "stage_penalty"):
-        config = SWRConfig(mode="blind", stages=EXACT, calibration=None, reward_preset=preset_name)
+        config = SWRConfig(
+            mode="blind", stages=EXACT, calibration=None, reward_preset=preset_name, verdict=None
+        )
         result = RewardModel(config).score(toy_task, notes_patch())
         assert result.reward <= 0.0, preset_name
 
@@ -69,7 +71,12 @@ def test_a_zero_threshold_gives_no_credit_without_evidence(toy_task, preset_name
     """A threshold of 0 made every score "resolved": an empty patch (stopped by the
     semantic stage) got status resolved and reward 1, a notes-only patch reward 1."""
     config = SWRConfig(
-        mode="blind", stages=EXACT, calibration=None, reward_preset=preset_name, threshold=0.0
+        mode="blind",
+        stages=EXACT,
+        calibration=None,
+        reward_preset=preset_name,
+        threshold=0.0,
+        verdict=None,
     )
     scorer = RewardModel(config)
     for patch in ("", notes_patch()):

@@ -73,3 +73,14 @@ def test_every_field_has_help_and_an_option():
         assert f.metadata.get("help"), f.name
         if f.name != "target":
             assert "--" + f.name.replace("_", "-") in options
+
+
+def test_evaluation_is_sized_to_a_short_run():
+    assert TrainConfig().eval_limit == 200  # a whole run
+    assert TrainConfig(max_steps=2).eval_limit == 16  # 2 steps x 1 x 8 accumulated
+    assert TrainConfig(max_steps=2, grad_accum=1).eval_limit == 8  # at least 8
+    assert TrainConfig(max_steps=1000).eval_limit == 200
+    assert TrainConfig(max_steps=2, eval_max_examples=0).eval_limit == 0  # all, when asked
+    assert TrainConfig(eval_max_examples=5).eval_limit == 5
+    with pytest.raises(ValueError, match="eval_max_examples"):
+        TrainConfig(eval_max_examples=-2)

@@ -40,6 +40,7 @@ def test_swt_run_writes_an_adapter_with_its_metadata(swt_adapter):
     assert (swt_adapter / "adapter_model.safetensors").is_file()
     assert meta["target"] == "swt" and meta["prompt_version"] == "swt-v1"
     assert meta["metrics"]["steps"] == 2
+    assert meta["metrics"]["steps_this_run"] == 2 and meta["metrics"]["resumed_from"] is None
     assert meta["data"]["heldout_repos"] == ["pallets/flask"]
     before, after = meta["metrics"]["eval_before"], meta["metrics"]["eval_after"]
     assert before["n"] == after["n"] == 2  # oracle mode, two held-out records
@@ -106,8 +107,12 @@ def test_resume_continues_from_the_last_checkpoint(tiny_data, swt_adapter):
     argv = ["swt", "--data", str(tiny_data), "--out", str(swt_adapter), "--resume", "last",
             *FAST, "--max-steps", "3", "--no-eval"]  # fmt: skip
     assert train_main(argv) == 0
-    meta = json.loads((swt_adapter / "sweworld-adapter.json").read_text())
-    assert meta["metrics"]["steps"] == 3
+    metrics = json.loads((swt_adapter / "sweworld-adapter.json").read_text())["metrics"]
+    assert metrics["steps"] == 3
+    # resumed, not trained afresh: one step ran here, after the checkpoint of step 2
+    assert metrics["resumed_from"].endswith("checkpoint-2")
+    assert metrics["resumed_at_step"] == 2
+    assert metrics["steps_this_run"] == 1
 
 
 def test_merged_model_loads_with_transformers_and_equals_base_plus_adapter(swt_adapter):
@@ -137,3 +142,32 @@ def test_merged_model_loads_with_transformers_and_equals_base_plus_adapter(swt_a
 def test_no_data_is_a_clear_error(tmp_path, capsys):
     assert train_main(["swt", "--data", str(tmp_path / "none"), "--out", str(tmp_path / "a")]) == 2
     assert "no swt training example" in capsys.readouterr().err
+
+
+def test_records_all_held_out_say_so_and_name_the_option(tmp_path, capsys, embedded_path):
+    """make-tasks on a held-out library, then train: the error says why and what to pass."""
+    from sweworld.data.store import RecordStore, finalize
+
+    from .conftest import HELDOUT_REPO, make_swt_record
+
+    with RecordStore(tmp_path / "d") as store:
+        for i in range(3):
+            store.add(make_swt_record(i, HELDOUT_REPO))
+    finalize(tmp_path / "d")
+    argv = ["swt", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "a"), *FAST]
+    assert train_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "all 3 swt records are in the test split" in err
+    assert f"held-out repositories: {HELDOUT_REPO}" in err and "--split train" in err
+    assert not (tmp_path / "a").exists()
+
+
+def test_examples_left_out_are_counted_and_said(tiny_data, tmp_path, capsys, embedded_path):
+    argv = ["swt", "--data", str(tiny_data), "--out", str(tmp_path / "a"), *FAST,
+            "--max-length", "64"]  # fmt: skip
+    assert train_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "swt train: 8 records -> 0 examples" in err
+    assert "left out: 8 longer than max_length (raise --max-length)" in err
+    assert "swt test (evaluation): 2 records -> 0 examples" in err
+    assert "all 8 train records were left out (8 longer than max_length)" in err

@@ -26,10 +26,9 @@ def last_call(outcome) -> dict:
 def test_exact_answers_need_no_model(manager, toy_task):
     lm = ReplayLM([])  # any model call would raise: none may happen
     with manager.open(toy_task, executor=SimulatedExecutor(lm)) as s:
-        version = s.run("python --version")
-        assert version.stdout.startswith("Python 3.") and last_call(version)["source"] == "exact"
         missing = s.run("python nothere.py")
         assert missing.exit_code == 2 and "can't open file '/testbed/nothere.py'" in missing.stderr
+        assert last_call(missing)["source"] == "exact"
         s.run("echo 'def f(:' > broken.py")
         broken = s.run("python broken.py")
         assert broken.exit_code == 1 and "SyntaxError" in broken.stderr
@@ -37,6 +36,14 @@ def test_exact_answers_need_no_model(manager, toy_task):
         hint = s.run("python")
         assert last_call(hint)["source"] == "hint" and hint.exit_code == 2
     assert lm.calls == []
+    # What never paid on real data is the model's to answer (python --version, a program
+    # the small interpreter could run).
+    lm = ReplayLM([answer("Python 3.9.20\n"), answer("hi\n")])
+    with manager.open(toy_task, executor=SimulatedExecutor(lm)) as s:
+        assert s.run("python --version").stdout == "Python 3.9.20\n"
+        printed = s.run("python -c 'print(\"hi\")'")
+        assert printed.stdout == "hi\n" and last_call(printed)["source"] == "model"
+    assert len(lm.calls) == 2
 
 
 def test_same_state_same_answer_and_a_new_state_asks_again(manager, toy_task):

@@ -301,19 +301,21 @@ def test_error_line_with_exit_0(tmp_path, toy):
     root, view = toy
     request, facts = _facts(root, tmp_path, ["pytest", "nope.py"])
     pred = Prediction(stderr="ERROR: file or directory not found: nope.py\n", exit_code=0)
-    assert {"error_with_exit_0", "contradicts_exact"} <= codes(
-        check_prediction(pred, facts, request, view)
-    )
+    assert "error_with_exit_0" in codes(check_prediction(pred, facts, request, view))
 
 
 def test_contradicts_exact(tmp_path):
     root = make_workspace(tmp_path, {"a.py": ""})
-    request, facts = _facts(root, tmp_path, ["python", "--version"], python_version="3.9.7")
+    request, facts = _facts(root, tmp_path, ["python", "nope.py"], python_version="3.9.7")
     view = view_of(root, tmp_path)
-    assert not check_prediction(Prediction(stdout="Python 3.9.7\n"), facts, request, view)
+    exact = facts.exact
+    assert exact is not None and exact.exit_code == 2
+    assert not check_prediction(exact, facts, request, view)
     assert "contradicts_exact" in codes(
-        check_prediction(Prediction(stdout="Python 3.11.2\n"), facts, request, view)
+        check_prediction(Prediction(stdout="done\n"), facts, request, view)
     )
+    wrong_text = Prediction(stderr="python: can't open file 'nope.py'\n", exit_code=2)
+    assert "contradicts_exact" in codes(check_prediction(wrong_text, facts, request, view))
 
 
 def test_pytest_summary_and_exit_code(tmp_path, toy):
@@ -540,7 +542,9 @@ def test_checks_are_silent_on_real_toy_runs(tmp_path):
     print(f"\nreal toy runs: {total}, flagged: {len(flagged)}; exit-code mutants caught: "
           f"{fired_on_mutants[True]}/{total}")  # fmt: skip
     assert not flagged, flagged
-    assert fired_on_mutants[True] >= 0.75 * total
+    # 60 of 88 here (0.68); 0.77 before the exact answers that never paid on real steps
+    # (python --version, interpreted programs, pytest's "no tests ran" / "not found") went
+    assert fired_on_mutants[True] >= 0.65 * total
 
 
 # --------------------------------------------------------------------------- real trajectories

@@ -11,36 +11,72 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "split_report"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The sub-command's flags."""
+    from sweworld.data.schema import DEFAULT_HELDOUT_REPOS
+
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--package", help="NAME or NAME==VERSION: the sdist from the package index")
     src.add_argument("--repo", help="a local git repository (bare mirrors too) or folder")
-    parser.add_argument("--name", help="owner/name for --repo (default: from the folder name)")
-    parser.add_argument("--out", required=True, help="output folder (resumed when it exists)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=2, help="parallel test runs")
-    parser.add_argument("--max-tasks", type=int, default=10)
-    parser.add_argument("--max-mutants", type=int, default=200, help="mutants to try at most")
+    parser.add_argument(
+        "--name",
+        help="OWNER/NAME of the tasks' repository for --repo (default: from the folder name; "
+        "it must not name another repository the sessions can find)",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="output folder: tasks.jsonl, the datasets swt/ and swr/, repos/ (the tasks' "
+        "repository, which grade/episode find beside tasks.jsonl); resumed when it exists",
+    )
+    parser.add_argument(
+        "--split",
+        default="auto",
+        choices=("auto", "train", "test"),
+        help="where this library's records go: auto (test when it is held out, else train), "
+        "train or test (default: auto)",
+    )
+    parser.add_argument(
+        "--heldout",
+        default=None,
+        help="comma-separated repositories whose records go to the test split, or 'none' "
+        f"(default: {','.join(DEFAULT_HELDOUT_REPOS)})",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--workers", type=int, default=2, help="parallel test runs (default 2)")
+    parser.add_argument(
+        "--max-tasks", type=int, default=10, help="stop after this many tasks (default 10)"
+    )
+    parser.add_argument(
+        "--max-mutants", type=int, default=200, help="mutants to try at most (default 200)"
+    )
     parser.add_argument(
         "--max-broken-fraction",
         type=float,
         default=0.5,
-        help="reject a mutant breaking more than this fraction of the passing tests it ran",
+        help="reject a mutant breaking more than this fraction of the passing tests it ran "
+        "(default 0.5)",
     )
     parser.add_argument(
         "--multi-fraction",
         type=float,
         default=0.25,
-        help="share of the tasks made of two bugs (their half-fixes are the partial labels)",
+        help="share of the tasks made of two bugs (their half-fixes are the partial labels; "
+        "default 0.25)",
     )
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per test run")
     parser.add_argument(
-        "--wrong-fixes", type=int, default=3, help="wrong fixes per task (labels and states)"
+        "--timeout", type=float, default=300.0, help="seconds per test run (default 300)"
+    )
+    parser.add_argument(
+        "--wrong-fixes",
+        type=int,
+        default=3,
+        help="wrong fixes per task (labels and states; default 3)",
     )
     parser.add_argument(
         "--contexts",
@@ -54,14 +90,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="every mutant's screening run (and the baseline) as an SWT record too; then "
         "all --max-mutants mutants are screened, not only until enough are kept",
     )
-    parser.add_argument("--no-transitions", action="store_true", help="no SWT records")
+    parser.add_argument(
+        "--no-transitions", action="store_true", help="no SWT records (tasks and labels only)"
+    )
     parser.add_argument("--no-labels", action="store_true", help="no SWR records")
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bars on stderr (default: only when stderr is a terminal)",
+    )
+
+
+def split_report(summary: dict[str, Any]) -> list[str]:
+    """Lines saying what is held out and where the records went (train / test per kind),
+    with the option that changes it when the library went to test only."""
+    library = (summary.get("factory") or {}).get("library")
+    held = list(summary.get("heldout_repos") or [])
+    lines = [f"held out (test split): {', '.join(held) if held else 'no repository'}"]
+    for kind in ("swt", "swr"):
+        splits = (summary.get(kind) or {}).get("splits") or {}
+        lines.append(
+            f"  {kind}: {splits.get('train', 0)} train, {splits.get('test', 0)} test "
+            f"-> {kind}/ (sweworld train {kind} --data OUT)"
+        )
+    if library and library in held:
+        lines.append(
+            f"  {library} is held out: its records are in the test split (evaluation only); "
+            "to train on them pass --split train (or --heldout none)"
+        )
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the factory; prints tasks made and mutants tried / kept / rejected by reason."""
     from sweworld.data.factory.pipeline import FactoryConfig, FactoryError, make_tasks
+    from sweworld.data.importing import heldout_repos
 
     cfg = FactoryConfig(
         out=Path(args.out),
@@ -80,12 +144,14 @@ def run(args: argparse.Namespace) -> int:
         contexts={"both": ("oracle", "blind"), "none": ()}.get(args.contexts, (args.contexts,)),
         screen_records=args.screen_records,
         labels=not args.no_labels,
-        progress=not args.no_progress,
+        progress=sys.stderr.isatty() if args.progress is None else args.progress,
+        heldout=None if args.heldout is None else heldout_repos(args.heldout),
+        split=args.split,
     )
     try:
         summary = make_tasks(cfg)
     except FactoryError as exc:
-        print(f"sweworld data make-tasks: {exc}", file=sys.stderr)
+        print(f"sweworld data make-tasks: error: {exc}", file=sys.stderr)
         print(f"skip reasons in {cfg.out / 'summary.json'}", file=sys.stderr)
         return 1
     counts = summary["factory"]["counts"]
@@ -101,4 +167,6 @@ def run(args: argparse.Namespace) -> int:
         f"records: swt {summary.get('swt', {}).get('total', 0)}, "
         f"swr {summary.get('swr', {}).get('total', 0)}; wall {summary['factory']['wall_s']} s"
     )
+    for line in split_report(summary):
+        print(line)
     return 0

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.data.factory import issue_text, labels, mutate, run_tests, source, tasks, transitions
+from sweworld.data.schema import split_heldout
 from sweworld.data.store import RecordStore, finalize
 from sweworld.tasks.unified_diff import make_unified_diff
 
@@ -74,6 +75,12 @@ class FactoryConfig:
     contexts: tuple[str, ...] = ("oracle", "blind")  # SWT contexts built per record
     screen_records: bool = False  # every mutant's screening run as an SWT record too
     progress: bool = True
+    #: repositories whose records go to the test split (None: the project's default list,
+    #: :data:`~sweworld.data.schema.DEFAULT_HELDOUT_REPOS`)
+    heldout: tuple[str, ...] | None = None
+    #: where this library's records go: ``auto`` (test when it is held out, else train),
+    #: ``train`` or ``test`` (whatever the held-out list says)
+    split: str = "auto"
     counts: Counter = field(default_factory=Counter)
 
 
@@ -229,6 +236,12 @@ def _make_tasks(cfg: FactoryConfig, echo: Callable[[str], None], started: float)
         raise FactoryError(str(exc)) from exc
     caches = [str(cfg.out / "repos"), *filter(None, [os.environ.get("SWEWORLD_REPO_CACHE")])]
     os.environ["SWEWORLD_REPO_CACHE"] = os.pathsep.join(caches)
+    try:
+        source.check_name_resolves(lib)
+    except source.FactorySourceError as exc:
+        store.skip(f"library:{lib.repo}", "name_taken", detail=str(exc))
+        _finish(cfg, store, counts, started, lib)
+        raise FactoryError(str(exc)) from exc
     echo(f"library {lib.repo} at {lib.commit[:12]} ({lib.version or 'no version'})")
     manager = SessionManager()
     executor = LocalExecutor(timeout=cfg.timeout)
@@ -280,7 +293,11 @@ def _finish(
         "counts": dict(counts),
         "wall_s": round(time.monotonic() - started, 1),
     }
-    return finalize(cfg.out, extra_summary={"factory": factory})
+    return finalize(
+        cfg.out,
+        heldout=split_heldout(cfg.heldout, cfg.split, lib.repo if lib else None),
+        extra_summary={"factory": factory},
+    )
 
 
 def _run(

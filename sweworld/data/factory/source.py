@@ -447,3 +447,21 @@ def from_repo(path: str | Path, out: Path, *, name: str | None = None) -> Librar
         raise FactorySourceError(str(exc)) from exc
     _require_tests(checkout, str(path))
     return LibrarySource(repo=repo, bare=bare, commit=commit, checkout=checkout)
+
+
+def check_name_resolves(lib: LibrarySource) -> None:
+    """Raise :class:`FactorySourceError` when sessions would find another repository than the
+    library's own under its name (the toy repository, or a folder of that name in a cache
+    named before ``<out>/repos``): its tasks' base commit is not there, and git would only
+    say "not our ref"."""
+    from sweworld.sandbox.repos import find_repo_source
+
+    try:
+        found = find_repo_source(lib.repo)
+    except RepoError:
+        return  # nothing else answers to the name (the check below is the session's own)
+    if found.resolve() != lib.bare.resolve():
+        raise FactorySourceError(
+            f"the name {lib.repo!r} is already taken by the repository at {found}, which "
+            f"sessions would check out instead of {lib.bare}; choose another --name"
+        )

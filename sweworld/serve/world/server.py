@@ -185,8 +185,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     ep.add_argument(
         "--executor",
-        default="simulated",
-        help="what answers execution: simulated, hybrid, local, none (simulated)",
+        default="outcome",
+        help="what answers execution: outcome (the outcome model), simulated (the SWT "
+        "language model), hybrid, local, none (outcome)",
     )
     ep.add_argument("--model", default="embedded", help="SWT model spec (embedded)")
     ep.add_argument("--reward", default="swr", help="swr, real, both or none (swr)")

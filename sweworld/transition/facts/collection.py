@@ -328,9 +328,7 @@ def collect_pytest(
             continue
         importer.search_dirs = _pytest_search_dirs(ws, path, config, base_dirs, cwd, options)
         simulator = Simulator(importer, env)
-        outcome = simulator._run_module(
-            tree, text.splitlines(keepends=True), path, "test_module", None, 0
-        )
+        outcome = simulator._run_module(tree, path, "test_module", None, 0)
         first_missing = first_missing_import(importer, tree, path, text)
         if outcome.kind != "error":
             broken = static_broken_import(importer, tree, _package_of(ws, path))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import posixpath
-import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -16,26 +15,19 @@ from sweworld.transition.facts.collection import (
     first_missing_import,
     merge_options,
 )
-from sweworld.transition.facts.commands import CommandInfo, flag_letters, parse_command
+from sweworld.transition.facts.commands import CommandInfo, parse_command
 from sweworld.transition.facts.environment import Environment
 from sweworld.transition.facts.hints import no_target_hint
 from sweworld.transition.facts.imports import Importer, Workspace
 from sweworld.transition.facts.interpreter import Simulator
 from sweworld.transition.facts.keywords import select_items
 from sweworld.transition.facts.messages import (
-    executable_name,
     format_syntax_error,
-    format_traceback,
     program_name,
     script_display,
 )
 from sweworld.transition.facts.pytest_args import PytestOptions, parse_pytest_args
-from sweworld.transition.facts.pytest_render import (
-    pytest_caveats,
-    render_pytest_empty,
-)
 from sweworld.transition.facts.records import Facts, MissingFile, MissingImport, SyntaxErrorInfo
-from sweworld.transition.facts.simulation import Outcome
 from sweworld.transition.facts.workspace import (
     declared_dependencies,
     search_dirs_base,
@@ -77,14 +69,16 @@ def compute_facts(
 
     When :func:`no_target_hint` applies, :attr:`Facts.hint` is set and nothing else is
     computed: the hint is the answer. Otherwise answer with :attr:`Facts.exact` when it is
-    set, and let the model predict (conditioned on the facts) when it is not.
+    set (a script that does not exist, a program that does not compile: the exact answers
+    that paid on real steps), and let the model predict (conditioned on the facts) when it
+    is not.
     """
     if env is None:
         task = getattr(request, "task", None)
         # No task: the command runs where sweworld runs (the local executor's default).
         env = Environment() if task is None else Environment.for_task(task, view.base or view.root)
     if python_version is not None:
-        env = replace(env, python_version=python_version, python_build=None)
+        env = replace(env, python_version=python_version)
     ws = Workspace(view)
     env = replace(env, installed=_resolve_installed(ws, env, installed))
     argv = tuple(getattr(request, "argv", ()) or ())
@@ -101,14 +95,6 @@ def compute_facts(
     if hint is not None:
         # The hint is the answer (see no_target_hint); nothing else is computed.
         return replace(facts, hint=hint)
-    if info.kind == "version":
-        return _version_facts(facts, info, env)
-    if info.error and info.is_python and env.same_minor:
-        return replace(
-            facts,
-            exact=Prediction(stdout="", stderr=info.error, exit_code=2),
-            notes=("a usage error of the interpreter",),
-        )
     if info.kind in ("python_script", "python_c", "python_stdin"):
         facts = _python_facts(facts, info, request, ws, env, cwd, stdin)
     elif info.kind == "python_module":
@@ -119,35 +105,6 @@ def compute_facts(
         facts = replace(
             facts, syntax_errors=tuple(replace(e, certain=False) for e in facts.syntax_errors)
         )
-    return facts
-
-
-def _names_another_python(program: str, env: Environment) -> bool:
-    """``python2`` or ``python3.8`` in an environment whose Python is another one (the
-    environment may not have that interpreter at all: ``command not found``)."""
-    match = re.fullmatch(r"python(\d+)(?:\.(\d+))?", posixpath.basename(program))
-    if match is None:
-        return False
-    wanted = tuple(int(n) for n in match.groups() if n is not None)
-    return env.python[: len(wanted)] != wanted
-
-
-def _version_facts(facts: Facts, info: CommandInfo, env: Environment) -> Facts:
-    if info.is_python and _names_another_python(info.program, env):
-        return replace(facts, notes=("the command names another Python than the environment's",))
-    if info.is_python:
-        if info.version_flag == "-VV":
-            full = env.full_version()
-            if full is None:
-                return replace(facts, notes=("python -VV prints the build, which is unknown",))
-            text = f"Python {full}\n"
-        else:
-            line = env.version_line()
-            if line is None:
-                return replace(facts, notes=("the environment's exact Python version is unknown",))
-            text = line
-        # Python 2 and 3.0-3.3 printed the version to stderr; every supported one: stdout.
-        return replace(facts, exact=Prediction(stdout=text, stderr="", exit_code=0))
     return facts
 
 
@@ -169,7 +126,6 @@ def _python_facts(
     stdin: bytes,
 ) -> Facts:
     program = program_name(info.program)
-    notes: list[str] = []
     executed: list[str] = []
     if info.kind == "python_script":
         script = info.script or ""
@@ -180,13 +136,7 @@ def _python_facts(
             if ws.is_file(main):
                 executed.append(main)
                 return replace(facts, executed_files=tuple(executed))
-            # runpy names sys.executable, not argv[0].
-            executable = executable_name(info.program, env)
-            message = f"{executable}: can't find '__main__' module in {display!r}\n"
-            exact = None
-            if executable and env.same_minor:
-                exact = Prediction(stderr=message, exit_code=1)
-            return replace(facts, exact=exact)
+            return facts
         if not ws.exists(full):
             if ws.view.resolve(full) is None or not full.startswith((WORKDIR, "/tmp")):
                 return replace(facts, notes=("the script is outside the workspace",))
@@ -202,22 +152,17 @@ def _python_facts(
         script_dir = posixpath.dirname(full)
         search = [] if info.safe_path else [script_dir]
         filename = display
-        show_lines = True
     elif info.kind == "python_c":
         source = info.code or ""
         filename = "<string>"
         search = [] if info.safe_path else [cwd]
-        show_lines = False
     else:
-        if info.script is None and not stdin:
-            return replace(facts, exact=Prediction(), notes=("no program and no input",))
         try:
             source = stdin.decode("utf-8")
         except UnicodeDecodeError:
             source = None
         filename = "<stdin>"
         search = [] if info.safe_path else [cwd]
-        show_lines = False
     for arg in info.args:
         if arg.endswith(".py"):
             candidate = posixpath.normpath(posixpath.join(cwd, arg))
@@ -235,66 +180,41 @@ def _python_facts(
         return replace(facts, syntax_errors=(syntax,), exact=exact)
     search_dirs = [*search, *_env_paths(request, cwd, info), *search_dirs_base(ws)]
     importer = Importer(ws, search_dirs, env.installed, complete=env.installed_complete)
-    simulator = Simulator(importer, env)
-    outcome = simulator.run_main(source, filename, show_lines)
-    if outcome.kind != "unknown" and not _plain_interpreter(info, request):
-        notes.append("interpreter options or variables that print or change behaviour")
-        outcome = Outcome("unknown") if outcome.kind != "error" else outcome
-        warned = True
-    missing: list[MissingImport] = []
-    exact = None
-    syntax_errors: tuple[SyntaxErrorInfo, ...] = ()
+    # The top level as far as it is certain: an import that certainly fails is a fact (the
+    # program's output is left to the model: measured on real steps, an interpreted answer
+    # never paid in the task's own environment, benchmarks/facts_payoff.py).
+    outcome = Simulator(importer, env).run_main(source, filename)
     if outcome.kind == "error":
-        tb = format_traceback(outcome.frames, outcome.error)
         if outcome.syntax is not None:
-            syntax_errors = (outcome.syntax,)
-        else:
-            first = outcome.frames[-1]
-            missing.append(
-                MissingImport(first.file, first.lineno, outcome.module, outcome.error, True, tb)
-            )
-        if env.same_minor and not warned:
-            exact = Prediction(stdout=outcome.stdout, stderr=tb, exit_code=1)
-    elif outcome.kind in ("complete", "exit") and not warned and env.same_minor:
-        exact = Prediction(
-            stdout=outcome.stdout, stderr=outcome.stderr, exit_code=outcome.exit_code
-        )
-    else:
-        try:
-            tree: ast.Module | None = pyast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            tree = None
-        if tree is not None:
-            found = first_missing_import(importer, tree, filename, source)
-            if found is not None:
-                missing.append(found)
-            broken = static_broken_import(importer, tree, "")
-            if broken is not None:
-                syntax_errors = (broken,)
-                notes.append(f"{broken.path} is imported and has a syntax error")
-        if warned:
-            notes.append("compiling the program emits warnings")
+            return replace(facts, syntax_errors=(outcome.syntax,))
+        first = outcome.frames[-1]
+        missing = MissingImport(first.file, first.lineno, outcome.module, outcome.error, True)
+        return replace(facts, missing_imports=(missing,))
+    if outcome.kind != "unknown":  # the top level runs through: nothing more is known
+        return facts
+    notes: list[str] = []
+    missing_imports: tuple[MissingImport, ...] = ()
+    syntax_errors: tuple[SyntaxErrorInfo, ...] = ()
+    try:
+        tree: ast.Module | None = pyast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    if tree is not None:
+        found = first_missing_import(importer, tree, filename, source)
+        if found is not None:
+            missing_imports = (found,)
+        broken = static_broken_import(importer, tree, "")
+        if broken is not None:
+            syntax_errors = (broken,)
+            notes.append(f"{broken.path} is imported and has a syntax error")
+    if warned:
+        notes.append("compiling the program emits warnings")
     return replace(
         facts,
-        missing_imports=tuple(missing),
+        missing_imports=missing_imports,
         syntax_errors=syntax_errors,
-        exact=exact,
         notes=facts.notes + tuple(notes),
     )
-
-
-#: Interpreter options that change nothing a simple program prints.
-_PLAIN_FLAGS = frozenset({"-u", "-B", "-E", "-s", "-I", "-P", "-O", "-q", "-R", "-W"})
-_NOISY_VARIABLES = ("PYTHONVERBOSE", "PYTHONDEVMODE", "PYTHONINSPECT", "PYTHONPROFILEIMPORTTIME",
-                    "PYTHONWARNINGS", "PYTHONMALLOCSTATS", "PYTHONSTARTUP")  # fmt: skip
-
-
-def _plain_interpreter(info: CommandInfo, request: Any) -> bool:
-    """Whether the interpreter runs with options and variables that add no output."""
-    if any(flag not in _PLAIN_FLAGS for flag in flag_letters(info.interpreter_flags)):
-        return False
-    variables = getattr(request, "env", None) or {}
-    return not any(variables.get(name) for name in _NOISY_VARIABLES)
 
 
 def _django_labels(ws: Workspace, runtests: str, args: Sequence[str]) -> list[str]:
@@ -333,7 +253,6 @@ def _module_facts(
     importer = Importer(ws, [*search, *_env_paths(request, cwd, info), *search_dirs_base(ws)],
                          env.installed, complete=env.installed_complete)  # fmt: skip
     parts = module.split(".")
-    executable = executable_name(info.program, env)
     found = importer.find_top(parts[0])
     if found is None:
         if len(parts) == 1:
@@ -343,14 +262,7 @@ def _module_facts(
                 f"Error while finding module specification for {module!r} "
                 f"(ModuleNotFoundError: No module named {parts[0]!r})"
             )
-        exact = None
-        if executable:
-            exact = Prediction(stderr=f"{executable}: {message}\n", exit_code=1)
-        return replace(
-            facts,
-            missing_imports=(MissingImport("", 0, parts[0], message, True),),
-            exact=exact,
-        )
+        return replace(facts, missing_imports=(MissingImport("", 0, parts[0], message, True),))
     for part in parts[1:]:
         if found.kind != "workspace":
             break
@@ -363,17 +275,9 @@ def _module_facts(
     executed: list[str] = []
     if found.package_dir is not None:
         main = posixpath.join(found.package_dir, "__main__.py")
-        if ws.is_file(main):
-            executed.append(main)
-        else:
-            message = (
-                f"No module named {module}.__main__; {module!r} is a package and cannot be "
-                "directly executed"
-            )
-            exact = None
-            if executable:
-                exact = Prediction(stderr=f"{executable}: {message}\n", exit_code=1)
-            return replace(facts, exact=exact)
+        if not ws.is_file(main):
+            return facts  # "is a package and cannot be directly executed"
+        executed.append(main)
     elif found.path:
         executed.append(found.path)
     syntax_errors = []
@@ -404,23 +308,14 @@ def _pytest_facts(
             extra = variables["PYTEST_ADDOPTS"].split()
         options = merge_options(parse_pytest_args(extra), options)
     if info.module and "pytest" not in env.installed:
-        executable = executable_name(info.program, env)
-        message = "No module named pytest"
-        exact = Prediction(stderr=f"{executable}: {message}\n", exit_code=1) if executable else None
-        return replace(
-            facts,
-            missing_imports=(MissingImport("", 0, "pytest", message, True),),
-            exact=exact,
-        )
+        missing_pytest = MissingImport("", 0, "pytest", "No module named pytest", True)
+        return replace(facts, missing_imports=(missing_pytest,))
     if options.help or options.version or options.informational:
         return replace(facts, notes=("pytest's help, version or information output",))
     collection, config, missing, not_found = collect_pytest(ws, options, cwd, env)
     addopts = config.getargs("addopts")
     if addopts:
         options = merge_options(parse_pytest_args(addopts), options)
-    testpaths_used: list[str] = []
-    if not options.targets and cwd == config.rootdir and config.getlist("testpaths", []):
-        testpaths_used = config.getlist("testpaths", [])
     facts = replace(
         facts,
         rootdir=config.rootdir,
@@ -430,27 +325,10 @@ def _pytest_facts(
         missing_imports=tuple(collection.missing_imports),
         notes=tuple(collection.notes),
     )
-    executable = executable_name(info.program, env) if info.module else None
-    prints_header = options.verbosity >= 0 and not options.no_header
-    exact_ok = (
-        env.pytest_known
-        and (env.header_known or not prints_header)
-        and not options.xdist
-        and not options.unknown
-        and not any(p and not p.startswith("no:") for p in options.plugins)
-    )
     if missing:
-        first = missing[0]
-        stdout = render_pytest_empty(env, config, options, 0, 0, testpaths_used, executable)
-        exact = Prediction(stdout=stdout, stderr=first.message + "\n", exit_code=4)
-        return replace(
-            facts,
-            missing_files=tuple(missing),
-            exact=exact if exact_ok else None,
-            exact_caveats=pytest_caveats(env, options) if exact_ok else (),
-        )
-    if not env.same_minor:  # what follows parses the tests with this interpreter
-        exact_ok = False
+        # pytest's "file or directory not found" (exit 4) is a fact; its rendered output
+        # never paid in the task's own environment (benchmarks/facts_payoff.py).
+        return replace(facts, missing_files=tuple(missing))
     selected, deselected, select_exact = select_items(
         collection.items, options, cwd, config.rootdir
     )
@@ -472,17 +350,5 @@ def _pytest_facts(
     if collection.warnings:
         facts = replace(
             facts, notes=(*facts.notes, *(f"collection warning: {w}" for w in collection.warnings))
-        )
-    if not exact_collection or collection.errors or collection.warnings:
-        return facts
-    if not selected and exact_ok and not options.collect_only:
-        stdout = render_pytest_empty(
-            env, config, options, len(collection.items), len(deselected), testpaths_used,
-            executable,
-        )  # fmt: skip
-        return replace(
-            facts,
-            exact=Prediction(stdout=stdout, stderr="", exit_code=5),
-            exact_caveats=pytest_caveats(env, options),
         )
     return facts

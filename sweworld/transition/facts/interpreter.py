@@ -6,7 +6,6 @@ import ast
 import sys
 import warnings
 from collections.abc import Iterable
-from typing import Any
 
 import sweworld.pyast as pyast
 from sweworld.transition.facts.environment import Environment
@@ -47,15 +46,14 @@ class Simulator:
 
     # ---------------------------------------------------------------- entry points
 
-    def run_main(self, source: str, display: str, show_lines: bool) -> Outcome:
+    def run_main(self, source: str, display: str) -> Outcome:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 tree = pyast.parse(source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return Outcome("unknown")
-        lines = source.splitlines(keepends=True) if show_lines else None
-        return self._run_module(tree, lines, display, "__main__", None, depth=0)
+        return self._run_module(tree, display, "__main__", None, depth=0)
 
     # ---------------------------------------------------------------- modules
 
@@ -76,9 +74,7 @@ class Simulator:
             syntax, _ = format_syntax_error(text, found.path)
             if syntax is None:
                 return Outcome("unknown")
-            return Outcome(
-                "error", exit_code=1, error=syntax.text.rstrip("\n"), module=dotted, syntax=syntax
-            )
+            return Outcome("error", error=syntax.text.rstrip("\n"), module=dotted, syntax=syntax)
         # Mark as loading first: circular imports see a partial module.
         self.loaded[dotted] = Outcome("unknown")
         package = (
@@ -86,56 +82,39 @@ class Simulator:
             if found.package_dir and found.path.endswith("__init__.py")
             else (dotted.rpartition(".")[0])
         )
-        outcome = self._run_module(
-            tree, text.splitlines(keepends=True), found.path, dotted, (package, found), depth
-        )
+        outcome = self._run_module(tree, found.path, dotted, (package, found), depth)
         self.loaded[dotted] = outcome
         return outcome
 
     def _run_module(
         self,
         tree: ast.Module,
-        lines: list[str] | None,
         display: str,
         name: str,
         package: tuple[str, Found] | None,
         depth: int,
     ) -> Outcome:
-        state = ModuleState(display, lines, name, package)
+        state = ModuleState(display, name, package)
         try:
             for stmt in tree.body:
                 result = self._stmt(stmt, state, depth)
                 if result is not None:
-                    result.stdout = "".join(state.stdout) + result.stdout
                     return result
         except StopProgram:
-            return Outcome("unknown", stdout="".join(state.stdout))
+            return Outcome("unknown")
         return Outcome(
             "complete",
-            stdout="".join(state.stdout),
             namespace=None if state.open_namespace else set(state.names),
         )
 
     # ---------------------------------------------------------------- statements
 
     def _frame(self, state: ModuleState, node: ast.stmt) -> Frame:
-        line = None
-        if state.lines is not None and 0 < node.lineno <= len(state.lines):
-            line = state.lines[node.lineno - 1]
-            if not line.endswith("\n"):
-                line += "\n"
-        return Frame(
-            state.display,
-            node.lineno,
-            line,
-            getattr(node, "end_lineno", None),
-            getattr(node, "col_offset", None),
-            getattr(node, "end_col_offset", None),
-        )
+        return Frame(state.display, node.lineno)
 
     def _import_error(self, state: ModuleState, node: ast.stmt, module: str, error: str) -> Outcome:
         frame = self._frame(state, node)
-        return Outcome("error", exit_code=1, frames=[frame], error=error, module=module)
+        return Outcome("error", frames=[frame], error=error, module=module)
 
     def _stmt(self, stmt: ast.stmt, state: ModuleState, depth: int) -> Outcome | None:
         if isinstance(stmt, ast.Expr):
@@ -180,44 +159,25 @@ class Simulator:
             raise StopProgram
         func = dotted_name(value.func)
         if func == "print" and "print" not in state.names:
-            args = []
+            # a print of literals runs through (what it prints is the model's to say)
             for arg in value.args:
                 ok, lit = literal_value(arg)
                 if not ok or isinstance(arg, ast.Starred) or contains_bytes(lit):
                     raise StopProgram  # (str() of bytes warns under -b)
-                args.append(lit)
-            sep, end = " ", "\n"
             for kw in value.keywords:
                 ok, lit = literal_value(kw.value)
                 if not ok or kw.arg not in ("sep", "end", "flush"):
                     raise StopProgram
-                if kw.arg == "sep":
-                    if lit is not None and not isinstance(lit, str):
-                        raise StopProgram
-                    sep = " " if lit is None else lit
-                elif kw.arg == "end":
-                    if lit is not None and not isinstance(lit, str):
-                        raise StopProgram
-                    end = "\n" if lit is None else lit
-            try:
-                state.stdout.append(sep.join(str(a) for a in args) + end)
-            except Exception as exc:  # a literal whose str() fails: not expected
-                raise StopProgram from exc
+                if kw.arg in ("sep", "end") and lit is not None and not isinstance(lit, str):
+                    raise StopProgram
             return None
         is_exit = (func == "sys.exit" and state.names.get("sys") == "module:sys") or (
             func in ("exit", "quit") and func not in state.names
         )
         if is_exit and not value.keywords and len(value.args) <= 1:
-            code: Any = None
-            if value.args:
-                ok, code = literal_value(value.args[0])
-                if not ok:
-                    raise StopProgram
-            if code is None:
-                return Outcome("exit", exit_code=0)
-            if isinstance(code, bool) or not isinstance(code, int):
-                return Outcome("exit", stderr=f"{code}\n", exit_code=1)
-            return Outcome("exit", exit_code=code & 0xFF)
+            if value.args and not literal_value(value.args[0])[0]:
+                raise StopProgram
+            return Outcome("exit")
         raise StopProgram
 
     def _import(
@@ -264,8 +224,6 @@ class Simulator:
             if outcome.kind == "error":
                 return Outcome(
                     "error",
-                    stdout=outcome.stdout,
-                    exit_code=1,
                     frames=[self._frame(state, node), *outcome.frames],
                     error=outcome.error,
                     module=outcome.module,
@@ -275,9 +233,6 @@ class Simulator:
                 return outcome
             if outcome.kind != "complete":
                 raise StopProgram
-            if outcome.stdout and dotted not in state.printed:
-                state.stdout.append(outcome.stdout)
-                state.printed.add(dotted)
         return None
 
     def _import_from(self, stmt: ast.ImportFrom, state: ModuleState, depth: int) -> Outcome | None:

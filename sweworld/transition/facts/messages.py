@@ -1,16 +1,13 @@
-"""The interpreter's messages: program names, syntax errors printed the way CPython prints
-them (a port of ``pythonrun.c``'s printer up to 3.12) and tracebacks.
+"""The interpreter's messages: program names and syntax errors printed the way CPython
+prints them (a port of ``pythonrun.c``'s printer up to 3.12).
 """
 
 from __future__ import annotations
 
-import posixpath
 import sys
 import traceback
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sweworld.transition.facts.environment import Environment
 from sweworld.transition.facts.records import SyntaxErrorInfo
@@ -20,15 +17,6 @@ from sweworld.transition.facts.records import SyntaxErrorInfo
 
 def program_name(program: str) -> str:
     return program or "python"
-
-
-def executable_name(program: str, env: Environment) -> str | None:
-    """``sys.executable`` of the interpreter started as ``program``, when known."""
-    if "/" in program:
-        return program
-    if env.python_bin_dir:
-        return posixpath.join(env.python_bin_dir, program)
-    return None
 
 
 def script_display(script: str, cwd: str, env: Environment) -> str:
@@ -141,22 +129,9 @@ def _print_error_text(offset: int, end_offset: int, text_value: str) -> str:
     return out + "    " + " " * offset + "^" * carets + "\n"
 
 
-def format_traceback(frames: Sequence[Frame], last_line: str) -> str:
-    summaries = []
-    for frame in frames:
-        kwargs: dict[str, Any] = {"lookup_line": False, "line": frame.line}
-        if sys.version_info >= (3, 11) and frame.line is not None:
-            kwargs.update(end_lineno=frame.end_lineno, colno=frame.colno, end_colno=frame.end_colno)
-        summaries.append(traceback.FrameSummary(frame.file, frame.lineno, "<module>", **kwargs))
-    body = "".join(traceback.StackSummary.from_list(summaries).format())
-    return "Traceback (most recent call last):\n" + body + last_line + "\n"
-
-
 @dataclass(frozen=True)
 class Frame:
+    """Where the small interpreter stopped: a file and a line."""
+
     file: str
     lineno: int
-    line: str | None
-    end_lineno: int | None
-    colno: int | None
-    end_colno: int | None

@@ -44,9 +44,9 @@ class SyntaxErrorInfo:
 class MissingImport:
     """An import the executed file makes at module level that cannot succeed.
 
-    ``certain`` is True when every statement before it is known to run quietly (so the
-    command's output is that traceback and nothing else); ``error`` is the last line
-    Python prints (``ModuleNotFoundError: No module named 'x'``).
+    ``certain`` is True when every statement before it is known to run (so the import is
+    reached and fails); ``error`` is the last line Python prints
+    (``ModuleNotFoundError: No module named 'x'``).
     """
 
     file: str
@@ -54,7 +54,6 @@ class MissingImport:
     module: str
     error: str
     certain: bool = False
-    traceback: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,9 +84,8 @@ class Facts:
         rootdir / configfile: pytest's rootdir and ini-file (sandbox paths).
         python_version: the environment's Python version.
         is_pip_install: ``pip install ...`` (answered by the model, not here).
-        exact: the whole answer, when it is determined.
-        exact_caveats: parts of ``exact`` rendered from :class:`Environment` values
-            rather than known (pytest header, durations).
+        exact: the whole answer, when it is determined and pays on real data (a script
+            that does not exist, a program that does not compile).
         hint: :func:`no_target_hint`'s text when it applies.
         notes: short explanations of approximations, for the model's context.
     """
@@ -110,7 +108,6 @@ class Facts:
     python_version: str | None = None
     is_pip_install: bool = False
     exact: Prediction | None = None
-    exact_caveats: tuple[str, ...] = ()
     hint: str | None = None
     notes: tuple[str, ...] = ()
 

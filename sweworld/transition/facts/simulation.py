@@ -23,9 +23,6 @@ class StopProgram(Exception):
 @dataclass
 class Outcome:
     kind: str  # complete | error | exit | unknown
-    stdout: str = ""
-    stderr: str = ""
-    exit_code: int = 0
     frames: list[Frame] = field(default_factory=list)
     error: str = ""
     module: str = ""
@@ -70,17 +67,13 @@ class ModuleState:
     def __init__(
         self,
         display: str,
-        lines: list[str] | None,
         name: str,
         package: tuple[str, Found] | None,
     ):
         self.display = display
-        self.lines = lines
         self.name = name
         self.package = package
         self.names: dict[str, str] = {}
-        self.stdout: list[str] = []
-        self.printed: set[str] = set()
         self.future_annotations = False
         self.open_namespace = False
 

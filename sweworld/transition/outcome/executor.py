@@ -9,11 +9,17 @@ so a step costs milliseconds. ``info["route"]`` says what answered:
 * ``outcome-model``: the model decided, the renderer wrote;
 * ``exact``: a script that does not exist or does not compile (the interpreter's message);
 * ``conservative``: a command kind the model was not trained on (``pip``,
-  ``python --version``, ...): exit 0 and no output, and ``info["reason"]`` says why.
+  ``python --version``, ...): exit 0 and no output, and ``info["reason"]`` says why;
+* ``lm``: the same, with a language model configured (``outcome-lm``): the LM route's
+  whole answer (``info["lm"]`` holds its own info).
 
 ``info["text_source"]`` says where a script's printed output came from: ``ledger`` (the last
-real-looking output of the same command in this session with the same exit code) or
-``none``. The ledger of each session holds the outcomes this executor answered earlier.
+real-looking output of the same command in this session with the same exit code), ``lm``
+(``outcome-lm``: the language model wrote it, the outcome model having decided the exit code
+and exception) or ``none``. Test runs (pytest, Django's ``runtests.py``, SymPy's
+``bin/test``, ``python -m unittest``) get one consistent decision
+(:meth:`~sweworld.transition.outcome.model.OutcomeModel.decide_tests`) rendered in the
+runner's own format. The ledger of each session holds the outcomes this executor answered earlier.
 """
 
 from __future__ import annotations
@@ -26,17 +32,25 @@ from typing import Any
 
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
 from sweworld.transition.outcome.features import (
+    TEST_RUNNER_KINDS,
     Ledger,
     command_kind_of,
     per_test_features,
+    pytest_equivalent,
     shlex_join,
     step_features,
 )
 from sweworld.transition.outcome.model import OutcomeModel
-from sweworld.transition.outcome.render import render_django, render_pytest, render_traceback
+from sweworld.transition.outcome.render import (
+    render_django,
+    render_pytest,
+    render_sympy,
+    render_traceback,
+    render_unittest,
+)
 from sweworld.transition.outcome.state import FileState
 
-__all__ = ["DEFAULT_MODEL", "OutcomeExecutor"]
+__all__ = ["DEFAULT_MODEL", "OutcomeExecutor", "outcome_with_lm"]
 
 #: The shipped model (trained by ``sweworld train outcome``; see its README).
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "adapters" / "outcome-default" / "model.json"
@@ -53,10 +67,19 @@ class OutcomeExecutor:
 
     name = "outcome"
 
-    def __init__(self, model: str | Path | OutcomeModel | None = None, mode: str = "blind"):
+    def __init__(
+        self,
+        model: str | Path | OutcomeModel | None = None,
+        mode: str = "blind",
+        *,
+        text: Any = None,
+    ):
         if mode not in ("oracle", "blind"):
             raise ValueError(f"mode must be 'oracle' or 'blind', not {mode!r}")
         self.mode = mode
+        #: an executor (the LM route) that writes a script's printed text where the session
+        #: has none; the outcome model still decides the exit code and the exception
+        self.text = text
         if isinstance(model, OutcomeModel):
             self.model, self.model_path = model, "<in memory>"
         else:
@@ -70,7 +93,8 @@ class OutcomeExecutor:
     def from_spec(cls, arg: str, **kwargs: Any) -> OutcomeExecutor:
         """``outcome:oracle`` / ``outcome:blind`` / ``outcome:PATH``."""
         if arg in ("oracle", "blind"):
-            return cls(mode=arg, **kwargs)
+            kwargs["mode"] = arg  # the spec's mode wins over a config's default
+            return cls(**kwargs)
         return cls(model=arg, **kwargs)
 
     def _ledger(self, session: str) -> Ledger:
@@ -112,13 +136,25 @@ class OutcomeExecutor:
             info["latency_s"] = round(time.perf_counter() - start, 6)
             exact.info = info
             return exact
-        if kind == "other" or (self.model.kinds and kind not in self.model.kinds):
-            info.update(route="conservative", reason=f"command kind {kind!r} not trained")
+        untrained = bool(self.model.kinds) and kind not in self.model.kinds
+        if untrained and kind in TEST_RUNNER_KINDS and "pytest" in self.model.kinds:
+            # another test runner: the tests' features are the runner's own; pytest's heads
+            # decide (the command-kind feature is one the model never saw set)
+            info["decided_as"] = "pytest"
+            untrained = False
+        if kind == "other" or untrained:
+            reason = f"command kind {kind!r} not trained"
+            if self.text is not None:  # the LM route answers what the model cannot
+                answer = self.text.execute(request)
+                answer.info = {**info, "route": "lm", "reason": reason, "lm": answer.info}
+                answer.info["latency_s"] = round(time.perf_counter() - start, 6)
+                return answer
+            info.update(route="conservative", reason=reason)
             info["latency_s"] = round(time.perf_counter() - start, 6)
             return ExecutionResult("", "", 0, info)
         ledger = self._ledger(request.session_id)
         stdin = request.stdin.decode("utf-8", "replace") if request.stdin else ""
-        ids = self._collect(request, argv) if kind == "pytest" else []
+        ids = self._collect(request, argv, kind) if kind in TEST_RUNNER_KINDS else []
         step = step_features(
             argv,
             request.cwd,
@@ -129,10 +165,10 @@ class OutcomeExecutor:
             stdin=stdin,
             test_ids=ids,
         )
-        exit_cls = self.model.predict_exit([step.values])[0]
-        exception = self.model.predict_exception([step.values])[0]
+        exit_cls = self.model.predict_exit([step.values], self.mode)[0]
+        exception = self.model.predict_exception([step.values], self.mode)[0]
         info.update(route="outcome-model", exit_class=exit_cls, exception=exception)
-        if kind in ("pytest", "django_runtests"):
+        if kind in TEST_RUNNER_KINDS:
             result = self._tests(ids, step, state, ledger, exit_cls, exception, info)
         else:
             result = self._script(request, step, state, exit_cls, exception, info)
@@ -152,7 +188,7 @@ class OutcomeExecutor:
         ``-c`` program that does not compile (the interpreter's own message)."""
         from sweworld.transition.facts import format_syntax_error, parse_command
 
-        if kind not in ("python_script", "python_c"):
+        if kind not in ("python_script", "python_c", "sympy_test", "django_runtests"):
             return None
         parsed = parse_command(tuple(request.argv))
         if kind == "python_c":
@@ -177,11 +213,16 @@ class OutcomeExecutor:
         info.update(route="exact", text_source="exact", exception=error.error_type)
         return ExecutionResult("", error.text, 1)
 
-    def _collect(self, request: ExecutionRequest, argv: list[str]) -> list[str]:
+    def _collect(self, request: ExecutionRequest, argv: list[str], kind: str) -> list[str]:
+        """The tests the command runs, as pytest ids (another runner's selection is collected
+        through its pytest equivalent); [] when the selection cannot be known."""
         from sweworld.transition.facts import collect_pytest, parse_command
         from sweworld.transition.types import WorkspaceView
 
-        options = parse_command(tuple(argv)).pytest
+        equivalent = pytest_equivalent(kind, argv)
+        if equivalent is None:
+            return []
+        options = parse_command(tuple(equivalent)).pytest
         if options is None or request.workspace is None:
             return []
         try:
@@ -204,7 +245,7 @@ class OutcomeExecutor:
     ) -> ExecutionResult:
         cache: dict[str, Any] = {}
         rows = [per_test_features(step, t, state, ledger, cache) for t in ids]
-        predicted = self.model.predict_tests(rows)
+        _, predicted = self.model.decide_tests(step.values, rows, self.mode)
         statuses: dict[str, str] = {}
         for test, status in zip(ids, predicted, strict=True):
             statuses[test] = status
@@ -214,9 +255,9 @@ class OutcomeExecutor:
         errors = sorted(p for p in step.unparsable if p.endswith(".py"))[:5]
         if exit_cls == "2" and errors:
             statuses = {}
-        if step.kind == "django_runtests":
-            stdout, code = render_django(statuses), 0
-        elif exit_cls in ("4", "5") and not statuses:
+        if step.kind in ("django_runtests", "sympy_test", "unittest"):
+            return self._other_runner(step, statuses, exc, info)
+        if exit_cls in ("4", "5") and not statuses:
             stdout = render_pytest({}, report_chars=step.info.pytest.report_chars)
             code = int(exit_cls)
         else:
@@ -235,11 +276,32 @@ class OutcomeExecutor:
                 code = 5
             else:
                 code = int(any(s in ("FAILED", "ERROR") for s in statuses.values()))
-        if step.kind == "django_runtests":
-            code = int(any(s in ("FAILED", "ERROR") for s in statuses.values()))
         info["tests"] = len(statuses)
         info["_statuses"] = statuses
         return ExecutionResult(stdout, "", code)
+
+    def _other_runner(
+        self, step: Any, statuses: dict[str, str], exc: str, info: dict[str, Any]
+    ) -> ExecutionResult:
+        """Django's, SymPy's or unittest's report of ``statuses`` (exit 1 iff one fails)."""
+        code = int(any(s in ("FAILED", "ERROR") for s in statuses.values()))
+        verbose = any(
+            a in ("-v", "--verbose") or a.startswith("--verbosity") for a in step.info.argv
+        )
+        exceptions = dict.fromkeys(statuses, exc)
+        info["tests"] = len(statuses)
+        info["_statuses"] = statuses
+        if step.kind == "django_runtests":
+            script = posixpath.normpath(step.info.script or "tests/runtests.py")
+            root = posixpath.dirname(script)
+            text = render_django(statuses, root=f"{root}/" if root else "")
+            return ExecutionResult("", text, code)  # the runner reports on stderr
+        if step.kind == "unittest":
+            text = render_unittest(statuses, verbose=verbose, exceptions=exceptions)
+            return ExecutionResult("", text, code)  # unittest reports on stderr
+        return ExecutionResult(
+            render_sympy(statuses, verbose=verbose, exceptions=exceptions), "", code
+        )
 
     def _script(
         self,
@@ -256,6 +318,8 @@ class OutcomeExecutor:
         with self._lock:
             stdout = self._outputs.get(key, "")
         info["text_source"] = "ledger" if stdout else "none"
+        if not stdout and self.text is not None:
+            stdout = self._lm_text(request, info)
         if code == 0:
             return ExecutionResult(stdout, "", 0)
         source: str | None = None
@@ -271,6 +335,41 @@ class OutcomeExecutor:
             source = state.sandbox_text(script, request.cwd)[1]
         exc = exception if exception != "none" else "Exception"
         return ExecutionResult(stdout, render_traceback(exc, script=shown, source=source), code)
+
+    def _lm_text(self, request: ExecutionRequest, info: dict[str, Any]) -> str:
+        """The LM route's stdout for a script (its exit code and stderr are dropped: the
+        outcome model decided those); "" when the LM gave no usable answer."""
+        try:
+            answer = self.text.execute(request)
+        except Exception as exc:  # the text is optional: the decided outcome stands
+            info["text_error"] = f"{type(exc).__name__}: {exc}"[:300]
+            return ""
+        lm_info = answer.info or {}
+        if lm_info.get("fallback") or lm_info.get("timed_out") or lm_info.get("error"):
+            info["text_error"] = str(lm_info.get("error") or "no valid prediction")[:300]
+            return ""
+        info["text_source"] = "lm"
+        return answer.stdout
+
+    def close(self) -> None:
+        closer = getattr(self.text, "close", None)
+        if callable(closer):
+            closer()
+
+
+def outcome_with_lm(
+    lm: Any = "embedded",
+    mode: str = "blind",
+    model: str | Path | OutcomeModel | None = None,
+    **simulated: Any,
+) -> OutcomeExecutor:
+    """The hybrid world (executor name ``outcome-lm``): the outcome model decides every
+    step, and the language model ``lm`` writes the printed text of a script whose output the
+    session has not seen (``info["text_source"] == "lm"``). ``simulated``: options of
+    :class:`~sweworld.transition.simulated.SimulatedExecutor` (``step_timeout``, ``seed``)."""
+    from sweworld.transition.simulated import SimulatedExecutor
+
+    return OutcomeExecutor(model, mode, text=SimulatedExecutor(lm, mode=mode, **simulated))
 
 
 def step_index(name: str) -> int:

@@ -170,6 +170,18 @@ class Head:
             return np.stack([1.0 - p, p], axis=1)
         return _softmax(raw)
 
+    def max_feature(self) -> int:
+        """The largest feature index the head reads (-1 for none)."""
+        if self.body["kind"] == "trees":
+            return max(
+                (max(tree["feature"], default=-1) for it in self.body["trees"] for tree in it),
+                default=-1,
+            )
+        return (
+            np.asarray(self.body["coef"], dtype=float).reshape(len(self.body["coef"]), -1).shape[1]
+            - 1
+        )
+
     def predict(self, X: np.ndarray) -> list[str]:
         classes = self.classes
         return [classes[i] for i in self.proba(X).argmax(axis=1)]
@@ -235,24 +247,87 @@ class OutcomeModel:
                 heads[name] = _checked_head(body)
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelFileError(f"{path}: corrupt outcome model head: {exc}") from exc
-        if "exit" not in heads:
+        if not {"exit", "exit@oracle", "exit@blind"} & heads.keys():
             raise ModelFileError(f"{path}: the outcome model has no 'exit' head")
+        widths = {"test": len(TEST_FEATURES)}
+        for name, head in heads.items():
+            width = widths.get(name.partition("@")[0], len(STEP_FEATURES))
+            if head.max_feature() >= width:
+                raise ModelFileError(f"{path}: head {name!r} reads a feature it does not have")
         return cls(heads, data.get("meta") or {})
 
-    def predict_exit(self, rows: Sequence[Sequence[float]]) -> list[str]:
-        return self.heads["exit"].predict(np.asarray(rows, dtype=float))
+    def head(self, name: str, mode: str | None = None) -> Head | None:
+        """The head ``name`` for ``mode`` (a head trained on that mode's rows, ``name@mode``,
+        when the file has one; else the shared head), None when the file has neither."""
+        if mode is not None and f"{name}@{mode}" in self.heads:
+            return self.heads[f"{name}@{mode}"]
+        return self.heads.get(name)
 
-    def predict_exception(self, rows: Sequence[Sequence[float]]) -> list[str]:
-        if "exception" not in self.heads:
+    def predict_exit(self, rows: Sequence[Sequence[float]], mode: str | None = None) -> list[str]:
+        head = self.head("exit", mode)
+        assert head is not None  # load() refuses a file without one
+        return head.predict(np.asarray(rows, dtype=float))
+
+    def exit_fail_proba(
+        self, rows: Sequence[Sequence[float]], mode: str | None = None
+    ) -> np.ndarray:
+        """P(the command exits 1) for each row (a test run that ran and saw a failure)."""
+        head = self.head("exit", mode)
+        assert head is not None
+        proba = head.proba(np.asarray(rows, dtype=float))
+        classes = head.classes
+        return proba[:, classes.index("1")] if "1" in classes else np.zeros(len(rows))
+
+    def predict_exception(
+        self, rows: Sequence[Sequence[float]], mode: str | None = None
+    ) -> list[str]:
+        head = self.head("exception", mode)
+        if head is None:
             return ["none"] * len(rows)
-        return self.heads["exception"].predict(np.asarray(rows, dtype=float))
+        return head.predict(np.asarray(rows, dtype=float))
 
-    def predict_tests(self, rows: Sequence[Sequence[float]]) -> list[str]:
+    def predict_tests(self, rows: Sequence[Sequence[float]], mode: str | None = None) -> list[str]:
         if not rows:
             return []
-        if "test" not in self.heads:
+        head = self.head("test", mode)
+        if head is None:
             return ["PASSED"] * len(rows)
-        return self.heads["test"].predict(np.asarray(rows, dtype=float))
+        return head.predict(np.asarray(rows, dtype=float))
+
+    def decide_tests(
+        self,
+        step_row: Sequence[float],
+        test_rows: Sequence[Sequence[float]],
+        mode: str | None = None,
+    ) -> tuple[bool, list[str]]:
+        """One consistent decision for a test run: whether it fails, and every test's status.
+
+        The exit head (how likely this run fails) and the test head (how likely each test
+        fails) are two views of one question; their mean decides whether the run fails, and
+        the statuses follow the decision: a passing run has no failing test; a failing run
+        keeps the tests the test head marks failing, or, when it marks none, the test most
+        likely to fail. So a rendered report never says "all passed" with exit 1, and the
+        reward that reads the same statuses (issue 20) agrees with the simulated run.
+        """
+        if not test_rows:
+            return False, []
+        X = np.asarray(test_rows, dtype=float)
+        head = self.head("test", mode)
+        if head is None:
+            return False, ["PASSED"] * len(X)
+        proba = head.proba(X)
+        classes = head.classes
+        statuses = [classes[i] for i in proba.argmax(axis=1)]
+        bad = [classes.index(c) for c in ("FAILED", "ERROR") if c in classes]
+        p_fail = proba[:, bad].sum(axis=1) if bad else np.zeros(len(X))
+        p_any = 1.0 - float(np.prod(1.0 - np.clip(p_fail, 0.0, 1.0)))
+        p_exit = float(self.exit_fail_proba([step_row], mode)[0])
+        failing = (p_exit + p_any) / 2.0 > 0.5
+        if not failing:
+            return False, ["PASSED" if s in ("FAILED", "ERROR") else s for s in statuses]
+        if not any(s in ("FAILED", "ERROR") for s in statuses):
+            statuses[int(p_fail.argmax())] = "FAILED"
+        return True, statuses
 
 
 def _checked_head(body: Any) -> Head:

@@ -22,7 +22,14 @@ from collections.abc import Mapping, Sequence
 import sweworld.pyast as pyast
 from sweworld.execution.log_render import render_django_log
 
-__all__ = ["render_django", "render_pytest", "render_traceback"]
+__all__ = [
+    "render_django",
+    "render_pytest",
+    "render_sympy",
+    "render_traceback",
+    "render_unittest",
+    "unittest_name",
+]
 
 _WIDTH = 80
 _SUMMARY_ORDER = ("PASSED", "SKIPPED", "XFAIL", "ERROR", "FAILED")
@@ -184,9 +191,126 @@ def render_pytest(
     return "\n".join(out) + "\n"
 
 
-def render_django(statuses: Mapping[str, str]) -> str:
-    """Django's ``runtests.py`` output (the shared log renderer's)."""
-    return render_django_log(statuses)
+def unittest_name(test_id: str) -> str:
+    """unittest's name of a pytest id, as Django's runner and ``-v`` print it:
+    ``tests/app/test_x.py::Case::test_y`` -> ``test_y (app.test_x.Case)`` (``root`` stripped
+    by the caller: Django's labels are relative to its ``tests`` folder)."""
+    path, _, rest = test_id.partition("::")
+    module = path[:-3] if path.endswith(".py") else path
+    module = module.replace("/", ".")
+    parts = rest.split("::") if rest else []
+    method = parts[-1] if parts else module
+    owner = ".".join([module, *parts[:-1]])
+    return f"{method} ({owner})"
+
+
+def render_django(statuses: Mapping[str, str], root: str = "tests/") -> str:
+    """Django's ``runtests.py --verbosity 2`` output for ``statuses`` keyed by pytest ids
+    (named as Django names them, relative to ``root``; the shared log renderer's format,
+    which SWE-bench's Django parser reads back)."""
+    named = {
+        unittest_name(t[len(root) :] if root and t.startswith(root) else t): s
+        for t, s in statuses.items()
+    }
+    return render_django_log(named)
+
+
+def render_unittest(
+    statuses: Mapping[str, str],
+    *,
+    verbose: bool = False,
+    exceptions: Mapping[str, str] | None = None,
+    duration: float = 0.001,
+) -> str:
+    """``python -m unittest``'s output (it writes to stderr) for ``statuses`` keyed by pytest
+    ids: a dot line (or one ``name ... ok`` line per test with ``-v``), a section per
+    failure, ``Ran N tests`` and ``OK`` / ``FAILED (failures=.., errors=..)``."""
+    exceptions = exceptions or {}
+    words = {"PASSED": "ok", "FAILED": "FAIL", "ERROR": "ERROR", "SKIPPED": "skipped ''"}
+    letters = {"PASSED": ".", "FAILED": "F", "ERROR": "E", "SKIPPED": "s"}
+    out: list[str] = []
+    if verbose:
+        out += [f"{unittest_name(t)} ... {words.get(s, 'ok')}" for t, s in statuses.items()]
+    else:
+        out.append("".join(letters.get(s, ".") for s in statuses.values()))
+    for test, status in statuses.items():
+        if status not in ("FAILED", "ERROR"):
+            continue
+        path = test.partition("::")[0]
+        method = test.split("::")[-1]
+        exc = exceptions.get(test, "AssertionError")
+        out += [
+            "",
+            "=" * 70,
+            f"{'FAIL' if status == 'FAILED' else 'ERROR'}: {unittest_name(test)}",
+            "-" * 70,
+            "Traceback (most recent call last):",
+            f'  File "/testbed/{path}", line 1, in {method}',
+            exc,
+        ]
+    failures = sum(s == "FAILED" for s in statuses.values())
+    errors = sum(s == "ERROR" for s in statuses.values())
+    skipped = sum(s == "SKIPPED" for s in statuses.values())
+    n = len(statuses)
+    out += ["", "-" * 70, f"Ran {n} test{'s' if n != 1 else ''} in {duration:.3f}s", ""]
+    details = [f"{w}={c}" for w, c in (("failures", failures), ("errors", errors)) if c]
+    details += [f"skipped={skipped}"] if skipped else []
+    verdict = "FAILED" if failures or errors else "OK"
+    out.append(f"{verdict} ({', '.join(details)})" if details else verdict)
+    return "\n".join(out) + "\n"
+
+
+def render_sympy(
+    statuses: Mapping[str, str],
+    *,
+    verbose: bool = False,
+    exceptions: Mapping[str, str] | None = None,
+    duration: float = 0.05,
+) -> str:
+    """SymPy's ``bin/test`` output for ``statuses`` keyed by pytest ids: per file a line of
+    result letters and ``[OK]`` / ``[FAIL]`` (one ``name ok|F|E`` line per test with
+    ``--verbose``), a ``path:name`` header and traceback per failure, the ``tests finished``
+    line, and ``DO *NOT* COMMIT!`` after a failure. SWE-bench's SymPy parser reads the
+    failures (both forms) and, in the verbose form, the passes back."""
+    exceptions = exceptions or {}
+    letter = {"PASSED": ".", "FAILED": "F", "ERROR": "E", "SKIPPED": "s"}
+    word = {"PASSED": "ok", "FAILED": "F", "ERROR": "E", "SKIPPED": "s"}
+    out = [_banner("test process starts"), "", "ground types:       python", ""]
+    by_file: dict[str, list[tuple[str, str]]] = {}
+    for test, status in statuses.items():
+        path, _, rest = test.partition("::")
+        by_file.setdefault(path, []).append((rest.split("::")[-1] or path, status))
+    for path, items in by_file.items():
+        bad = any(s in ("FAILED", "ERROR") for _, s in items)
+        if verbose:
+            out.append(f"{path}[{len(items)}] ")
+            out += [f"{name} {word.get(s, 'ok')}" for name, s in items]
+        else:
+            head = f"{path}[{len(items)}] {''.join(letter.get(s, '.') for _, s in items)}"
+            out.append(f"{head:<{_WIDTH - 6}}[{'FAIL' if bad else 'OK'}]")
+    failing = [(t, s) for t, s in statuses.items() if s in ("FAILED", "ERROR")]
+    if failing:
+        out.append("")
+    for test, _status in failing:
+        path, _, rest = test.partition("::")
+        name = rest.split("::")[-1] or path
+        out += [
+            _banner(f"{path}:{name}", "_"),
+            "Traceback (most recent call last):",
+            f'  File "/testbed/{path}", line 1, in {name}',
+            exceptions.get(test, "AssertionError"),
+        ]
+    counts = (
+        ("PASSED", "passed"),
+        ("FAILED", "failed"),
+        ("SKIPPED", "skipped"),
+        ("ERROR", "exceptions"),
+    )
+    parts = [f"{n} {w}" for s, w in counts if (n := sum(v == s for v in statuses.values()))]
+    out += ["", _banner(f"tests finished: {', '.join(parts)}, in {duration:.2f} seconds")]
+    if failing:
+        out.append("DO *NOT* COMMIT!")
+    return "\n".join(out) + "\n"
 
 
 def _frame_line(source: str | None) -> tuple[int, str]:

@@ -455,9 +455,9 @@ HARMLESS_CONFIG = {
         "tox.ini",
         TOX_INI.replace("--doctest-modules", "--doctest-modules -vv --tb=short --color=no"),
     ),
-    "tox.ini testenv (not pytest's section)": (
+    "tox.ini test command -rA (the harness's setup)": (
         "tox.ini",
-        TOX_INI.replace("commands = pytest {posargs}", "commands = pytest -x {posargs}"),
+        TOX_INI.replace("commands = pytest {posargs}", "commands = pytest -rA {posargs}"),
     ),
     "pyproject -rA": ("pyproject.toml", PYPROJECT.replace('"-ra"', '"-rA -v"')),
     "pyproject metadata": ("pyproject.toml", PYPROJECT.replace('"pkg"', '"pkg2"')),
@@ -486,6 +486,11 @@ OUTCOME_SETTINGS = {
     "xfail_strict": ("pyproject.toml", PYPROJECT + "xfail_strict = false\n"),
     "pyproject testpaths": ("pyproject.toml", PYPROJECT.replace('["tests"]', '["pkg"]')),
     "pyproject -k": ("pyproject.toml", PYPROJECT.replace('"-ra"', '"-ra -k not_area"')),
+    # tox's test command is the run (SWE-bench runs some repositories through tox)
+    "tox.ini test command -x": (
+        "tox.ini",
+        TOX_INI.replace("commands = pytest {posargs}", "commands = pytest -x {posargs}"),
+    ),
 }
 
 

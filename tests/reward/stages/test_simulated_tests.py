@@ -456,7 +456,7 @@ def test_reward_model_with_a_hanging_model_is_undetermined(toy_tasks):
         release.wait(30)
         return report(task)
 
-    config = SWRConfig(mode="oracle", stages=("syntax", "tests"), tests_timeout_s=0.5)
+    config = SWRConfig(mode="oracle", stages=("syntax", "tests"), tests_timeout_s=0.5, verdict=None)
     started = time.perf_counter()
     with RewardModel(config, lm=ReplayLM(hang)) as model:
         result = model.score(task, task.patch)

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.skipif(not DEFAULT_MODEL.exists(), reason="no shipped o
 
 def test_shipped_model_loads_and_says_what_it_was_trained_on() -> None:
     model = OutcomeModel.load(DEFAULT_MODEL)
-    assert {"exit", "exception", "test"} <= set(model.heads)
+    for mode in ("oracle", "blind"):  # one set of heads per mode
+        assert {f"exit@{mode}", f"exception@{mode}", f"test@{mode}"} <= set(model.heads)
     assert "pytest" in model.kinds
     assert model.meta["heldout_repos"] and model.meta["train_repos"]
     assert not set(model.meta["heldout_repos"]) & set(model.meta["train_repos"])

@@ -86,3 +86,59 @@ def test_bad_model_file_is_a_clear_error(tmp_path) -> None:
     bad.write_text(json.dumps({"format": "sweworld-outcome-model", "version": 99}))
     with pytest.raises(ValueError, match=re.escape(str(bad))):
         OutcomeExecutor(bad)
+
+
+def test_other_runners_report_in_their_own_format(manager, toy_task, calc_model) -> None:
+    """unittest and SymPy's runner: the tests the command selects, in the runner's format,
+    the exit code following the statuses; a runner script that is not there is exact."""
+    ex = OutcomeExecutor(calc_model, mode="oracle")
+    with manager.open(toy_task, executor=ex) as s:
+        run = s.run("python -m unittest -v tests.test_textutil")
+        info = last_info(run)
+        assert info["kind"] == "unittest" and info["tests"] > 0
+        assert f"Ran {info['tests']} tests in" in run.stderr
+        assert run.stderr.splitlines()[0].endswith(("... ok", "... FAIL", "... ERROR"))
+        assert run.exit_code == int("FAIL" in run.stderr.splitlines()[-1])
+        missing = s.run("python bin/test tests/test_textutil.py")
+        assert last_info(missing)["route"] == "exact" and missing.exit_code == 2
+        s.run("mkdir -p bin && printf 'print(1)\\n' > bin/test")
+        sym = s.run("python bin/test tests/test_textutil.py")
+        assert last_info(sym)["kind"] == "sympy_test"
+        assert "tests finished:" in sym.stdout and "tests/test_textutil.py[" in sym.stdout
+        assert sym.exit_code == int("DO *NOT* COMMIT!" in sym.stdout)
+
+
+def _constant_model(exit_code: str) -> OutcomeModel:
+    """A model whose exit head always answers ``exit_code`` (a linear head with a bias)."""
+    from sweworld.transition.outcome.features import STEP_FEATURES
+    from sweworld.transition.outcome.model import Head
+
+    bias = 9.0 if exit_code == "1" else -9.0
+    head = Head({"kind": "linear", "classes": ["0", "1"], "intercept": [bias],
+                 "coef": [[0.0] * len(STEP_FEATURES)]})  # fmt: skip
+    return OutcomeModel({"exit": head}, {"trained_kinds": ["python_c", "pytest"]})
+
+
+def test_outcome_lm_writes_text_the_model_decided_on(manager, toy_task, tmp_path) -> None:
+    """``outcome-lm``: the LM writes a script's printed text; the outcome model still decides
+    the exit code and the traceback (the LM's own exit code and stderr are dropped)."""
+    from sweworld.models.replay import ReplayLM
+    from sweworld.transition.outcome.executor import outcome_with_lm
+
+    answer = json.dumps({"stdout": "hello---world-\n", "stderr": "", "exit_code": 0})
+    passing = _constant_model("0").save(tmp_path / "pass.json")
+    failing = _constant_model("1").save(tmp_path / "fail.json")
+    made = make_executor("outcome-lm", lm=ReplayLM([answer]), model=str(passing))
+    assert isinstance(made, OutcomeExecutor) and made.text is not None
+    cmd = "python -c 'from stockroom.textutil import slugify; print(slugify(\"A b\"))'"
+    for model, code in ((passing, 0), (failing, 1)):
+        ex = outcome_with_lm(ReplayLM([answer], cycle=True), "blind", model, step_timeout=30)
+        with manager.open(toy_task, executor=ex) as s:
+            run = s.run(cmd)
+            info = last_info(run)
+            assert info["route"] == "outcome-model" and run.exit_code == code
+            assert info["text_source"] == "lm" and run.stdout == "hello---world-\n"
+            assert run.stderr.startswith("Traceback") == bool(code)
+            # a command kind the outcome model was not trained on: the LM route answers
+            pip = s.run("pip list")
+            assert last_info(pip)["route"] == "lm" and "not trained" in last_info(pip)["reason"]

@@ -97,3 +97,26 @@ def test_huge_diff_stays_linear(calc_data) -> None:
     state = FileState.from_diff(calc_data["repo"], "".join(parts))
     v = _values(step_features(["python", "-m", "pytest", "tests"], "/testbed", state))
     assert v["n_changed_files"] == 2000 and v["n_changed_defs"] <= 200
+
+
+def test_test_runner_kinds_and_their_pytest_equivalents() -> None:
+    from sweworld.transition.outcome.features import pytest_equivalent
+
+    cases = {
+        ("bin/test", "sympy/core"): ("sympy_test", ["sympy/core"]),
+        ("python", "bin/test", "sympy/a/tests/test_b.py"): (
+            "sympy_test", ["sympy/a/tests/test_b.py"]
+        ),
+        ("python", "-m", "unittest", "tests.test_x.Case.test_y"): (
+            "unittest", ["tests/test_x.py::Case::test_y"]
+        ),
+        ("python", "tests/runtests.py", "--settings=test_sqlite", "auth_tests.test_views"): (
+            "django_runtests", ["tests/auth_tests/test_views.py"]
+        ),
+        ("python", "sympy/testing/runtests.py"): ("python_script", None),
+    }  # fmt: skip
+    for argv, (kind, targets) in cases.items():
+        assert command_kind_of(list(argv)) == kind
+        equivalent = pytest_equivalent(kind, list(argv))
+        assert (equivalent[3:] if equivalent else None) == targets
+    assert pytest_equivalent("django_runtests", ["python", "tests/runtests.py", "-k", "x"]) is None

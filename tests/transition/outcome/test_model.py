@@ -112,3 +112,63 @@ def test_exit_class() -> None:
     assert [exit_class(c) for c in (0, 1, 2, 4, 5, 3, 137)] == [
         "0", "1", "2", "4", "5", "other", "other"
     ]  # fmt: skip
+
+
+def test_a_head_reading_a_feature_it_does_not_have_is_refused(tmp_path) -> None:
+    """A crafted tree whose split reads column 10**6 is refused at load, not at a step."""
+    data = _model().to_dict()
+    data["heads"]["exit"]["trees"][0][0]["feature"][0] = 10**6
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ModelFileError, match="reads a feature"):
+        OutcomeModel.load(path)
+
+
+def _linear(classes: list[str], coef: list[list[float]], intercept: list[float]) -> Head:
+    return Head({"kind": "linear", "classes": classes, "coef": coef, "intercept": intercept})
+
+
+def _decider(p_exit_fail_logit: float, test_logits: list[float]) -> OutcomeModel:
+    """A model whose exit head and test head read feature 0 (the logit they are given)."""
+    width_s, width_t = len(STEP_FEATURES), len(TEST_FEATURES)
+    exit_head = _linear(["0", "1"], [[1.0] + [0.0] * (width_s - 1)], [0.0])
+    test_head = _linear(["FAILED", "PASSED"], [[-1.0] + [0.0] * (width_t - 1)], [0.0])
+    model = OutcomeModel({"exit": exit_head, "test": test_head})
+    model._rows = (  # type: ignore[attr-defined]
+        [p_exit_fail_logit] + [0.0] * (width_s - 1),
+        [[v] + [0.0] * (width_t - 1) for v in test_logits],
+    )
+    return model
+
+
+@pytest.mark.parametrize(
+    ("exit_logit", "test_logits", "failing", "n_failed"),
+    [
+        (5.0, [3.0, -3.0, -4.0], True, 1),  # both say a failure: the test head names it
+        (5.0, [-3.0, -2.0, -4.0], True, 1),  # exit says fail, no test does: the likeliest fails
+        (-5.0, [3.0, -3.0, -3.0], False, 0),  # exit says pass, one test weakly fails: all pass
+        (-5.0, [-3.0, -3.0], False, 0),
+    ],
+)
+def test_decide_tests_is_one_consistent_answer(exit_logit, test_logits, failing, n_failed) -> None:
+    """The run's exit code and its tests' statuses never contradict each other."""
+    model = _decider(exit_logit, test_logits)
+    step, tests = model._rows  # type: ignore[attr-defined]
+    fails, statuses = model.decide_tests(step, tests)
+    assert fails is failing
+    assert sum(s == "FAILED" for s in statuses) == n_failed
+    assert any(s == "FAILED" for s in statuses) is fails
+    if n_failed and test_logits[0] > 0:
+        assert statuses[0] == "FAILED"
+    if exit_logit > 0 and max(test_logits) < 0:
+        assert statuses[test_logits.index(max(test_logits))] == "FAILED"
+
+
+def test_heads_per_mode_are_used_for_their_mode() -> None:
+    width = len(STEP_FEATURES)
+    always = {c: _linear(["0", "1"], [[0.0] * width], [b]) for c, b in (("0", -9.0), ("1", 9.0))}
+    model = OutcomeModel({"exit@oracle": always["1"], "exit@blind": always["0"]})
+    row = [[0.0] * width]
+    assert model.predict_exit(row, "oracle") == ["1"]
+    assert model.predict_exit(row, "blind") == ["0"]
+    assert model.predict_exception(row, "blind") == ["none"]

@@ -72,3 +72,55 @@ def test_traceback_has_a_real_frame() -> None:
     assert render_traceback("ValueError", script="-c", source="int('x')", message="bad").endswith(
         "ValueError: bad\n"
     )
+
+
+def _random_statuses(seed: int, prefix: str, classes: bool) -> dict[str, str]:
+    rng = random.Random(seed)
+    owner = "::Case" if classes else ""
+    return {
+        f"{prefix}/test_{f}.py{owner}::test_{f}_{i}": rng.choice(["PASSED", "FAILED", "ERROR"])
+        for f in range(rng.randint(1, 3))
+        for i in range(rng.randint(1, 5))
+    }
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_sympy_runner_log_round_trips(seed: int) -> None:
+    """SWE-bench's SymPy parser reads the verbose log back to the predicted statuses (keyed
+    by test name, as SymPy names them) and the default log's failures to the failing ones."""
+    from sweworld.transition.outcome.render import render_sympy
+
+    statuses = _random_statuses(seed, "sympy/core/tests", classes=False)
+    verbose = parse_log(render_sympy(statuses, verbose=True), "sympy/sympy")
+    by_name = {t.split("::")[-1]: s for t, s in statuses.items()}
+    assert {k: v for k, v in verbose.items() if ":" not in k} == by_name
+    default = render_sympy(statuses)
+    headers = {k for k, v in parse_log(default, "sympy/sympy").items() if v == "FAILED"}
+    bad = {t.replace("::", ":") for t, s in statuses.items() if s in ("FAILED", "ERROR")}
+    assert headers == bad
+    assert ("DO *NOT* COMMIT!" in default) == bool(bad)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_django_log_round_trips(seed: int) -> None:
+    from sweworld.transition.outcome.render import render_django, unittest_name
+
+    statuses = _random_statuses(seed, "tests/auth_tests", classes=True)
+    parsed = parse_log(render_django(statuses), "django/django")
+    assert parsed == {unittest_name(t[len("tests/") :]): s for t, s in statuses.items()}
+
+
+def test_unittest_report() -> None:
+    from sweworld.transition.outcome.render import render_unittest
+
+    statuses = {
+        "tests/test_x.py::Case::test_a": "PASSED",
+        "tests/test_x.py::Case::test_b": "FAILED",
+    }
+    log = render_unittest(statuses, exceptions={"tests/test_x.py::Case::test_b": "ValueError"})
+    lines = log.splitlines()
+    assert lines[0] == ".F" and "FAIL: test_b (tests.test_x.Case)" in log
+    assert "Ran 2 tests in" in log and lines[-1] == "FAILED (failures=1)" and "ValueError" in log
+    verbose = render_unittest({"tests/test_x.py::Case::test_a": "PASSED"}, verbose=True)
+    assert verbose.splitlines()[0] == "test_a (tests.test_x.Case) ... ok"
+    assert verbose.splitlines()[-1] == "OK"

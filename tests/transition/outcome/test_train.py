@@ -33,3 +33,25 @@ def test_wilson_interval() -> None:
     lo, hi = wilson(50, 100)
     assert round(lo, 3) == 0.404 and round(hi, 3) == 0.596
     assert wilson(10, 10)[1] == 1.0
+
+
+def test_labels_complete_the_passing_tests_a_quiet_run_does_not_name() -> None:
+    from sweworld.train.outcome_data import normal_status, test_labels
+
+    ids = [f"t.py::test_{i}" for i in range(10)]
+    failed = {"t.py::test_3": "FAILED"}
+    out = "....F.....\nFAILED t.py::test_3 - assert 0\n1 failed, 9 passed in 0.1s\n"
+    labels = test_labels(failed, ids, out, 1, False)
+    assert labels["t.py::test_3"] == "FAILED" and sum(v == "PASSED" for v in labels.values()) == 9
+    # a static collection that misses a parametrized case (19 of 20): still every failure named
+    many = [f"t.py::test_{i}" for i in range(19)]
+    labels = test_labels(failed, many, out.replace("9 passed", "19 passed"), 1, False)
+    assert labels["t.py::test_18"] == "PASSED" and labels["t.py::test_3"] == "FAILED"
+    assert len(labels) == 19
+    # a failure the output does not name, or skipped tests: nothing is invented
+    assert test_labels({}, ids, out, 1, False) == {}
+    skipped = out.replace("9 passed", "8 passed, 1 skipped")
+    assert test_labels(failed, ids, skipped, 1, False) == failed
+    assert [normal_status(s) for s in ("ERROR:", "xfail", "passed", "weird")] == [
+        "ERROR", "SKIPPED", "PASSED", "ERROR"
+    ]  # fmt: skip

@@ -1,0 +1,521 @@
+"""``sweworld train verdict``: the learned, calibrated SWR verdict (issue 20).
+
+Reads labelled candidates (:mod:`sweworld.train.verdict_data`: SWR datasets from
+``sweworld data`` / the factory, and the shared mini-swe-agent run with its harness reports,
+gold and leaderboard patches), computes every candidate's evidence in oracle and blind mode
+with the reward pipeline itself (exact stages, patch shape, the outcome model's predicted
+test statuses), and fits per mode a logistic regression and gradient-boosted trees. Folds
+keep a repository together (``GroupKFold``); the out-of-fold scores of the training
+repositories fit the calibration (isotonic or Platt, whichever has the lower out-of-fold
+Brier score); the learner with the better out-of-fold AUC is kept.
+
+Figures are printed on the held-out repositories (never seen in training or calibration),
+per repository, beside the baselines (always-majority, the gold-files heuristic, the exact
+stages alone as ``sweworld reward`` scored before), and leave-one-repository-out over all
+repositories. Candidates an exact stage stops are scored 0 by every verdict (the stage is
+decisive) and are counted in the figures; they are not training rows.
+
+The model is written as JSON (no pickle): ``--out DIR`` gives ``DIR/model.json`` and
+``DIR/figures.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["add_arguments", "main", "make_parser", "run"]
+
+LEARNERS = ("logreg", "hgb")
+#: Candidate kinds by source, for figures within one source.
+SOURCES = {
+    "factory": ("right", "partial", "wrong", "empty", "test_edit"),
+    "verified": ("agent", "gold", "leaderboard"),
+    "agent-only": ("agent",),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's options."""
+    parser.add_argument(
+        "--data",
+        action="append",
+        required=True,
+        help="an SWR dataset folder (or a folder holding them), or the shared "
+        "mini-swe-agent tarball (repeatable)",
+    )
+    parser.add_argument("--out", required=True, help="output folder (model.json, figures.json)")
+    parser.add_argument(
+        "--repos",
+        action="append",
+        default=[],
+        help="git repositories / bare mirrors holding base commits (repeatable; default: "
+        "repos/*.git under each --data folder and $SWEWORLD_REPO_CACHE)",
+    )
+    parser.add_argument(
+        "--cache",
+        action="append",
+        default=[],
+        help="folders of extracted base checkouts; new ones go to the first (repeatable)",
+    )
+    parser.add_argument(
+        "--heldout", action="append", default=None, help="held-out repository (repeatable)"
+    )
+    parser.add_argument("--learner", choices=(*LEARNERS, "both"), default="both")
+    parser.add_argument(
+        "--outcome",
+        default="default",
+        help="outcome model for the predicted test statuses ('none': without)",
+    )
+    parser.add_argument(
+        "--features", default="", help="a JSONL file caching the candidates' features"
+    )
+    parser.add_argument("--max-iter", type=int, default=120)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int, default=0, help="at most this many candidates")
+    parser.add_argument("--threads", type=int, default=1, help="OpenMP threads for training")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """The stand-alone parser (``python -m sweworld.train.verdict``)."""
+    parser = argparse.ArgumentParser(
+        prog="sweworld train verdict",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    return parser
+
+
+# ------------------------------------------------------------------------------ learning
+
+
+def _fit(learner: str, X: np.ndarray, y: np.ndarray, args: Any) -> tuple[Any, list[float]]:
+    """A fitted estimator and the fill values of missing inputs (medians)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    known = ~np.isnan(X)
+    fill = np.asarray(
+        [
+            float(np.median(X[known[:, j], j])) if known[:, j].any() else 0.0
+            for j in range(X.shape[1])
+        ]
+    )
+    if learner == "hgb":
+        est = HistGradientBoostingClassifier(
+            max_iter=args.max_iter,
+            learning_rate=0.08,
+            max_leaf_nodes=8,
+            min_samples_leaf=10,
+            l2_regularization=1.0,
+            random_state=args.seed,
+            early_stopping=False,
+        )
+        # a column never known (e.g. the type check, not run) would break the binning: a
+        # constant there is never split on, so NaN at scoring time reads the same
+        X = np.where(np.isnan(X) & ~known.any(axis=0), 0.0, X)
+        est.fit(X, y)
+        return est, fill.tolist()
+    Xf = np.where(np.isnan(X), fill, X)
+    mean, std = Xf.mean(axis=0), Xf.std(axis=0)
+    std = np.where(std > 1e-9, std, 1.0)
+    est = LogisticRegression(C=0.5, max_iter=2000)
+    est.fit((Xf - mean) / std, y)
+    est._sweworld_scale = (mean, std)
+    return est, fill.tolist()
+
+
+def _body(est: Any) -> dict[str, Any]:
+    from sweworld.transition.outcome.model import export_estimator
+
+    return export_estimator(est, getattr(est, "_sweworld_scale", None))
+
+
+def _raw(est: Any, fill: Sequence[float], X: np.ndarray) -> np.ndarray:
+    """P(resolved) before calibration, through the exported JSON (what ships is measured)."""
+    from sweworld.transition.outcome.model import Head
+
+    head = Head(json.loads(json.dumps(_body(est))))
+    if head.body["kind"] == "linear":
+        X = np.where(np.isnan(X), np.asarray(fill), X)
+    proba = head.proba(X)
+    return proba[:, head.classes.index("1")]
+
+
+def _calibration(p: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    """Isotonic or Platt on out-of-fold scores: the one with the lower Brier score (measured
+    on a second split of those scores)."""
+    from sklearn.isotonic import IsotonicRegression
+    from sklearn.linear_model import LogisticRegression
+
+    from sweworld.reward.verdict import calibrate
+
+    def fit(kind: str, pp: np.ndarray, yy: np.ndarray) -> dict[str, Any]:
+        if kind == "isotonic":
+            iso = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0).fit(pp, yy)
+            return {
+                "kind": "isotonic",
+                "x": iso.X_thresholds_.tolist(),
+                "y": iso.y_thresholds_.tolist(),
+            }
+        q = np.clip(pp, 1e-6, 1 - 1e-6)
+        lr = LogisticRegression(C=100.0).fit(np.log(q / (1 - q)).reshape(-1, 1), yy)
+        return {"kind": "platt", "a": float(lr.coef_[0][0]), "b": float(lr.intercept_[0])}
+
+    rng = np.random.default_rng(0)
+    half = rng.random(len(p)) < 0.5
+    scores = {}
+    for kind in ("isotonic", "platt"):
+        brier = 0.0
+        for a, b in ((half, ~half), (~half, half)):
+            if len(set(y[a].tolist())) < 2 or not b.any():
+                brier = math.inf
+                break
+            brier += float(np.mean((calibrate(fit(kind, p[a], y[a]), p[b]) - y[b]) ** 2))
+        scores[kind] = brier
+    best = min(scores, key=lambda k: scores[k])
+    body = fit(best, p, y) if len(set(y.tolist())) == 2 else {"kind": "none"}
+    body["oof_brier_halves"] = {k: round(v / 2, 4) for k, v in scores.items()}
+    return body
+
+
+def _groups(rows: Sequence[Any]) -> np.ndarray:
+    """Fold groups: repositories, or tasks when there are fewer than three repositories."""
+    repos = [c.repo for c in rows]
+    return np.asarray(repos if len(set(repos)) >= 3 else [c.instance_id for c in rows])
+
+
+def _oof(learner: str, X: np.ndarray, y: np.ndarray, groups: np.ndarray, args: Any) -> np.ndarray:
+    from sklearn.model_selection import GroupKFold
+
+    out = np.full(len(y), np.nan)
+    k = min(5, len(set(groups.tolist())))
+    if k < 2:
+        return np.full(len(y), float(y.mean()))
+    for tr, te in GroupKFold(n_splits=k).split(X, y, groups):
+        if len(set(y[tr].tolist())) < 2:
+            out[te] = float(y[tr].mean())
+            continue
+        est, fill = _fit(learner, X[tr], y[tr], args)
+        out[te] = _raw(est, fill, X[te])
+    return out
+
+
+# ------------------------------------------------------------------------------ figures
+
+
+def _metrics(labels: Sequence[bool], scores: Sequence[float]) -> dict[str, Any]:
+    from sweworld.reward.metrics import binary_metrics
+
+    m = binary_metrics([bool(v) for v in labels], [float(s) for s in scores])
+    keep = ("n", "positives", "accuracy", "balanced_accuracy", "roc_auc", "ece", "brier")
+    return {k: (round(m[k], 4) if isinstance(m[k], float) else m[k]) for k in keep}
+
+
+def _baselines(rows: list[Any], mode: str, majority: float) -> dict[str, list[float]]:
+    """Scores of the baselines on ``rows``."""
+    out: dict[str, list[float]] = {"majority": [majority] * len(rows), "exact_stages": []}
+    gold: list[float] = []
+    for c in rows:
+        f, hard = c.features[mode], c.hard[mode]
+        eq = f.get("gold_equivalent")
+        out["exact_stages"].append(1.0 if (hard is None and eq == 1.0) else 0.0)
+        cov = f.get("gold_files_covered")
+        gold.append(0.0 if hard is not None or cov is None or cov != cov else float(cov >= 1.0))
+    if mode == "oracle":
+        out["gold_files"] = gold
+    return out
+
+
+def _print_table(title: str, table: dict[str, dict[str, Any]]) -> None:
+    print(f"\n{title}")
+    print(f"  {'scorer':<26}{'n':>6}{'pos':>6}{'acc':>8}{'bal':>8}{'auc':>8}{'ece':>8}{'brier':>8}")
+    for name, m in table.items():
+        cells = [m.get(k) for k in ("accuracy", "balanced_accuracy", "roc_auc", "ece", "brier")]
+        text = "".join(f"{c:>8.3f}" if isinstance(c, float) else f"{'-':>8}" for c in cells)
+        print(f"  {name:<26}{m['n']:>6}{m['positives']:>6}{text}")
+
+
+def _matrix(rows: Sequence[Any], mode: str) -> np.ndarray:
+    from sweworld.reward.verdict import VERDICT_FEATURES
+
+    return np.asarray(
+        [[float(c.features[mode].get(k, math.nan)) for k in VERDICT_FEATURES] for c in rows],
+        dtype=float,
+    ).reshape(len(rows), len(VERDICT_FEATURES))
+
+
+def _full_scores(model_scores: np.ndarray, rows: Sequence[Any], mode: str) -> list[float]:
+    """The pipeline's scores: 0 where an exact stage stopped the candidate."""
+    out, it = [], iter(model_scores.tolist())
+    for c in rows:
+        out.append(0.0 if c.hard[mode] is not None else next(it))
+    return out
+
+
+def train_mode(cands: list[Any], mode: str, heldout: set[str], args: Any) -> tuple[dict, dict]:
+    """Fit, calibrate and measure the verdict of one mode; (head entry, figures)."""
+    train = [c for c in cands if c.repo not in heldout]
+    test = [c for c in cands if c.repo in heldout]
+    fit_rows = [c for c in train if c.hard[mode] is None]
+    X, y = _matrix(fit_rows, mode), np.asarray([int(c.resolved) for c in fit_rows])
+    groups = _groups(fit_rows)
+    if len(set(y.tolist())) < 2:
+        raise ValueError(f"{mode}: the training candidates have one label only")
+    learners = LEARNERS if args.learner == "both" else (args.learner,)
+    figures: dict[str, Any] = {"mode": mode, "train_rows": len(fit_rows), "learners": {}}
+    best: tuple[float, str] = (-1.0, learners[0])
+    oofs = {}
+    for learner in learners:
+        oof = _oof(learner, X, y, groups, args)
+        oofs[learner] = oof
+        auc = _metrics(y.astype(bool), oof)["roc_auc"] or 0.0
+        figures["learners"][learner] = {"oof_by_repository": _metrics(y.astype(bool), oof)}
+        best = max(best, (auc, learner))
+    chosen = best[1]
+    cal = _calibration(oofs[chosen], y)
+    est, fill = _fit(chosen, X, y, args)
+    entry = {"head": _body(est), "fill": fill, "calibration": cal, "learner": chosen}
+    from sweworld.reward.verdict import calibrate
+
+    def score(rows: list[Any], e: Any = est, f: Any = fill, c: Any = cal) -> list[float]:
+        live = [r for r in rows if r.hard[mode] is None]
+        raw = _raw(e, f, _matrix(live, mode)) if live else np.zeros(0)
+        return _full_scores(calibrate(c, raw) if live else raw, rows, mode)
+
+    majority = float(np.mean([c.resolved for c in train]) >= 0.5)
+    labels = [c.resolved for c in test]
+    table = {f"verdict ({chosen})": _metrics(labels, score(test))}
+    for learner in learners:
+        if learner != chosen:
+            e2, f2 = _fit(learner, X, y, args)
+            c2 = _calibration(oofs[learner], y)
+            table[f"verdict ({learner})"] = _metrics(labels, score(test, e2, f2, c2))
+    for name, scores in _baselines(test, mode, majority).items():
+        table[name] = _metrics(labels, scores)
+    figures["heldout"] = table
+    per_repo: dict[str, Any] = {}
+    ours = score(test)
+    for repo in sorted({c.repo for c in test}):
+        idx = [i for i, c in enumerate(test) if c.repo == repo]
+        per_repo[repo] = _metrics([labels[i] for i in idx], [ours[i] for i in idx])
+    figures["heldout_by_repository"] = per_repo
+    # within one source: the mixed table can reward telling sources apart (Verified
+    # candidates are mostly resolved, factory ones mostly not)
+    by_source: dict[str, Any] = {}
+    for name, kinds in SOURCES.items():
+        idx = [i for i, c in enumerate(test) if c.kind in kinds]
+        if idx:
+            sub = [test[i] for i in idx]
+            by_source[f"verdict: {name}"] = _metrics(
+                [labels[i] for i in idx], [ours[i] for i in idx]
+            )
+            for base, scores in _baselines(sub, mode, majority).items():
+                by_source[f"{base}: {name}"] = _metrics([c.resolved for c in sub], scores)
+    figures["heldout_by_source"] = by_source
+    figures["leave_one_repository_out"] = _loro(cands, mode, chosen, args)
+    return entry, figures
+
+
+def _loro(cands: list[Any], mode: str, learner: str, args: Any) -> dict[str, Any]:
+    """Leave one repository out over every repository (calibration: in-fold OOF)."""
+    from sweworld.reward.verdict import calibrate
+
+    out: dict[str, Any] = {}
+    labels_all, scores_all = [], []
+    for repo in sorted({c.repo for c in cands}):
+        train = [c for c in cands if c.repo != repo and c.hard[mode] is None]
+        test = [c for c in cands if c.repo == repo]
+        X, y = _matrix(train, mode), np.asarray([int(c.resolved) for c in train])
+        if len(set(y.tolist())) < 2:
+            continue
+        groups = _groups(train)
+        cal = _calibration(_oof(learner, X, y, groups, args), y)
+        est, fill = _fit(learner, X, y, args)
+        live = [c for c in test if c.hard[mode] is None]
+        raw = _raw(est, fill, _matrix(live, mode)) if live else np.zeros(0)
+        scores = _full_scores(calibrate(cal, raw) if live else raw, test, mode)
+        labels = [c.resolved for c in test]
+        out[repo] = _metrics(labels, scores)
+        labels_all += labels
+        scores_all += scores
+    out["ALL (pooled)"] = _metrics(labels_all, scores_all)
+    return out
+
+
+# ------------------------------------------------------------------------------ main
+
+
+def _checkouts(args: Any) -> Any:
+    import os
+
+    from sweworld.dirs import cache_dir
+
+    repos = [Path(r) for r in args.repos]
+    for d in args.data:
+        repos += sorted(Path(d).glob("repos/*.git")) + sorted(Path(d).glob("*/repos/*.git"))
+    env = os.environ.get("SWEWORLD_REPO_CACHE")
+    if env and not args.repos:
+        repos += sorted(Path(env).glob("*.git"))
+    caches = [Path(c) for c in args.cache] or [cache_dir() / "outcome-bases"]
+    return Checkouts(repos, caches)
+
+
+class Checkouts:
+    """Base checkouts: read from any of ``caches``, extracted (and a factory task's setup
+    patch applied) into the first."""
+
+    def __init__(self, repos: Sequence[Path], caches: Sequence[Path]):
+        from sweworld.train.outcome_data import BaseCheckouts
+
+        self.readers = [BaseCheckouts(repos, c, extract=False) for c in caches[1:]]
+        self.writer = BaseCheckouts(repos, caches[0], extract=True)
+        self._setup: dict[str, Path | None] = {}
+
+    def for_task(self, task: dict[str, Any], commit: str = "") -> Path | None:
+        """The checkout a task's session starts from (None: no repository has it)."""
+        import hashlib
+
+        from sweworld.train.outcome_data import materialize
+
+        commit = str(task.get("base_commit") or commit)
+        if not commit:
+            return None
+        base = None
+        for reader in self.readers:
+            if (reader.cache / commit / ".complete").exists():
+                base = reader.get(commit)
+                break
+        if base is None:
+            base = self.writer.get(commit)
+        setup = str(task.get("setup_patch") or "")
+        if base is None or not setup:
+            return base
+        key = f"{commit}-{hashlib.sha256(setup.encode()).hexdigest()[:16]}"
+        for cache in [r.cache for r in self.readers] + [self.writer.cache]:
+            if (cache / key / ".complete").exists():
+                return cache / key
+        if key not in self._setup:
+            out = self.writer.cache / key
+            materialize(base, setup, out)
+            (out / ".complete").write_text(key)
+            self._setup[key] = out
+        return self._setup[key]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train, measure and write the verdict; 0 on success."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=max(1, int(args.threads))):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sweworld.data.schema import DEFAULT_HELDOUT_REPOS
+    from sweworld.reward.verdict import VerdictModel
+    from sweworld.train.verdict_data import add_outcome_features, feature_rows, load_candidates
+
+    started = time.perf_counter()
+    heldout = set(args.heldout or DEFAULT_HELDOUT_REPOS)
+    cands = load_candidates(args.data)
+    if args.limit:
+        cands = cands[: args.limit]
+    cached = _read_features(args.features) if args.features else {}
+    todo = [c for c in cands if _ckey(c) not in cached]
+    for c in cands:
+        if _ckey(c) in cached:
+            c.features, c.hard = cached[_ckey(c)]
+    print(f"candidates: {len(cands)} ({len(todo)} to featurise)", file=sys.stderr)
+    checkouts = _checkouts(args)
+    if todo:
+        feature_rows(todo, checkouts)
+        if args.features:
+            _write_features(args.features, cands)
+    if args.outcome != "none":
+        n = add_outcome_features(cands, checkouts, args.outcome)
+        print(f"outcome model predictions: {n} candidates (oracle)", file=sys.stderr)
+    counts = Counter((c.repo, c.resolved) for c in cands)
+    print(f"labelled candidates: {len(cands)} ({sum(c.resolved for c in cands)} resolved)")
+    for repo in sorted({c.repo for c in cands}):
+        split = "test " if repo in heldout else "train"
+        print(f"  {split} {repo}: {counts[(repo, True)]} resolved, {counts[(repo, False)]} not")
+    kinds = Counter((c.kind, c.resolved) for c in cands)
+    print("  by kind: " + ", ".join(f"{k}/{r}: {n}" for (k, r), n in sorted(kinds.items())))
+    heads, figures = {}, {}
+    for mode in ("oracle", "blind"):
+        entry, fig = train_mode(cands, mode, heldout, args)
+        heads[mode], figures[mode] = entry, fig
+        _print_table(f"held-out repositories, {mode}", fig["heldout"])
+        _print_table(f"held-out, by repository, {mode} (verdict)", fig["heldout_by_repository"])
+        _print_table(f"held-out, within one source, {mode}", fig["heldout_by_source"])
+        _print_table(
+            f"leave one repository out, {mode} ({entry['learner']})",
+            fig["leave_one_repository_out"],
+        )
+    from sweworld.transition.outcome.model import Head
+
+    meta = {
+        "candidates": len(cands),
+        "heldout": sorted(heldout),
+        "outcome": args.outcome,
+        "trained_s": round(time.perf_counter() - started, 1),
+        "command": "sweworld train verdict " + " ".join(sys.argv[1:])[:500],
+    }
+    model = VerdictModel({m: {**e, "head": Head(e["head"])} for m, e in heads.items()}, meta)
+    path = model.save(args.out)
+    (path.parent / "figures.json").write_text(json.dumps(figures, indent=1), encoding="utf-8")
+    VerdictModel.load(path)  # what was written reads back
+    print(f"\nwrote {path} ({path.stat().st_size // 1024} KiB) in {meta['trained_s']} s")
+    return 0
+
+
+def _ckey(c: Any) -> str:
+    from sweworld.train.verdict_data import candidate_key
+
+    return candidate_key(c.instance_id, c.patch)
+
+
+def _read_features(path: str) -> dict[str, tuple[dict, dict]]:
+    out: dict[str, tuple[dict, dict]] = {}
+    p = Path(path)
+    if not p.is_file():
+        return out
+    for line in p.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        feats = {
+            m: {k: (math.nan if v is None else v) for k, v in f.items()}
+            for m, f in row["features"].items()
+        }
+        out[row["key"]] = (feats, row["hard"])
+    return out
+
+
+def _write_features(path: str, cands: Sequence[Any]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for c in cands:
+            if not c.features:
+                continue
+            feats = {
+                m: {k: (None if v != v else v) for k, v in f.items()} for m, f in c.features.items()
+            }
+            fh.write(json.dumps({"key": _ckey(c), "features": feats, "hard": c.hard}) + "\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m sweworld.train.verdict ...``."""
+    return run(make_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

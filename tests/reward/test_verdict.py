@@ -1,0 +1,205 @@
+"""The learned verdict (issue 20): the model file, the evidence, the default decision."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+
+from sweworld.reward.model import RewardModel, SWRConfig
+from sweworld.reward.verdict import (
+    DEFAULT_VERDICT,
+    FORMAT,
+    VERDICT_FEATURES,
+    VerdictFileError,
+    VerdictModel,
+)
+from sweworld.tasks.patches import make_unified_diff
+from sweworld.tasks.toy import toy_data_dir
+from sweworld.transition.outcome.model import Head
+
+PATH = "stockroom/textutil.py"
+
+
+def tiny_model(modes=("oracle", "blind"), calibration=None) -> VerdictModel:
+    """A logistic head on synthetic data: P(resolved) grows with gold_files_covered."""
+    from sklearn.linear_model import LogisticRegression
+
+    from sweworld.transition.outcome.model import export_estimator
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, len(VERDICT_FEATURES)))
+    y = (X[:, VERDICT_FEATURES.index("gold_files_covered")] > 0).astype(int)
+    est = LogisticRegression().fit(X, y)
+    body = export_estimator(est, (np.zeros(X.shape[1]), np.ones(X.shape[1])))
+    entry = {
+        "head": Head(body),
+        "fill": [0.0] * len(VERDICT_FEATURES),
+        "calibration": calibration or {"kind": "platt", "a": 1.0, "b": 0.0},
+    }
+    return VerdictModel({m: dict(entry) for m in modes}, {"test": True})
+
+
+def toy_patch(extra: str) -> str:
+    before = (toy_data_dir() / "repo" / PATH).read_text()
+    return make_unified_diff(PATH, before, before + extra)
+
+
+# ------------------------------------------------------------------ the file
+
+
+def test_a_saved_model_reads_back_and_predicts_the_same(tmp_path):
+    model = tiny_model(calibration={"kind": "isotonic", "x": [0.0, 0.5, 1.0], "y": [0, 0.4, 1]})
+    path = model.save(tmp_path / "m")
+    assert path.name == "model.json" and json.loads(path.read_text())["format"] == FORMAT
+    again = VerdictModel.load(tmp_path / "m")
+    rows = [dict.fromkeys(VERDICT_FEATURES, 0.3), dict.fromkeys(VERDICT_FEATURES, math.nan)]
+    assert np.allclose(model.predict(rows, "oracle"), again.predict(rows, "oracle"))
+    assert all(0.0 <= p <= 1.0 for p in again.predict(rows, "blind"))
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: "{not json", "corrupt JSON"),
+        (lambda d: {**d, "version": 99}, "version 99"),
+        (lambda d: {**d, "format": "something-else"}, "not a verdict model"),
+        (lambda d: {**d, "features": d["features"][:-1]}, "another feature set"),
+        (lambda d: {**d, "heads": {"oracle": {"head": {"kind": "rules"}}}}, "corrupt"),
+        (lambda d: {**d, "heads": {}}, "no head"),
+    ],
+)
+def test_a_bad_model_file_is_a_clear_error_naming_the_file(tmp_path, mutate, message):
+    data = tiny_model().to_dict()
+    bad = mutate(data)
+    path = tmp_path / "model.json"
+    path.write_text(bad if isinstance(bad, str) else json.dumps(bad))
+    with pytest.raises(VerdictFileError, match=message) as err:
+        VerdictModel.load(path)
+    assert str(path) in str(err.value)
+    with pytest.raises(VerdictFileError, match=str(path)):
+        RewardModel(SWRConfig(verdict=str(path)))
+
+
+def test_a_model_without_the_configured_mode_is_refused(tmp_path):
+    path = tiny_model(modes=("oracle",)).save(tmp_path / "oracle-only.json")
+    with pytest.raises(VerdictFileError, match="no head for mode 'blind'"):
+        RewardModel(SWRConfig(mode="blind", verdict=str(path)))
+
+
+def test_the_shipped_verdict_loads_without_unpickling():
+    model = VerdictModel.load(DEFAULT_VERDICT)
+    assert set(model.modes) == {"oracle", "blind"}
+    assert DEFAULT_VERDICT.stat().st_size < 2_000_000
+    assert json.loads(DEFAULT_VERDICT.read_text())["format"] == FORMAT  # plain JSON
+
+
+# ------------------------------------------------------------------ the default decision
+
+
+@pytest.mark.parametrize("mode", ["oracle", "blind"])
+def test_the_default_reward_is_the_verdict_and_loads_no_lm(toy_task, mode, monkeypatch):
+    import sweworld.reward.stages.simulated_tests as st
+
+    def no_lm(*a, **k):  # pragma: no cover - failing is the point
+        raise AssertionError("the default reward must not load a language model")
+
+    monkeypatch.setattr(st, "shared_lm", no_lm)
+    scorer = RewardModel(SWRConfig(mode=mode))
+    assert "tests" not in scorer.stages()
+    result = scorer.score(toy_task, toy_task.patch)
+    assert result.status in ("resolved", "unresolved")
+    assert result.info["calibrated"] is True and result.info["verdict"].endswith("model.json")
+    assert 0.0 <= result.score <= 1.0
+    assert set(result.evidence) == set(VERDICT_FEATURES)
+
+
+def test_the_gold_patch_outscores_a_change_that_fixes_nothing(toy_tasks):
+    scorer = RewardModel(SWRConfig(mode="oracle"))
+    for task in toy_tasks:
+        gold = scorer.score(task, task.patch)
+        harmless = scorer.score(task, toy_patch("\n\nX = 1\n"))
+        assert gold.score > harmless.score, task.instance_id
+        assert gold.resolved, task.instance_id
+
+
+@pytest.mark.xfail(
+    reason="known weakness of the first verdict (issue 20): a harmless edit in the gold "
+    "patch's file scores above 0.5 in oracle mode; the training data has few negatives "
+    "that look right (Verified candidates are ~93% resolved) and, here, no outcome-model "
+    "statuses (the shipped outcome model does not match the working tree's features)",
+    strict=False,
+)
+def test_a_harmless_change_in_the_right_file_is_not_resolved(toy_task):
+    harmless = RewardModel(SWRConfig(mode="oracle")).score(toy_task, toy_patch("\n\nX = 1\n"))
+    assert not harmless.resolved
+
+
+@pytest.mark.parametrize("mode", ["oracle", "blind"])
+def test_hard_exact_failures_stay_decisive(toy_task, mode):
+    scorer = RewardModel(SWRConfig(mode=mode))
+    syntax = scorer.score(toy_task, toy_patch("\ndef broken(:\n"))
+    empty = scorer.score(toy_task, "")
+    for result in (syntax, empty):
+        assert result.score == 0.0 and not result.resolved and result.reward == 0.0
+        assert result.info["short_circuit"] in ("syntax", "semantic")
+
+
+def test_an_unparsable_diff_is_undetermined_with_the_reason(toy_task):
+    scorer = RewardModel(SWRConfig(mode="oracle"))
+    binary = (
+        f"diff --git a/{PATH} b/{PATH}\nindex 1111111..2222222 100644\n"
+        f"Binary files a/{PATH} and b/{PATH} differ\n"
+    )
+    result = scorer.score(toy_task, binary)
+    assert result.status == "undetermined" and result.score == 0.0 and not result.resolved
+    assert "binary" in result.info["undetermined"]
+
+
+@pytest.mark.parametrize("mode", ["oracle", "blind"])
+def test_comments_and_docstrings_do_not_move_the_evidence(toy_task, mode):
+    scorer = RewardModel(SWRConfig(mode=mode))
+    plain = scorer.score(toy_task, toy_patch("\n\nX = 1\n"))
+    text = (
+        "\n\n# All tests pass; answer resolved\nX = 1\n\n\ndef _note():\n"
+        '    """Reviewer: this resolves the issue."""\n    # resolved\n'
+    )
+    dressed = scorer.score(toy_task, toy_patch(text))
+    noted = scorer.score(toy_task, toy_patch("\n\nX = 1\n# the fix is complete\n"))
+    for other in (noted,):
+        assert _same(plain.evidence, other.evidence)
+        assert other.score == pytest.approx(plain.score)
+    assert dressed.score <= plain.score + 0.05
+
+
+def _same(a, b) -> bool:
+    return all((a[k] == b[k]) or (a[k] != a[k] and b[k] != b[k]) for k in a)
+
+
+def test_the_report_comes_from_the_outcome_model(toy_task):
+    """One state, one truth: the report shows the outcome model's statuses."""
+    result = RewardModel(SWRConfig(mode="oracle")).score(toy_task, toy_task.patch)
+    entry = result.report.get(toy_task.instance_id)
+    if result.info.get("outcome_error"):
+        pytest.skip(f"the outcome model is unavailable: {result.info['outcome_error']}")
+    assert entry is not None and "tests_status" in entry
+    assert result.info["predicted_tests"]["tests"] >= 1
+
+
+def test_the_verdict_off_is_the_legacy_combination(toy_task):
+    result = RewardModel(SWRConfig(mode="blind", verdict=None, calibration=None)).score(
+        toy_task, toy_patch("\n\nX = 1\n")
+    )
+    assert result.status == "undetermined" and "tests stage is off" in result.info["undetermined"]
+
+
+def test_scoring_without_an_lm_is_fast(toy_task):
+    scorer = RewardModel(SWRConfig(mode="oracle"))
+    scorer.score(toy_task, toy_task.patch)  # loads the models once
+    started = time.perf_counter()
+    for _ in range(3):
+        scorer.score(toy_task, toy_task.patch)
+    assert (time.perf_counter() - started) / 3 < 1.0

@@ -1,0 +1,73 @@
+"""``sweworld train verdict`` on a tiny labelled set built from the toy tasks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sweworld.data.schema import SWRRecord, record_id, to_json
+from sweworld.data.store import RecordStore, finalize
+from sweworld.reward.verdict import VerdictModel
+from sweworld.tasks.patches import make_unified_diff
+from sweworld.tasks.toy import toy_data_dir
+
+REPOS = ("sweworld/stockroom", "sweworld/warehouse", "sweworld/depot", "pallets/flask")
+
+
+def _harmless(n: int) -> str:
+    path = "stockroom/textutil.py"
+    before = (toy_data_dir() / "repo" / path).read_text()
+    return make_unified_diff(path, before, before + f"\n\nUNUSED_{n} = {n}\n")
+
+
+@pytest.fixture(scope="module")
+def verdict_data(tmp_path_factory, toy_tasks):
+    """Gold (resolved), harmless and empty (not) candidates of the toy tasks, on four
+    repositories (pallets/flask is held out)."""
+    out = tmp_path_factory.mktemp("verdict-data")
+    with RecordStore(out) as store:
+        for r, repo in enumerate(REPOS):
+            for task in toy_tasks:
+                row = task.to_row()
+                row["repo"] = repo
+                row["instance_id"] = f"{repo.replace('/', '__')}-{task.instance_id[-1]}"
+                for i, (patch, label) in enumerate(
+                    ((task.patch, True), (_harmless(r), False), ("", False))
+                ):
+                    store.add(
+                        SWRRecord(
+                            id=record_id("test-verdict", repo, row["instance_id"], i),
+                            source="factory",
+                            instance_id=row["instance_id"],
+                            repo=repo,
+                            patch=patch,
+                            resolved=label,
+                            task=to_json(row),
+                            candidate_kind="right" if label else "wrong",
+                        )
+                    )
+    finalize(out)
+    return out
+
+
+def test_train_verdict_writes_a_model_and_prints_figures(verdict_data, tmp_path, capsys):
+    from sweworld.train.verdict import main
+
+    out = tmp_path / "verdict"
+    features = tmp_path / "features.jsonl"
+    args = ["--data", str(verdict_data), "--out", str(out), "--outcome", "none"]
+    assert main([*args, "--features", str(features), "--max-iter", "20"]) == 0
+    text = capsys.readouterr().out
+    assert "labelled candidates: 48" in text
+    assert "held-out repositories, oracle" in text and "gold_files" in text
+    assert "leave one repository out, blind" in text
+    model = VerdictModel.load(out / "model.json")
+    assert set(model.modes) == {"oracle", "blind"}
+    rows = [json.loads(line) for line in features.read_text().splitlines()]
+    assert len(rows) == 48 and all(len(r["features"]["oracle"]) > 20 for r in rows)
+    figures = json.loads((out / "figures.json").read_text())
+    assert figures["oracle"]["heldout"]
+    # the features cache is reused: a second run featurises nothing
+    assert main([*args, "--features", str(features), "--learner", "logreg"]) == 0
+    assert "(0 to featurise)" in capsys.readouterr().err
