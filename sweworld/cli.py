@@ -61,13 +61,15 @@ def _add_task_args(p: argparse.ArgumentParser, *, need_id: bool = True) -> None:
         p.add_argument("--id", required=True, help="instance_id of the task")
 
 
-def _add_session_args(p: argparse.ArgumentParser, *, executor: str = "none") -> None:
+def _add_session_args(p: argparse.ArgumentParser, *, executor: str | None = "none") -> None:
     p.add_argument(
         "--executor",
         default=executor,
         help="what answers execution commands: none, outcome (the outcome model decides, the "
         "renderer writes), simulated (the SWT language model), local, hybrid, docker, "
-        f"scripted:RULES.json, or a dotted path to an Executor class (default: {executor})",
+        "scripted:RULES.json, or a dotted path to an Executor class (default: "
+        + (executor or "outcome; simulated when --model is given")
+        + ")",
     )
     p.add_argument(
         "--disk-mb",
@@ -180,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate", help="predict what a command prints on a task (SWT, offline by default)"
     )
     _add_task_args(simulate)
-    _add_session_args(simulate, executor="outcome")
+    _add_session_args(simulate, executor=None)
     simulate.add_argument(
         "--command", required=True, dest="shell_command", help="the shell command to predict"
     )
@@ -459,6 +461,9 @@ def open_session(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def _executor(args: argparse.Namespace) -> Any:
     from sweworld.sandbox.registry import make_executor
+
+    if args.executor is None:  # a --model names the language-model route
+        args.executor = "simulated" if args.model is not None else "outcome"
 
     if args.executor in ("simulated", "hybrid", "outcome-lm"):
         from sweworld.models import check_lm_spec, require_lm_extras

@@ -291,7 +291,8 @@ def test_simulate_help_names_the_real_default(capsys):
         return " ".join(capsys.readouterr().out.split())
 
     simulate = help_of("simulate")
-    assert "(default: simulated)" in simulate and "(default: none)" not in simulate
+    assert "(default: outcome; simulated when --model is given)" in simulate
+    assert "(default: none)" not in simulate
     assert "(default: none)" in help_of("run")
 
 

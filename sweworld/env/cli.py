@@ -45,14 +45,15 @@ def add_episode_parser(sub: Any, add_task_args: Callable[[argparse.ArgumentParse
     )
     p.add_argument(
         "--executor",
-        default="outcome",
-        help="what answers execution commands: outcome (default: the outcome model decides, "
+        default=None,
+        help="what answers execution commands: outcome (default; simulated when --model is "
+        "given: the outcome model decides, "
         "the renderer writes), simulated (the SWT language model writes the output), hybrid, "
         "local (real, in the sandbox), none, scripted:RULES.json or a dotted path",
     )
     p.add_argument(
         "--model",
-        default="embedded",
+        default=None,
         help="SWT model for --executor simulated/hybrid (default: embedded, the shipped "
         "adapter on SmolLM2-135M; also openai:URL#MODEL, hf:PATH[+ADAPTER], replay:FILE)",
     )
@@ -135,8 +136,8 @@ def _config(args: argparse.Namespace, n_actions: int) -> Any:
         max_steps=max_steps,
         step_timeout_s=args.step_timeout,
         prompt_format=args.prompt_format,
-        executor=args.executor,
-        model=args.model,
+        executor=args.executor or ("simulated" if args.model else "outcome"),
+        model=args.model or "embedded",
         mode=args.mode,
         reward=args.reward,
         reward_preset=args.reward_preset,

@@ -18,7 +18,7 @@ from sweworld.sandbox.executor import NoExecutor
 def test_defaults_run_on_a_cpu():
     cfg = EpisodeConfig()
     assert (cfg.executor, cfg.model, cfg.reward, cfg.mode) == (
-        "simulated",
+        "outcome",
         "embedded",
         "swr",
         "blind",
