@@ -321,11 +321,11 @@ def main(argv: list[str] | None = None) -> int:
         missing = missing_extra_from(exc, _command_name(args))
         if missing is None and type(exc).__name__ != "MissingDependencyError":
             raise
-        print(f"sweworld: error: {_one_line(missing or exc)}", file=sys.stderr)
+        print(f"sweworld: error: {one_line(missing or exc)}", file=sys.stderr)
         return 2
     except Exception as exc:  # a clear one-line error, not a traceback, for expected failures
         if _expected(exc):
-            print(f"sweworld: error: {_one_line(exc)}", file=sys.stderr)
+            print(f"sweworld: error: {one_line(exc)}", file=sys.stderr)
             return 2
         raise
     return 2
@@ -336,6 +336,8 @@ def use_repo_cache(args: argparse.Namespace) -> None:
     a ``repos/`` folder beside the task file (where ``sweworld data make-tasks`` puts it)."""
     from sweworld.data.importing import add_repo_cache
 
+    if getattr(args, "command", None) == "data":  # data commands fill their own cache
+        return
     task_file = getattr(args, "file", None)
     beside = Path(task_file).parent / "repos" if task_file else None
     if beside is not None and beside.is_dir():
@@ -378,7 +380,7 @@ def _expected(exc: Exception) -> bool:
     )
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     if isinstance(exc, KeyError) and exc.args:
         text = str(exc.args[0])
     elif isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
@@ -427,7 +429,7 @@ def read_input(
 # ---------------------------------------------------------------------------- tasks
 
 
-def _load(args: argparse.Namespace):
+def load_rows_of(args: argparse.Namespace):
     from sweworld.tasks import load_tasks
 
     return load_tasks(args.file or _default_tasks(), split=args.split)
@@ -559,10 +561,10 @@ def _model_failure(calls: list[dict[str, Any]]) -> str | None:
     for call in calls:
         info = call.get("info", {}) or {}
         if info.get("source") == "error":
-            return _one_line(Exception(info.get("error", "simulator error")))
+            return one_line(Exception(info.get("error", "simulator error")))
         for attempt in info.get("attempts", ()) or ():
             if "error" in attempt:
-                return _one_line(Exception(attempt["error"]))
+                return one_line(Exception(attempt["error"]))
     return None
 
 

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1] / "sweworld"
 # Rank of each top-level part of ``sweworld``: a module may import ranks at or below its
 # own, and only its own package at its own rank (peers do not import each other), except
 # at the top, where the entry points may use each other.
-LAYERS: dict[str, int] = {
+LAYERS: dict[str, float] = {
     "dirs": -1,  # where caches live; imports nothing of sweworld
     "pyast": -1,  # ast.parse behind a process-wide lock; imports nothing of sweworld
     "tasks": 0,
@@ -35,13 +35,18 @@ LAYERS: dict[str, int] = {
     "execution": 2,
     "models": 3,
     "transition": 4,
-    "reward": 4,
+    "reward": 4.5,  # the verdict reads the world's outcome model (issue 20: one state, one truth)
     "data": 5,
     "train": 5,
     "env": 5,
     "serve": 5,
     "bench": 5,
     "cli": 5,
+    "shell": 5,  # the interactive shell of `sweworld shell`
+    "task_commands": 5,  # `sweworld tasks` / `grade`
+    "doctor": 5,  # `sweworld doctor`
+    "extras": -1,  # which extra brings a module; reads pyproject / metadata only
+    "console": -1,  # warning filters and bars; imports nothing of sweworld
     "__main__": 5,
     "__init__": 5,  # the package's lazy facade
 }
@@ -189,12 +194,13 @@ def test_layers_point_one_way_and_no_private_name_crosses_a_module() -> None:
     assert not found, f"{len(found)} offending imports:\n" + "\n".join(map(str, found))
 
 
-def test_reward_imports_nothing_of_transition() -> None:
-    """The issue's own check, as text: ``grep -rn "from sweworld.transition" sweworld/reward``
-    (and ``import sweworld.transition``) finds nothing."""
-    pattern = re.compile(r"^\s*(from|import)\s+sweworld\.transition\b")
+def test_transition_imports_nothing_of_reward() -> None:
+    """The world never reads the reward: ``grep -rn "from sweworld.reward"
+    sweworld/transition`` finds nothing (the reward reads the world's outcome model, since
+    issue 20, so that the reward and a simulated test run on one state agree)."""
+    pattern = re.compile(r"^\s*(from|import)\s+sweworld\.reward\b")
     hits = []
-    for path in sorted((ROOT / "reward").rglob("*.py")):
+    for path in sorted((ROOT / "transition").rglob("*.py")):
         lines = path.read_text(encoding="utf-8").splitlines()
         hits += [f"{path}:{n}: {line}" for n, line in enumerate(lines, 1) if pattern.match(line)]
     assert hits == []
@@ -214,7 +220,7 @@ def _check(tmp_path: Path, relative: str, source: str) -> list[str]:
 @pytest.mark.parametrize(
     ("relative", "source", "expected"),
     [
-        ("reward/x.py", "from sweworld.transition.types import A\n", "reward (layer 4) imports"),
+        ("reward/x.py", "from sweworld.env.config import A\n", "reward (layer 4.5) imports"),
         ("transition/x.py", "import sweworld.reward.model\n", "transition (layer 4) imports"),
         ("models/x.py", "def f():\n    from sweworld.reward import y\n", "models (layer 3)"),
         (

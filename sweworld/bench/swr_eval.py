@@ -327,8 +327,9 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--fresh", action="store_true", help="discard the rows of earlier runs")
     parser.add_argument(
         "--models",
-        default="embedded:base,embedded",
-        help="comma-separated SWR LM specs (embedded:base, embedded, openai:URL#name, "
+        default="verdict,embedded",
+        help="comma-separated SWR scorers: verdict (the learned verdict, the default SWR) or "
+        "LM specs through the model stage (embedded:base, embedded, openai:URL#name, "
         "replay:FILE, ...)",
     )
     parser.add_argument("--modes", default="oracle,blind")
@@ -388,8 +389,12 @@ def _score_all(
     if not todo:
         return
     stages = tuple(s for s in args.stages.split(",") if s)
-    config = SWRConfig(mode=mode, stages=stages, model=spec, samples=args.samples,
-                       calibration=args.calibration)  # fmt: skip
+    # ``verdict`` measures the learned verdict (the default); any other spec is a language
+    # model measured through the model stage (no verdict)
+    learned = spec == "verdict"
+    config = SWRConfig(mode=mode, stages=stages, model="embedded" if learned else spec,
+                       samples=args.samples, calibration=args.calibration,
+                       verdict="default" if learned else None)  # fmt: skip
     try:
         model = RewardModel(config)
     except Exception as exc:  # a model that does not load: said, the others still run

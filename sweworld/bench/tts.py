@@ -52,9 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default="test", help="split to use (test: held out)")
     parser.add_argument(
         "--models",
-        default="embedded",
-        help="comma-separated SWR LM specs (embedded, "
-        "embedded:base, replay:FILE, openai:URL#name, ...)",
+        default="verdict",
+        help="comma-separated SWR scorers: verdict (the learned verdict, the default SWR) or "
+        "LM specs through the model stage (embedded, embedded:base, replay:FILE, "
+        "openai:URL#name, ...)",
     )
     parser.add_argument("--modes", default="oracle", help="oracle and/or blind, comma-separated")
     parser.add_argument("--sizes", default="2,4,8", help="the Ns, comma-separated")
@@ -421,12 +422,14 @@ def _score_all(
             if not todo:
                 continue
             try:
+                learned = spec == "verdict"  # the learned verdict; else an LM's model stage
                 config = SWRConfig(
                     mode=mode,
                     stages=stages,
-                    model=spec,
+                    model="embedded" if learned else spec,
                     samples=args.samples,
                     calibration=calibration,
+                    verdict="default" if learned else None,
                 )
                 model = RewardModel(config)
             except Exception as exc:  # a model that cannot be made: said, the others run

@@ -219,10 +219,11 @@ def test_swr_exact_stages_give_their_verdicts(episodes, toy_task):
     out = ep.step(FINISH)
     swr = out.info["reward"]["evidence"]["swr"]
     assert out.info["reward"]["source"] == "swr"
-    assert swr["status"] == "undetermined"  # no stage that can confirm a fix ran
+    # the learned verdict weighs the stages' evidence: the demo's (right) fix is resolved
+    assert swr["status"] == "resolved"
     assert tuple(swr["stages"]) == stages
     assert {s["verdict"] for s in swr["stages"].values()} == {"pass"}
-    assert out.reward == 0.0
+    assert out.reward == 1.0
 
     broken = FIX.replace("return slug.strip(separator)", "return slug.strip(separator")
     ep = episodes(toy_task, reward="swr", swr_stages=stages)
