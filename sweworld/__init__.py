@@ -8,6 +8,10 @@ pluggable executor (simulated by a language model, or real); rewards come from a
 >>> with SessionManager() as manager:
 ...     session = manager.open(task)
 ...     print(session.step("git log --oneline").observation)
+
+The package's lazy facade: names resolve on first use, so ``import sweworld`` imports
+nothing else. The folders and what each may import: ``docs/ARCHITECTURE.md`` (Layers);
+``tests/test_layers.py`` keeps them so.
 """
 
 from __future__ import annotations

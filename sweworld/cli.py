@@ -1,13 +1,13 @@
 """The ``sweworld`` command line.
 
-    sweworld tasks list [--file TASKS]
-    sweworld tasks show --file TASKS --id ID [--field NAME] [--json]
-    sweworld shell --file TASKS --id ID [--executor NAME]
-    sweworld run --file TASKS --id ID --actions ACTIONS.jsonl [--executor NAME]
+    sweworld tasks list [--tasks TASKS]
+    sweworld tasks show --tasks TASKS --id ID [--field NAME] [--json]
+    sweworld shell --tasks TASKS --id ID [--executor NAME]
+    sweworld run --tasks TASKS --id ID --actions ACTIONS.jsonl [--executor NAME]
     sweworld episode --id ID --actions ACTIONS.jsonl [--executor NAME] [--reward swr|real]
-    sweworld grade --file TASKS --id ID [--patch FILE | --log FILE] [--executor local]
-    sweworld simulate --file TASKS --id ID --command "python -m pytest tests -rA"
-    sweworld reward --file TASKS --id ID --patch P [--mode oracle|blind]
+    sweworld grade --tasks TASKS --id ID [--patch FILE | --log FILE] [--executor local]
+    sweworld simulate --tasks TASKS --id ID --command "python -m pytest tests -rA"
+    sweworld reward --tasks TASKS --id ID --patch P [--mode blind|oracle]
     sweworld verify --tasks TASKS --candidates C [C ...] --out preds.json
     sweworld calibrate --tasks TASKS --candidates LABELLED [...]
     sweworld serve model --preset 4x3090|cpu [--model PATH] [--adapter NAME=PATH ...] [--dry-run]
@@ -15,7 +15,9 @@
     sweworld gc
     sweworld doctor [--json]
 
-``--file`` defaults to the project's toy tasks (``data/toy/tasks.jsonl``).
+``--tasks`` defaults to the project's toy tasks (``data/toy/tasks.jsonl``); ``--file`` is its
+earlier name, still accepted. ``--mode`` is ``blind`` by default in every command (what a
+deployed world sees: no gold patch, no test lists); ``oracle`` is for evaluation.
 """
 
 from __future__ import annotations
@@ -23,15 +25,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from sweworld import __version__
+from sweworld.cli_inputs import (  # re-exported: shell, task_commands and callers use them
+    MAX_INPUT_BYTES,  # noqa: F401
+    load_rows_of,  # noqa: F401
+    one_line,
+    open_session,
+    read_actions,
+    read_input,
+    task_from_args,
+)
 from sweworld.shell import cmd_shell as _cmd_shell
 from sweworld.shell import read_action
 from sweworld.task_commands import cmd_grade as _cmd_grade
 from sweworld.task_commands import cmd_tasks as _cmd_tasks
+from sweworld.tasks.fields import MODE_HELP, MODES
 
 __all__ = ["build_parser", "main", "read_action", "read_actions", "read_input", "task_from_args"]
 
@@ -44,18 +55,22 @@ def _default_tasks() -> str:
 
 def _add_task_args(p: argparse.ArgumentParser, *, need_id: bool = True) -> None:
     p.add_argument(
-        "--file",
+        "--tasks",
+        dest="file",
         default=None,
+        metavar="FILE",
         help="task rows: .json, .jsonl(.gz), .parquet, a saved HF dataset folder or "
         "a hub name (default: the toy tasks)",
     )
+    # the option's earlier name, still accepted (one documented name per concept)
+    p.add_argument("--file", dest="file", default=None, help=argparse.SUPPRESS)
     p.add_argument("--split", default=None, help="split, for HF datasets (default: test)")
     p.add_argument(
         "--repo-cache",
         default=None,
         metavar="DIR",
         help="folder of the tasks' repositories (clones or mirrors, e.g. make-tasks' "
-        "<out>/repos); default: $SWEWORLD_REPO_CACHE, and a repos/ folder beside --file",
+        "<out>/repos); default: $SWEWORLD_REPO_CACHE, and a repos/ folder beside --tasks",
     )
     if need_id:
         p.add_argument("--id", required=True, help="instance_id of the task")
@@ -106,9 +121,9 @@ def _add_session_args(p: argparse.ArgumentParser, *, executor: str | None = "non
     )
     p.add_argument(
         "--mode",
-        default="blind",
-        choices=["blind", "oracle"],
-        help="what SWT may read: blind (default) or oracle (gold patch, test patch, test lists)",
+        default="oracle",
+        choices=list(MODES),
+        help=MODE_HELP,
     )
     p.add_argument(
         "--history",
@@ -179,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     simulate = sub.add_parser(
-        "simulate", help="predict what a command prints on a task (SWT, offline by default)"
+        "simulate",
+        help="predict what a command prints on a task (the outcome world; SWT with --model)",
     )
     _add_task_args(simulate)
     _add_session_args(simulate, executor=None)
@@ -380,129 +396,10 @@ def _expected(exc: Exception) -> bool:
     )
 
 
-def one_line(exc: BaseException) -> str:
-    if isinstance(exc, KeyError) and exc.args:
-        text = str(exc.args[0])
-    elif isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
-        text = f"{exc.filename}: {exc.strerror}"
-    else:
-        text = str(exc) or type(exc).__name__
-    return " ".join(text.split())
-
-
-#: Largest input file read by the commands (patches, action files, logs).
-MAX_INPUT_BYTES = 256 * 1024 * 1024
-
-
-def read_input(
-    path_text: str, what: str, *, errors: str = "strict", max_bytes: int = MAX_INPUT_BYTES
-) -> str:
-    """The text of the file ``path_text`` names (``-``: stdin), or a clear error: a missing
-    path, a folder, an unreadable, undecodable or too large (over ``max_bytes``; endless
-    ones such as /dev/zero included) file are each said in one line."""
-    if path_text == "-":
-        stream = getattr(sys.stdin, "buffer", None)
-        if stream is None:  # a text stream standing in for stdin
-            text = sys.stdin.read(max_bytes + 1)
-            if len(text) > max_bytes:
-                raise ValueError(f"{what} <stdin> is larger than {max_bytes} characters")
-            return text
-        data = stream.read(max_bytes + 1)
-        path = Path("<stdin>")
-    else:
-        path = Path(path_text)
-        if not path.exists():
-            raise FileNotFoundError(f"{what} {path} does not exist")
-        if path.is_dir():  # (a pipe such as /dev/stdin or <(...) is read as a file)
-            raise ValueError(f"{what} {path} is a folder, not a file")
-        with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise ValueError(f"{what} {path} is larger than {max_bytes} bytes")
-    try:  # newlines as text mode reads them (\r\n and \r become \n)
-        return data.decode("utf-8", errors=errors).replace("\r\n", "\n").replace("\r", "\n")
-    except UnicodeDecodeError as exc:
-        where = f"{exc.reason} at byte {exc.start}"
-        raise ValueError(f"{what} {path} is not UTF-8 text ({where})") from None
-
-
 # ---------------------------------------------------------------------------- tasks
 
 
-def load_rows_of(args: argparse.Namespace):
-    from sweworld.tasks import load_tasks
-
-    return load_tasks(args.file or _default_tasks(), split=args.split)
-
-
-def task_from_args(args: argparse.Namespace):
-    from sweworld.tasks import get_task
-
-    return get_task(args.file or _default_tasks(), args.id)
-
-
 # ---------------------------------------------------------------------------- sessions
-
-
-def open_session(args: argparse.Namespace) -> tuple[Any, Any]:
-    """A session manager and a session on the task the arguments name."""
-    from sweworld.sandbox.bwrap import SandboxLimits
-    from sweworld.sandbox.manager import SessionManager
-
-    task = task_from_args(args)
-    manager = SessionManager(
-        backend=args.backend,
-        executor=_executor(args),
-        limits=SandboxLimits(timeout=args.timeout)
-        if args.disk_mb is None
-        else SandboxLimits(timeout=args.timeout, disk_mb=args.disk_mb),
-        observation_format=args.observation_format,
-    )
-    return manager, manager.open(task, repo_path=args.repo_path, history=args.history)
-
-
-def _executor(args: argparse.Namespace) -> Any:
-    from sweworld.sandbox.registry import make_executor
-
-    if args.executor is None:  # a --model names the language-model route
-        args.executor = "simulated" if args.model is not None else "outcome"
-
-    if args.executor in ("simulated", "hybrid", "outcome-lm"):
-        from sweworld.models import check_lm_spec, require_lm_extras
-
-        check_lm_spec(args.model)  # a configuration error, said now rather than as an answer
-        require_lm_extras(args.model, f"--executor {args.executor}")
-        options: dict[str, Any] = {"lm": args.model, "mode": args.mode}
-        if args.step_timeout is not None:
-            if not args.step_timeout > 0:
-                raise ValueError(f"--step-timeout must be positive, not {args.step_timeout}")
-            options["step_timeout"] = args.step_timeout
-        return make_executor(args.executor, **options)
-    if args.executor.partition(":")[0] == "outcome":
-        return make_executor(args.executor, mode=args.mode)
-    if args.executor == "local" and getattr(args, "rebuild_env", False):
-        return make_executor(args.executor, rebuild_env=True)
-    return make_executor(args.executor)
-
-
-def read_actions(lines: Iterable[str], source: str = "actions") -> Iterator[Any]:
-    """Actions from JSONL: each line a JSON string (XML call or bash) or a tool-call object."""
-    from sweworld.tasks.loaders import read_json_lines
-
-    hint = 'each line must be a JSON string such as "ls -la" or a tool-call object'
-    values = read_json_lines(lines, source, error=ValueError)
-    while True:
-        try:
-            where, value = next(values)
-        except StopIteration:
-            return
-        except ValueError as exc:
-            raise ValueError(f"{exc}; {hint}") from None
-        if not isinstance(value, (str, dict)):
-            raise ValueError(
-                f"{where}: expected a JSON string or object, got {type(value).__name__}; {hint}"
-            )
-        yield value
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -3,18 +3,21 @@
 By default (no ``-v``) the libraries sweworld drives do not speak: transformers' and
 peft's ``FutureWarning`` / ``UserWarning`` lines, "Loading weights" bars, datasets'
 "Saving the dataset" bars and the hub's download bars are turned off. ``-v`` lets their
-warnings through, and their bars too when stderr is a terminal. sweworld's own progress
+warnings through, and their bars too when stderr is a terminal. When stderr is not a
+terminal, no tqdm bar is drawn at all (``TQDM_DISABLE=1``: transformers' GGUF conversion
+bar is a plain tqdm one). sweworld's own progress
 bars (``make-tasks``, ``verify``) are drawn only on a terminal.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import warnings
 from typing import TextIO
 
-__all__ = ["DEPENDENCIES", "progress_enabled", "quiet_dependencies"]
+__all__ = ["DEPENDENCIES", "plain", "progress_enabled", "quiet_dependencies"]
 
 #: The libraries whose warnings and bars are filtered by default.
 DEPENDENCIES = (
@@ -57,6 +60,8 @@ def quiet_dependencies(verbose: int = 0) -> None:
         if key.startswith("TRANSFORMERS_") and verbose > 0:
             continue
         os.environ.setdefault(key, value)
+    if not progress_enabled():  # no terminal: no tqdm bar of any library (transformers'
+        os.environ.setdefault("TQDM_DISABLE", "1")  # GGUF conversion uses tqdm directly)
     if verbose > 0:
         return
     pattern = r"(" + "|".join(DEPENDENCIES) + r")(\..*)?$"
@@ -71,3 +76,14 @@ def quiet_dependencies(verbose: int = 0) -> None:
             func = getattr(utils, switch, None)
             if callable(func):
                 func()
+
+
+_ROLE = re.compile(r":(?:mod|func|class|data|meth|attr|obj|exc):`~?([^`]+)`")
+
+
+def plain(text: str | None) -> str | None:
+    """Help text without Sphinx markup (for ``--help`` built from docstrings):
+    ``:mod:`a.b``` -> ``a.b``, double backquotes dropped."""
+    if not text:
+        return text
+    return _ROLE.sub(lambda m: m.group(1), text).replace("``", "")

@@ -1,10 +1,11 @@
 """``sweworld doctor``: what works in this install, one line per check, and how to fix the rest.
 
 The default path (a session in the bubblewrap sandbox, the outcome model answering
-execution commands) decides the exit status: 0 when it works, 1 otherwise. The rest
-(extras, the embedded language model, a Docker engine, a vLLM interpreter) is reported
-as ``ok`` or ``missing`` with the command that installs or configures it, and never fails
-the run. Fast: no language model is loaded, only the outcome model's JSON is read.
+execution commands, the learned verdict scoring the patch) decides the exit status: 0 when
+it works, 1 otherwise. The rest (extras, the embedded language model, a Docker engine, a
+vLLM interpreter) is reported as ok or missing with the command that installs or
+configures it, and never fails the run. Fast: no language model is loaded, only the
+shipped outcome and verdict models' JSON is read.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def _sandbox() -> Check:
 
 def _workspace() -> Check:
     """The copy-on-write backend ``auto`` picks: overlay (root / CAP_SYS_ADMIN) or copy."""
-    from sweworld.sandbox.workspace import overlay_available
+    from sweworld.sandbox.backends import overlay_available
 
     with tempfile.TemporaryDirectory(prefix="sweworld-doctor-") as scratch:
         overlay = overlay_available(scratch)
@@ -123,6 +124,18 @@ def _outcome_model() -> Check:
         return Check("outcome model", "failed", " ".join(str(exc).split()), True)
     trained = ", ".join(model.kinds) or "no command kind"
     return Check("outcome model", "ok", f"{DEFAULT_MODEL} loads (trained on: {trained})", True)
+
+
+def _verdict_model() -> Check:
+    """The default reward's learned verdict loads (its JSON only)."""
+    from sweworld.reward.verdict import DEFAULT_VERDICT, VerdictModel
+
+    try:
+        model = VerdictModel.load(DEFAULT_VERDICT)
+    except (OSError, ValueError) as exc:
+        return Check("verdict model", "failed", " ".join(str(exc).split()), True)
+    modes = ", ".join(sorted(model.heads)) or "no mode"
+    return Check("verdict model", "ok", f"{DEFAULT_VERDICT} loads (modes: {modes})", True)
 
 
 def _embedded_lm() -> Check:
@@ -219,17 +232,18 @@ def _vllm() -> Check:
 
 
 #: The checks, in the order printed (functions of this module, looked up when run); the
-#: first three are the default path.
+#: first four are the default path.
 CHECKS = (
     "_sandbox",
     "_workspace",
     "_outcome_model",
+    "_verdict_model",
     "_embedded_lm",
     "_extras",
     "_docker",
     "_vllm",
 )
-REQUIRED = frozenset(CHECKS[:3])
+REQUIRED = frozenset(CHECKS[:4])
 
 
 def run_checks() -> list[Check]:
@@ -267,8 +281,11 @@ def run(args: argparse.Namespace) -> int:
         for c in checks:
             print(f"{c.status:<8} {c.name:<{width}}  {c.detail}")
         if default_ok:
-            print("the default path (sandbox + outcome world) works")
+            print("the default path (sandbox + outcome world + learned verdict) works")
         else:
             broken = ", ".join(c.name for c in checks if c.required and not c.ok)
-            print(f"the default path (sandbox + outcome world) does NOT work: {broken}")
+            print(
+                "the default path (sandbox + outcome world + learned verdict) does NOT work: "
+                f"{broken}"
+            )
     return 0 if default_ok else 1

@@ -58,7 +58,7 @@ def cmd_shell(
     args: argparse.Namespace, stream: TextIO | None = None, out: TextIO | None = None
 ) -> int:
     """``sweworld shell``: a session on the task, actions typed one at a time."""
-    from sweworld.cli import open_session
+    from sweworld.cli_inputs import open_session
 
     stream = stream or sys.stdin
     out = out or sys.stdout

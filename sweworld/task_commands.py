@@ -11,7 +11,7 @@ __all__ = ["cmd_grade", "cmd_tasks"]
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     """``sweworld tasks list|show``."""
-    from sweworld.cli import load_rows_of, task_from_args
+    from sweworld.cli_inputs import load_rows_of, task_from_args
 
     if args.tasks_command == "list":
         rows = [t for t in load_rows_of(args) if args.repo in (None, t.repo)]
@@ -51,7 +51,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 def cmd_grade(args: argparse.Namespace) -> int:
     """``sweworld grade``: a test log graded, or a patch verified by running the tests;
     exit 1 when the tests could not run (the reason on stderr)."""
-    from sweworld.cli import one_line, read_input, task_from_args
+    from sweworld.cli_inputs import one_line, read_input, task_from_args
     from sweworld.execution.grading import (
         END_TEST_OUTPUT,
         START_TEST_OUTPUT,
@@ -83,7 +83,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     print(json.dumps(report, indent=2))
     if result.status in ("error", "env_failed", "exec_failed"):  # not graded: say why
         reason = result.info.get("reason") or result.info.get("error") or result.status
-        print(f"sweworld grade: error: the tests did not run: {one_line(Exception(reason))}",
-              file=sys.stderr)  # fmt: skip
+        why = one_line(Exception(reason))
+        print(f"sweworld: error: the tests did not run: {why}", file=sys.stderr)
         return 1
     return 0

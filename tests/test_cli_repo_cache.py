@@ -102,7 +102,7 @@ def test_grade_says_why_the_tests_did_not_run(
     # the last line (a logging handler an earlier test left on a closed stream may write
     # before it in a full run)
     last = captured.err.strip().splitlines()[-1]
-    assert last.startswith("sweworld grade: error: the tests did not run: ")
+    assert last.startswith("sweworld: error: the tests did not run: ")
     assert "no local copy of repository 'local/minilib'" in last
 
 

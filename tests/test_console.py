@@ -16,6 +16,8 @@ quiet_dependencies({verbose})
 warnings.warn_explicit("old API", FutureWarning, "x.py", 1, module="transformers.modeling_utils")
 warnings.warn_explicit("ours", UserWarning, "y.py", 1, module="sweworld.models.base")
 print(os.environ.get("HF_DATASETS_DISABLE_PROGRESS_BARS"), os.environ.get("TRANSFORMERS_VERBOSITY"))
+from tqdm import tqdm
+list(tqdm(range(3), desc="a library's own bar"))
 """
 
 
@@ -35,6 +37,7 @@ def test_dependency_warnings_and_bars_are_off_by_default() -> None:
     assert "old API" not in done.stderr  # transformers' FutureWarning filtered
     assert "ours" in done.stderr  # sweworld's own warnings are not
     assert done.stdout.split() == ["1", "error"]
+    assert "a library's own bar" not in done.stderr  # not a terminal: no tqdm bar at all
 
 
 def test_verbose_lets_dependency_warnings_through() -> None:

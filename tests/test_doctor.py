@@ -25,7 +25,8 @@ def test_doctor_prints_every_check_and_says_the_default_path(
     took = time.perf_counter() - started
     out = capsys.readouterr().out.splitlines()
     names = {line.split()[1] for line in out[:-1]}
-    assert {"sandbox", "workspace", "outcome", "embedded", "extra", "docker", "vllm"} <= names
+    expected = {"sandbox", "workspace", "outcome", "verdict", "embedded", "extra", "docker", "vllm"}
+    assert expected <= names
     assert all(line.split()[0] in ("ok", "missing", "failed") for line in out[:-1])
     sandbox = next(line for line in out if line.split()[1] == "sandbox")
     if sandbox.startswith("ok"):
@@ -88,3 +89,26 @@ def test_vllm_python_that_is_not_a_file(monkeypatch: pytest.MonkeyPatch) -> None
     assert check.status == "missing" and "$SWEWORLD_VLLM_PYTHON" in check.detail
     monkeypatch.setenv("SWEWORLD_VLLM_PYTHON", sys.executable)
     assert doctor._vllm().status in ("ok", "missing")  # this python, probed for real
+
+
+def test_the_shipped_outcome_and_verdict_models_load() -> None:
+    """The default world's two models, read for real (JSON only: fast)."""
+    for check in (doctor._outcome_model(), doctor._verdict_model()):
+        assert check.status == "ok" and check.required, check
+    assert "verdict-default" in doctor._verdict_model().detail
+    assert "outcome-default" in doctor._outcome_model().detail
+
+
+def test_a_corrupt_verdict_model_fails_the_default_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sweworld.reward.verdict as verdict
+
+    bad = tmp_path / "model.json"
+    bad.write_text("{")
+    monkeypatch.setattr(verdict, "DEFAULT_VERDICT", bad)
+    check = doctor._verdict_model()
+    assert check.status == "failed" and check.required and str(bad) in check.detail
+    monkeypatch.setattr(doctor, "_sandbox", lambda: doctor.Check("sandbox", "ok", "stub", True))
+    assert main(["doctor"]) == 1
+    assert "does NOT work: verdict model" in capsys.readouterr().out.splitlines()[-1]

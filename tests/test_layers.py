@@ -10,6 +10,10 @@ inside functions, under ``TYPE_CHECKING``, relative ones, and dotted module path
 as strings (lazy imports, ``importlib.import_module``). A private name (one leading
 underscore) is never imported from another module, nor read as an attribute of an
 imported sweworld module.
+
+Imports also point one way between modules: no import circle (module ``a`` imports ``b``
+which, directly or through others, imports ``a``; counted with the same imports), and the
+environment layer never imports the service built on it (``env`` -> ``serve``).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ LAYERS: dict[str, float] = {
     "shell": 5,  # the interactive shell of `sweworld shell`
     "task_commands": 5,  # `sweworld tasks` / `grade`
     "doctor": 5,  # `sweworld doctor`
+    "world": 5,  # the World: builds executors, models, rewarders from one config (env uses it)
+    "cli_inputs": 5,  # what the command modules share (input files, tasks, the executor)
     "extras": -1,  # which extra brings a module; reads pyproject / metadata only
     "console": -1,  # warning filters and bars; imports nothing of sweworld
     "__main__": 5,
@@ -93,8 +99,19 @@ def _absolute(module: str | None, level: int, importer: str, is_package: bool) -
 
 
 def imports_of(source: str, importer: str, is_package: bool) -> Iterator[tuple[int, str, str]]:
-    """``(line, imported module, name or "")`` for every sweworld import in ``source``."""
+    """``(line, imported module, name or "")`` for every sweworld import in ``source`` (a
+    logger's name, ``logging.getLogger("sweworld.x")``, is a name, not an import)."""
     tree = ast.parse(source)
+    logger_names = {
+        id(arg)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Attribute) and node.func.attr == "getLogger")
+            or (isinstance(node.func, ast.Name) and node.func.id == "getLogger")
+        )
+        for arg in node.args
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -107,6 +124,7 @@ def imports_of(source: str, importer: str, is_package: bool) -> Iterator[tuple[i
                     yield node.lineno, module, alias.name
         elif (
             isinstance(node, ast.Constant)
+            and id(node) not in logger_names
             and isinstance(node.value, str)
             and _MODULE_STRING.match(node.value)
             and part_of(node.value) in LAYERS
@@ -167,6 +185,90 @@ def offences(path: Path, source: str, root: Path = ROOT) -> list[Offence]:
     return found
 
 
+def _resolve(module: str, name: str, known: set[str]) -> str | None:
+    """The module an import reaches: ``pkg.name`` when that is a module, else the longest
+    known prefix of ``module`` (``from pkg import Class`` reaches ``pkg``'s ``__init__``)."""
+    if name and f"{module}.{name}" in known:
+        return f"{module}.{name}"
+    while module and module not in known:
+        module = module.rpartition(".")[0]
+    return module or None
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Every module of the tree under ``root`` and the modules of the tree it imports (all
+    imports: module level, in functions, relative, strings)."""
+    paths = {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+    known = set(paths)
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        source = path.read_text(encoding="utf-8")
+        edges = set()
+        for _, imported, name in imports_of(source, module, path.name == "__init__.py"):
+            target = _resolve(imported, name, known)
+            if target is not None and target != module:
+                edges.add(target)
+        graph[module] = edges
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The import circles of ``graph``: its strongly connected components of two modules or
+    more (Tarjan's algorithm, without recursion), each a set of module names."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(frozenset(component))
+    return found
+
+
+def upward_service_imports(root: Path = ROOT) -> list[Offence]:
+    """Imports of ``serve`` by ``env`` (the environment never knows the service built on
+    it: the remote episode registers itself as the world ``remote``)."""
+    found = []
+    for path in sorted((root / "env").rglob("*.py")):
+        importer = module_name(path, root)
+        source = path.read_text(encoding="utf-8")
+        for line, module, _ in imports_of(source, importer, path.name == "__init__.py"):
+            if part_of(module) == "serve":
+                where = str(path.relative_to(root.parent))
+                found.append(Offence(where, line, f"env imports {module}"))
+    return found
+
+
 def all_offences(root: Path = ROOT) -> list[Offence]:
     out: list[Offence] = []
     for path in sorted(root.rglob("*.py")):
@@ -192,6 +294,28 @@ def test_every_part_of_the_package_has_a_layer() -> None:
 def test_layers_point_one_way_and_no_private_name_crosses_a_module() -> None:
     found = all_offences()
     assert not found, f"{len(found)} offending imports:\n" + "\n".join(map(str, found))
+
+
+#: Circles tolerated for now, each with what breaks it (empty: there are none). The test fails
+#: on any circle not listed, and on a listed one that is gone: the list only shrinks.
+KNOWN_CIRCLES: dict[frozenset[str], str] = {}
+
+
+def test_no_import_circles_but_the_known_ones() -> None:
+    found = circles(import_graph())
+    new = [sorted(c) for c in found if c not in KNOWN_CIRCLES]
+    assert not new, f"{len(new)} import circle(s):\n" + "\n".join(" <-> ".join(c) for c in new)
+
+
+def test_the_known_circles_still_exist() -> None:
+    """A circle broken is taken off :data:`KNOWN_CIRCLES` (the list only shrinks)."""
+    gone = [sorted(c) for c in set(KNOWN_CIRCLES) - set(circles(import_graph()))]
+    assert not gone, f"no longer a circle, remove it from KNOWN_CIRCLES: {gone}"
+
+
+def test_env_never_imports_serve() -> None:
+    found = upward_service_imports()
+    assert not found, "\n".join(map(str, found))
 
 
 def test_transition_imports_nothing_of_reward() -> None:
@@ -256,7 +380,74 @@ def test_checker_reports_offences(tmp_path: Path, relative: str, source: str, ex
         ("tasks/x.py", "from sweworld.dirs import cache_dir\n"),
         ("cli.py", "from sweworld import __version__\n"),
         ("models/x.py", "import json\nNAME = 'sweworld.models.embedded'\n"),
+        ("tasks/x.py", "import logging\nlog = logging.getLogger('sweworld.env.pool')\n"),
     ],
 )
 def test_checker_accepts_downward_and_public_imports(tmp_path: Path, relative: str, source: str):
     assert _check(tmp_path, relative, source) == []
+
+
+# ------------------------------------------------------------ the circle finder can fail
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "sweworld"
+    for relative, source in {"__init__.py": "", **files}.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        (  # module level one way, back in a function
+            {"a.py": "from sweworld import b\n", "b.py": "def f():\n    import sweworld.a\n"},
+            [{"sweworld.a", "sweworld.b"}],
+        ),
+        (  # three modules, one import a lazy string, one relative
+            {
+                "data/__init__.py": "",
+                "data/x.py": "from .y import thing\n",
+                "data/y.py": "LAZY = {'Z': 'sweworld.data.z:Z'}\nthing = 1\n",
+                "data/z.py": "from sweworld.data import x\n",
+            },
+            [{"sweworld.data.x", "sweworld.data.y", "sweworld.data.z"}],
+        ),
+        (  # a package's __init__ re-exporting a module that imports the package
+            {
+                "q/__init__.py": "from sweworld.q.m import f\n",
+                "q/m.py": "from sweworld.q import g\n",
+            },
+            [{"sweworld.q", "sweworld.q.m"}],
+        ),
+        (  # one way only: no circle
+            {"a.py": "from sweworld import b\n", "b.py": "import json\n"},
+            [],
+        ),
+    ],
+)
+def test_circle_finder(tmp_path: Path, files: dict[str, str], expected: list[set[str]]) -> None:
+    found = circles(import_graph(_tree(tmp_path, files)))
+    assert sorted(map(sorted, found)) == sorted(map(sorted, expected))
+
+
+def test_the_circle_check_fails_on_a_new_circle(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"a.py": "import sweworld.b\n", "b.py": "import sweworld.a\n"})
+    new = [c for c in circles(import_graph(root)) if c not in KNOWN_CIRCLES]
+    assert new == [frozenset({"sweworld.a", "sweworld.b"})]
+
+
+def test_env_importing_serve_is_found(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "env/__init__.py": "",
+            "env/x.py": "def f():\n    from sweworld.serve.client import RemoteEpisode\n",
+            "env/y.py": "TARGET = 'sweworld.serve.remote:RemoteEpisode'\n",
+            "serve/__init__.py": "from sweworld.env import x\n",
+        },
+    )
+    found = [o.what for o in upward_service_imports(root)]
+    assert found == ["env imports sweworld.serve.client", "env imports sweworld.serve.remote"]

@@ -7,6 +7,7 @@
     sweworld bench e2e --out R ...               an agent on simulated vs real feedback
     sweworld bench executors --out R ...         Docker vs Local vs Simulated, same steps
     sweworld bench throughput --out R            sessions and steps per second, memory
+    sweworld bench sandbox | quota | serve | ...  one measurement each (see ``--help``)
     sweworld bench render                        BENCHMARKS.md from the committed reports
 
 Each benchmark is a module with ``add_arguments(parser)`` and ``run(args) -> int``, named
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import re
 from typing import Any
+
+from sweworld.console import plain
 
 #: benchmark name -> module with ``add_arguments(parser)`` and ``run(args)``.
 BENCHMARKS: dict[str, str] = {
@@ -29,6 +31,23 @@ BENCHMARKS: dict[str, str] = {
     "executors": "sweworld.bench.executors",
     "throughput": "sweworld.bench.throughput",
     "tampering": "sweworld.bench.tampering",
+    "sandbox": "sweworld.bench.sandbox",
+    "quota": "sweworld.bench.quota",
+    "local-overhead": "sweworld.bench.local_overhead",
+    "swt-live": "sweworld.bench.swt_live",
+    "swr-stages": "sweworld.bench.swr_stages",
+    "adversarial": "sweworld.bench.adversarial",
+    "facts-payoff": "sweworld.bench.facts_payoff",
+    "embedded-speed": "sweworld.bench.embedded_speed",
+    "outcome-speed": "sweworld.bench.outcome_speed",
+    "vllm-cpu": "sweworld.bench.vllm_cpu",
+    "serve": "sweworld.bench.serve_load",
+    "ray-pool": "sweworld.bench.ray_pool",
+    "import": "sweworld.bench.import_throughput",
+    "collect": "sweworld.bench.collect_throughput",
+    "factory": "sweworld.bench.factory_throughput",
+    "train": "sweworld.bench.train_throughput",
+    "data-outcome": "sweworld.bench.data_outcome",
     "render": "sweworld.bench.render",
 }
 
@@ -41,24 +60,46 @@ HELP = {
     "throughput": "sessions and simulated / real steps per second, memory per session",
     "tampering": "the tampering stage on real submissions: flagged, and flagged but resolved "
     "by the harness",
+    "sandbox": "sessions on a 6,000-file repository: create latency, disk, memory, file-op "
+    "steps (root; --compare: before vs after a baseline commit)",
+    "quota": "the per-session disk quota and snapshots, before vs after a baseline commit (root)",
+    "local-overhead": "LocalExecutor against a bare `python -m pytest`, and environment builds",
+    "swt-live": "SWT fidelity and latency on live toy runs, real execution as truth",
+    "swr-stages": "SWR stages alone and combined on toy and SWE-bench Verified candidates",
+    "adversarial": "worst time per adversarial input kind, and the pause it causes elsewhere",
+    "facts-payoff": "how many real execution steps the exact facts answer, and how well",
+    "embedded-speed": "the embedded SWT model's speed, option by option, on the same prompts",
+    "outcome-speed": "per-step latency of the outcome executor beside the embedded LM route",
+    "vllm-cpu": "a vLLM server on CPU against the in-process model, by concurrency",
+    "serve": "the world service under load: steps/s, p50 / p99, memory, HTTP vs in-process",
+    "ray-pool": "the Ray pool's overhead per step against the in-process pool",
+    "import": "trajectory import throughput: replay vs fallback",
+    "collect": "collection throughput: steps/s and SWT records/s of collect mode",
+    "factory": "task-factory throughput: mutants screened and tasks made per minute",
+    "train": "LoRA training throughput (tokens/s) of the embedded model, SWT and SWR",
+    "data-outcome": "the outcome model's data build: records per repository, replay throughput",
     "render": "write BENCHMARKS.md from the committed report.json files",
 }
 
 
-_ROLE = re.compile(r":(?:mod|func|class|data|meth|attr|obj|exc):`~?([^`]+)`")
-
-
-def plain(text: str | None) -> str | None:
-    """Help text without Sphinx markup: ``:mod:`a.b``` -> ``a.b``, ````x```` -> ``x``."""
-    if not text:
-        return text
-    return _ROLE.sub(lambda m: m.group(1), text).replace("``", "")
+#: Help of options a benchmark module declares without one (option -> help).
+OPTION_HELP = {
+    "--modes": "modes evaluated, comma-separated: oracle and/or blind (default: %(default)s)",
+    "--mode": "what the simulated world may read: blind or oracle (default: %(default)s)",
+    "--seed": "random seed of the samples (default: %(default)s)",
+    "--stages": "SWR stages run, comma-separated (default: %(default)s)",
+}
 
 
 def _plain_help(parser: argparse.ArgumentParser) -> None:
-    """Strip Sphinx markup from a parser's description and every option's help."""
+    """Strip Sphinx markup from a parser's description and every option's help; give the
+    options a module left without help their help from :data:`OPTION_HELP`."""
     parser.description = plain(parser.description)
     for action in parser._actions:
+        if not action.help:
+            action.help = next(
+                (OPTION_HELP[o] for o in action.option_strings if o in OPTION_HELP), None
+            )
         if action.help and action.help is not argparse.SUPPRESS:
             action.help = plain(action.help)
 

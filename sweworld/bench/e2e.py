@@ -156,12 +156,12 @@ def run(args: Any) -> int:
         print(f"sweworld bench e2e: --agent is scripted or openai:URL#MODEL, not {args.agent!r}")
         return 2
     try:
-        from sweworld.models import check_lm_spec
+        from sweworld.world import check_lm
 
         if not is_outcome_world(args.world_model):
-            check_lm_spec(args.world_model)
+            check_lm(args.world_model)
         if not scripted:
-            check_lm_spec(args.agent)
+            check_lm(args.agent)
         extra = load_candidates(args.candidates)
     except (ValueError, OSError) as exc:
         print(f"sweworld bench e2e: {exc}")
@@ -243,9 +243,8 @@ def _context(args: Any, pools: dict[str, list[Any]] | None) -> dict[str, Any]:
     from sweworld.bench.e2e_agents import EndpointAgent, ScriptedAgents, ShadowedExecutor
     from sweworld.env.config import EpisodeConfig
     from sweworld.env.rewards import EpisodeRewarder
-    from sweworld.env.stepping import build_executor
     from sweworld.sandbox.manager import SessionManager
-    from sweworld.sandbox.registry import make_executor
+    from sweworld.world import WorldConfig, build_executor, executor_from_spec
 
     outcome = is_outcome_world(args.world_model)
     config = EpisodeConfig(executor=args.world_model if outcome else "simulated",
@@ -257,9 +256,10 @@ def _context(args: Any, pools: dict[str, list[Any]] | None) -> dict[str, Any]:
 
     def simulated_executor() -> Any:
         if "sim" not in built:
-            sim = build_executor(config)
+            sim = build_executor(WorldConfig.from_episode(config))
             if not args.no_shadow:
-                sim = ShadowedExecutor(sim, make_executor("local", timeout=args.step_timeout))
+                real = executor_from_spec("local", timeout=args.step_timeout)
+                sim = ShadowedExecutor(sim, real)
             built["sim"] = sim
         return built["sim"]
 
@@ -271,7 +271,7 @@ def _context(args: Any, pools: dict[str, list[Any]] | None) -> dict[str, Any]:
         "config": config,
         "manager": manager,
         "rewarder": EpisodeRewarder(config, manager=manager, real_timeout_s=args.grade_timeout),
-        "real_executor": make_executor("local", timeout=args.step_timeout),
+        "real_executor": executor_from_spec("local", timeout=args.step_timeout),
         "simulated_executor": simulated_executor,
         "built": built,
         "seed": args.seed,

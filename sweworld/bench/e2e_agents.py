@@ -442,12 +442,12 @@ class EndpointAgent:
     """An agent behind an OpenAI-compatible chat endpoint (``openai:URL#MODEL``)."""
 
     def __init__(self, spec: str, *, max_tokens: int = 1024, temperature: float = 0.0):
-        from sweworld.models import make_lm
+        from sweworld.world import lm_from_spec
 
         self.spec = spec
         self.model_name = spec.rpartition("#")[2]
         self.name = f"{self.model_name} (OpenAI-compatible endpoint {spec.partition(':')[2]})"
-        self.lm = make_lm(spec, max_retries=1, timeout=120.0)
+        self.lm = lm_from_spec(spec, max_retries=1, timeout=120.0)
         self.max_tokens = max_tokens
         self.temperature = temperature
 

@@ -4,12 +4,13 @@ repository, effort, who answered, and the agent's view of its test runs against 
 
 from __future__ import annotations
 
-import math
 import random
 import statistics
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from sweworld.bench.similarity import wilson_interval as wilson
 
@@ -90,11 +91,10 @@ def paired_ratio(
         denominator = sum(r for r, _ in sample)
         if denominator:
             draws.append(sum(s for _, s in sample) / denominator)
-    draws.sort()
     if not draws:
         return {"ratio": ratio, "ci95": None}
-    lo = draws[int(0.025 * (len(draws) - 1))]
-    hi = draws[math.ceil(0.975 * (len(draws) - 1))]
+    lo = float(np.percentile(draws, 2.5, method="lower"))
+    hi = float(np.percentile(draws, 97.5, method="higher"))
     return {"ratio": ratio, "ci95": [round(lo, 4), round(hi, 4)]}
 
 

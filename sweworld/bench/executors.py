@@ -22,11 +22,13 @@ steps do not change the files later steps read).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sweworld.bench.executor_pairs import figures_from_rows, plot_by_kind
+from sweworld.tasks.fields import MODE_HELP
 
 __all__ = ["add_arguments", "run", "run_step", "select_simulated"]
 
@@ -57,7 +59,7 @@ def add_arguments(parser: Any) -> None:
         help="comma-separated executors (docker, local, simulated); the first is the reference",
     )
     parser.add_argument("--model", default="embedded", help="LM spec of the simulated executor")
-    parser.add_argument("--mode", default="blind", choices=("blind", "oracle"))
+    parser.add_argument("--mode", default="oracle", choices=("oracle", "blind"), help=MODE_HELP)
     parser.add_argument(
         "--simulated-limit",
         type=int,
@@ -85,22 +87,17 @@ def add_arguments(parser: Any) -> None:
 # ------------------------------------------------------------------------------ executors
 
 
-def make_executor(name: str, args: Any) -> Any:
-    """A fresh executor named ``name`` with the run's deadline."""
-    if name == "docker":
-        from sweworld.execution.docker import DockerExecutor
+def bench_executor(name: str, args: Any) -> Any:
+    """A fresh executor named ``name`` (one of :data:`KNOWN`) with the run's deadline, built
+    by :func:`sweworld.world.executor_from_spec`."""
+    from sweworld.world import executor_from_spec
 
-        return DockerExecutor(timeout=args.deadline)
-    if name == "local":
-        from sweworld.execution.local import LocalExecutor
-
-        return LocalExecutor(timeout=args.deadline)
+    if name not in KNOWN:
+        raise ValueError(f"unknown executor {name!r} (known: {', '.join(KNOWN)})")
     if name == "simulated":
-        from sweworld.transition.simulated import SimulatedExecutor
-
         lm = getattr(args, "lm", None) or args.model
-        return SimulatedExecutor(lm=lm, mode=args.mode, step_timeout=args.deadline)
-    raise ValueError(f"unknown executor {name!r} (known: {', '.join(KNOWN)})")
+        return executor_from_spec(name, lm=lm, mode=args.mode, step_timeout=args.deadline)
+    return executor_from_spec(name, timeout=args.deadline)
 
 
 def docker_client() -> tuple[Any, str]:
@@ -465,7 +462,7 @@ def run(args: Any) -> int:
     try:
         work, left, data = load_work(args)
     except (DataError, OSError, ValueError) as exc:
-        print(f"sweworld bench executors: {exc}")
+        print(f"sweworld: error: {exc}", file=sys.stderr)
         return 2
     settings = {
         "executors": names,
@@ -502,7 +499,7 @@ def run(args: Any) -> int:
     }
     if "docker" in names:
         ctx["docker_client"], ctx["docker_problem"] = docker_client()
-    executors = {name: make_executor(name, args) for name in names}
+    executors = {name: bench_executor(name, args) for name in names}
     started = time.perf_counter()
     try:
         with SessionManager() as manager:

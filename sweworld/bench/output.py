@@ -37,6 +37,7 @@ __all__ = [
     "OutputBusy",
     "ResumeMismatch",
     "at_least",
+    "command_line",
     "figure",
     "fmt",
     "markdown_table",
@@ -241,7 +242,7 @@ class BenchOutput:
             title=title or benchmark,
             description=description,
             model=model,
-            provenance={**provenance(list(data), argv), "command": _command_line(argv)},
+            provenance={**provenance(list(data), argv), "command": command_line(argv)},
             settings=self.settings,
             fingerprint=self.fingerprint,
             resumed_rows=len(self._done),
@@ -381,7 +382,7 @@ def _end_cut_line(path: Path) -> None:
             fh.write(b"\n")
 
 
-def _command_line(argv: Sequence[str] | None) -> str:
+def command_line(argv: Sequence[str] | None) -> str:
     """The command line of this run as one would type it: ``sweworld ...`` however the CLI
     was started (console script, ``python -m sweworld``, ``python -m sweworld.cli``)."""
     program = Path(sys.argv[0])

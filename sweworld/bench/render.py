@@ -228,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         text = render_benchmarks(args.results, args.out)
     except ReportError as exc:
-        print(f"sweworld bench render: {exc}", file=sys.stderr)
+        print(f"sweworld: error: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
     count = len(find_reports(args.results))
@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
         except FileNotFoundError:
             current = None
         except (OSError, UnicodeDecodeError) as exc:
-            print(f"sweworld bench render: cannot read {out}: {exc}", file=sys.stderr)
+            print(f"sweworld: error: cannot read {out}: {exc}", file=sys.stderr)
             return 2
         if current != text:
             state = "missing" if current is None else "out of date"

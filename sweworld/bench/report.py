@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JsonReport", "progress", "provenance"]
+__all__ = ["JsonReport", "provenance"]
 
 
 def _memory_gib() -> float | None:
@@ -126,8 +126,3 @@ class JsonReport:
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text(json.dumps(_clean(self.data), indent=2, sort_keys=False) + "\n")
         os.replace(tmp, self.path)
-
-
-def progress(message: str) -> None:
-    """One progress line on stderr (flushed)."""
-    print(message, file=sys.stderr, flush=True)

@@ -1,6 +1,6 @@
 """How close a predicted execution result is to the real one.
 
-One piece of code for every SWT benchmark (``benchmarks/swt_fidelity.py`` on live toy runs,
+One piece of code for every SWT benchmark (:mod:`sweworld.bench.swt_live` on live toy runs,
 :mod:`sweworld.bench.swt_eval` on recorded held-out examples):
 
 - exit-code agreement (equal codes);
@@ -19,6 +19,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 __all__ = [
     "compare_results",
     "mean",
@@ -32,11 +34,11 @@ __all__ = [
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (nearest rank on the sorted values); NaN for no value."""
-    if not values:
+    """The ``q``-th percentile, one of the values (the nearest rank: numpy's
+    ``method="nearest"``); NaN for no value."""
+    if not len(values):
         return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+    return float(np.percentile(values, q, method="nearest"))
 
 
 def rate(values: Iterable[Any]) -> float | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweworld.bench.output import Figure, figure
-from sweworld.bench.swr_eval import (
+from sweworld.bench.swr_scoring import (
     FLOOR_NAMES,
     best_of_n_table,
     exact_stops,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sweworld.bench.output import Figure, figure
-from sweworld.bench.swt_eval import floor_summaries, summarize
+from sweworld.bench.swt_scoring import floor_summaries, summarize
 from sweworld.data.schema import SWTRecord
 
 __all__ = ["DESCRIPTION", "build_figures", "series_summaries", "write_report"]

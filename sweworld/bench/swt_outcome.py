@@ -255,7 +255,9 @@ class OutcomeRoute:
         argv = command_argv(record.command)
         ids = None
         if command_kind_of(argv) in TEST_RUNNER_KINDS:
-            ids = collected_ids(self.state.path, argv, record.cwd or "/testbed", exact_only=False)
+            ids = collected_ids(
+                self.state.path, argv, record.cwd or "/testbed", exact_only=False, task=task
+            )
         out["ids"] = ids
         for mode, executor in self.executors.items():
             request = ExecutionRequest(

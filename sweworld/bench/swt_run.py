@@ -16,13 +16,20 @@ run, the LM sample again with the outcome route and the floors on the same recor
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from sweworld.bench.output import at_least
-from sweworld.bench.swt_eval import (
+from sweworld.bench.swt_outcome import (
+    base_statuses,
+    is_outcome_spec,
+    model_identity,
+    outcome_model_path,
+)
+from sweworld.bench.swt_scoring import (
     DEFAULT_STATE_SOURCES,
     TITLE,
     generation_settings,
@@ -32,12 +39,6 @@ from sweworld.bench.swt_eval import (
     select_records,
     unit_key,
     unusable_reason,
-)
-from sweworld.bench.swt_outcome import (
-    base_statuses,
-    is_outcome_spec,
-    model_identity,
-    outcome_model_path,
 )
 from sweworld.data.schema import SWTRecord
 
@@ -170,10 +171,13 @@ def _load(args: Any, modes: list[str]) -> tuple[list[SWTRecord], dict[str, Any],
     try:
         records, counts = load_records(args.data, "swt", args.split)
     except DataError as exc:
-        print(f"sweworld bench swt: {exc}")
+        print(f"sweworld: error: {exc}", file=sys.stderr)
         return 2
     if not records:
-        print(f"sweworld bench swt: no SWT records in the {args.split} split of {args.data}")
+        print(
+            f"sweworld: error: no SWT records in the {args.split} split of {args.data}",
+            file=sys.stderr,
+        )
         return 2
     usable, unusable = [], Counter()
     for record in records:
@@ -191,7 +195,7 @@ def run(args: Any) -> int:
     2 for bad arguments or data."""
     from sweworld.bench.output import BenchOutput, ResumeMismatch
     from sweworld.bench.swt_figures import DESCRIPTION, write_report
-    from sweworld.models import make_lm
+    from sweworld.world import lm_from_spec
 
     modes = [m for m in args.modes.split(",") if m]
     specs = [s for s in args.models.split(",") if s]
@@ -204,7 +208,7 @@ def run(args: Any) -> int:
         for spec in outcome_specs:
             outcome_model_path(spec)
     except ValueError as exc:
-        print(f"sweworld bench swt: {exc}")
+        print(f"sweworld: error: {exc}", file=sys.stderr)
         return 2
     loaded = _load(args, modes)
     if isinstance(loaded, int):
@@ -226,7 +230,7 @@ def run(args: Any) -> int:
                           settings=settings, data=args.data, model=", ".join(specs),
                           fresh=args.fresh)  # fmt: skip
     except ResumeMismatch as exc:
-        print(f"sweworld bench swt: {exc}")
+        print(f"sweworld: error: {exc}", file=sys.stderr)
         return 2
     # which model file each outcome spec loads: its rows of another file are redone
     out.set("outcome_models", {s: model_identity(s) for s in outcome_specs})
@@ -247,7 +251,10 @@ def run(args: Any) -> int:
           f"LM sample: {len(sample)} of {len(selected)} with contexts (seed {args.seed}); "
           f"{len(out.done())} rows done before")  # fmt: skip
     if not sample and not outcome_set:
-        print("sweworld bench swt: no record left to evaluate (see skipped in report.json)")
+        print(
+            "sweworld: error: no record left to evaluate (see skipped in report.json)",
+            file=sys.stderr,
+        )
         out.write([], {}, final=True)
         return 2
 
@@ -272,7 +279,7 @@ def run(args: Any) -> int:
         if all(unit_key(spec, m, r.id) in done for m in modes for r in sample):
             continue
         try:
-            lm = make_lm(spec)
+            lm = lm_from_spec(spec)
         except Exception as exc:  # one model that does not load does not stop the others
             out.skip(f"{spec}: could not load ({type(exc).__name__})", len(sample) * len(modes))
             print(f"{spec}: could not load: {type(exc).__name__}: {exc}")

@@ -311,7 +311,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             source = baseline_source(args.baseline)
         except (OSError, ValueError) as exc:
-            print(f"sweworld bench tampering: {exc}", file=sys.stderr)
+            print(f"sweworld: error: {exc}", file=sys.stderr)
             return 2
         baseline_hash = hashlib.sha256(source.encode()).hexdigest()[:16]
         scorers["baseline"] = _module_from_source(source, "sweworld_bench_tampering_baseline")
@@ -334,12 +334,12 @@ def run(args: argparse.Namespace) -> int:
             fresh=args.fresh,
         )
     except ResumeMismatch as exc:
-        print(f"sweworld bench tampering: {exc}", file=sys.stderr)
+        print(f"sweworld: error: {exc}", file=sys.stderr)
         return 2
     try:
         candidates = load_candidates(args.data, out.skip)
     except (OSError, ValueError) as exc:
-        print(f"sweworld bench tampering: {exc}", file=sys.stderr)
+        print(f"sweworld: error: {exc}", file=sys.stderr)
         return 2
     done = out.done()
     units = [(v, c) for v in variants for c in candidates]

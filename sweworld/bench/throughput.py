@@ -43,6 +43,7 @@ that does not load, an engine that dies) is counted in ``skipped`` and the other
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -270,17 +271,17 @@ def run(args: argparse.Namespace) -> int:
     tasks_file = str(args.tasks or toy_tasks_path())
     tasks = load_tasks(tasks_file)[: max(args.limit_tasks, 1)]
     if not tasks:
-        print(f"sweworld bench throughput: no task in {tasks_file}")
+        print(f"sweworld: error: no task in {tasks_file}", file=sys.stderr)
         return 2
     try:
         cells = _cells(args)
     except ValueError as exc:
-        print(f"sweworld bench throughput: {exc}")
+        print(f"sweworld: error: {exc}", file=sys.stderr)
         return 2
     unknown = [r for r in _names(args.real) if r not in REAL_BACKENDS]
     if unknown:
-        print(f"sweworld bench throughput: unknown real executor(s) {unknown}; "
-              f"known: {list(REAL_BACKENDS)}")  # fmt: skip
+        print(f"sweworld: error: unknown real executor(s) {unknown}; "
+              f"known: {list(REAL_BACKENDS)}", file=sys.stderr)  # fmt: skip
         return 2
     settings = {
         "tasks": [t.instance_id for t in tasks],

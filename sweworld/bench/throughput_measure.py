@@ -32,6 +32,8 @@ __all__ = [
     "process_tree",
     "record_real_answers",
     "replay_world_lm",
+    "tree_cpu_s",
+    "tree_pss_bytes",
     "tree_rss_bytes",
     "warmup_action",
 ]
@@ -79,6 +81,39 @@ def tree_rss_bytes(root: int | None = None) -> int:
     """Resident set size of ``root`` (default: this process) and every process under it.
     Pages shared between them (a library, bash) count once per process."""
     return 1024 * sum(_status_kb(pid, "VmRSS:") for pid in process_tree(root))
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def tree_pss_bytes(root: int | None = None, exclude: int | None = None) -> int:
+    """Proportional set size of ``root`` (default: this process) and every process under it
+    but ``exclude``'s subtree (pages shared between them are split, not counted twice)."""
+    skip = set(process_tree(exclude)) if exclude else set()
+    return 1024 * sum(_pss_kb(pid) for pid in process_tree(root) if pid not in skip)
+
+
+def tree_cpu_s(root: int | None = None, *, reaped: bool = True) -> float:
+    """CPU seconds (user + system) of ``root`` and every process under it; with ``reaped``,
+    also their reaped children's (the commands that ran and exited)."""
+    fields_used = slice(11, 15) if reaped else slice(11, 13)  # utime stime [cutime cstime]
+    total = 0
+    for pid in process_tree(root):
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in fields[fields_used])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def machine_available_bytes() -> int:
@@ -433,7 +468,7 @@ def _image_present(client: Any, name: str) -> bool:
 
 def load_model(spec: str, tasks: Sequence[Any], root: Path) -> Any:
     """The world model of a ``--models`` entry: ``replay`` (recorded real answers, see
-    :func:`replay_world_lm`) or any :func:`~sweworld.models.make_lm` spec, asked once for
+    :func:`replay_world_lm`) or any :func:`~sweworld.world.lm_from_spec` spec, asked once for
     one token so that a model loaded lazily is in memory before the memory baseline (and
     one that cannot answer fails here, not in the middle of a cell)."""
     if spec == "replay":
@@ -442,9 +477,10 @@ def load_model(spec: str, tasks: Sequence[Any], root: Path) -> Any:
         except Exception:
             answers = {}
         return replay_world_lm(answers)
-    from sweworld.models import GenerationRequest, make_lm
+    from sweworld.models import GenerationRequest
+    from sweworld.world import lm_from_spec
 
-    lm = make_lm(spec)
+    lm = lm_from_spec(spec)
     try:
         lm.generate([GenerationRequest([{"role": "user", "content": "hi"}], max_tokens=1)])
     except BaseException:

@@ -50,6 +50,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from sweworld.bench.similarity import percentile
+
 __all__ = ["add_hostile_arguments", "run_hostile"]
 
 FOUR_MIB = 4 * 1024 * 1024
@@ -147,18 +149,9 @@ class _Server:
 
     def cpu_s(self) -> float:
         """CPU seconds (user + system) the server and its sandboxes have used so far."""
-        from sweworld.bench.throughput_measure import process_tree
+        from sweworld.bench.throughput_measure import tree_cpu_s
 
-        ticks = os.sysconf("SC_CLK_TCK")
-        total = 0
-        for pid in process_tree(self.proc.pid):
-            try:
-                with open(f"/proc/{pid}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-        return total / ticks
+        return tree_cpu_s(self.proc.pid, reaped=False)
 
     def rss_mb(self) -> float:
         from sweworld.bench.throughput_measure import tree_rss_bytes
@@ -299,7 +292,7 @@ async def _phase(clients: list[Any], episodes: list[str], steps: int, task: Any,
     ordered = sorted(latencies)
 
     def pct(q: float) -> float:
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else 0.0
+        return percentile(ordered, 100 * q) * 1000 if ordered else 0.0
 
     return {
         "steps": len(latencies), "wall_s": round(wall, 2),

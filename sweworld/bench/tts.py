@@ -60,18 +60,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", default="oracle", help="oracle and/or blind, comma-separated")
     parser.add_argument("--sizes", default="2,4,8", help="the Ns, comma-separated")
     parser.add_argument(
-        "--tasks", type=at_least(0), default=0, help="at most this many tasks (0: all)"
+        "--max-tasks", type=at_least(0), default=0, help="at most this many tasks (0: all)"
     )
     parser.add_argument(
         "--draws", type=at_least(1), default=5, help="subsets of N per task, at most"
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the subsets drawn")
     parser.add_argument(
         "--include-gold",
         action="store_true",
         help="keep candidates that are the gold patch (left out by default: see the help)",
     )
-    parser.add_argument("--stages", default="syntax,typecheck,semantic,tests")
+    parser.add_argument(
+        "--stages", default="syntax,typecheck,semantic,tests",
+        help="the verifier's stages, comma-separated",
+    )  # fmt: skip
     parser.add_argument("--samples", type=at_least(1), default=1, help="reports per candidate")
     parser.add_argument(
         "--calibration", default="auto", help="calibration file, 'auto' or 'none' (the prior)"
@@ -331,7 +334,7 @@ def run(args: argparse.Namespace) -> int:
     order = stratified_order(
         sorted(usable), lambda t: (usable[t][0][0].repo,), seed=args.seed, ident=lambda t: t
     )
-    chosen = order[: args.tasks] if args.tasks and args.tasks > 0 else order
+    chosen = order[: args.max_tasks] if args.max_tasks and args.max_tasks > 0 else order
     tasks = {t: usable[t] for t in chosen}
     ids_of = {t: [r.id for r, _ in cands] for t, cands in tasks.items()}
     groups = {n: bon_groups(ids_of, n, seed=args.seed, draws=args.draws) for n in sizes}
@@ -364,7 +367,7 @@ def run(args: argparse.Namespace) -> int:
         {
             "split": args.split,
             "sizes": sizes,
-            "tasks": args.tasks,
+            "tasks": args.max_tasks,
             "draws": args.draws,
             "seed": args.seed,
             "include_gold": bool(args.include_gold),

@@ -33,6 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from sweworld.bench.output import Figure, figure
 
 __all__ = [
@@ -254,10 +256,8 @@ def bootstrap_mean_ci(
             total += s
             count += n
         means.append(total / count)
-    means.sort()
-    lo = means[round(0.025 * (resamples - 1))]
-    hi = means[round(0.975 * (resamples - 1))]
-    return lo, hi
+    lo, hi = np.percentile(means, [2.5, 97.5], method="nearest")
+    return float(lo), float(hi)
 
 
 def _mean(xs: Sequence[float]) -> float | None:

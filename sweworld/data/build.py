@@ -321,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
     heldout = heldout_repos(args.heldout)
     source = Path(args.source) if args.source else _default_source()
     if source is not None and not source.exists():
-        print(f"sweworld data build-outcome: {source}: no such file", file=sys.stderr)
+        print(f"sweworld: error: {source}: no such file", file=sys.stderr)
         return 2
     libraries = [x.strip() for x in args.libraries.split(",") if x.strip()]
     repos: list[str] = []

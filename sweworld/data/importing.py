@@ -460,18 +460,18 @@ def run(args: argparse.Namespace) -> int:
     heldout = heldout_repos(args.heldout)
     if args.workers < 1 or not args.step_timeout > 0 or (args.limit is not None and args.limit < 0):
         print(
-            "sweworld data import: error: --workers must be at least 1, --step-timeout positive "
+            "sweworld: error: --workers must be at least 1, --step-timeout positive "
             "and --limit not negative",
             file=sys.stderr,
         )
         return 2
     if not Path(args.source).exists():
-        print(f"sweworld data import: error: {args.source}: no such file or folder", file=sys.stderr)
+        print(f"sweworld: error: {args.source}: no such file or folder", file=sys.stderr)
         return 2
     try:
         shard = parse_shard(args.shard)
     except ValueError as exc:
-        print(f"sweworld data import: error: {exc}", file=sys.stderr)
+        print(f"sweworld: error: {exc}", file=sys.stderr)
         return 2
     try:
         summary = import_source(
@@ -492,7 +492,7 @@ def run(args: argparse.Namespace) -> int:
             history=args.history,
         )
     except (ValueError, OSError) as exc:  # unknown format; --out not a writable folder
-        print(f"sweworld data import: error: {exc}", file=sys.stderr)
+        print(f"sweworld: error: {exc}", file=sys.stderr)
         return 2
     print_report(summary, args.out, heldout)
     total = summary.get("swt", {}).get("total", 0) + summary.get("swr", {}).get("total", 0)

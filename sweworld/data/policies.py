@@ -311,7 +311,7 @@ class OpenAIPolicy:
     (``mini_swe_agent``; ``auto`` also accepts R2E-Gym function calls).
 
     Args:
-        lm: an :class:`~sweworld.models.base.LM` or a spec for ``make_lm``
+        lm: an :class:`~sweworld.models.base.LM` or a spec for :func:`sweworld.world.lm_from_spec`
             (``openai:URL#MODEL``); its retries and timeouts apply to every call.
         max_calls: most model calls per episode (then the policy stops: ``step limit``).
         max_total_tokens: most prompt + completion tokens per episode, as the server
@@ -335,11 +335,11 @@ class OpenAIPolicy:
         instance_template: str = INSTANCE_TEMPLATE,
         name: str | None = None,
     ):
-        from sweworld.models import make_lm
+        from sweworld.world import lm_from_spec
 
         if max_calls < 1 or max_total_tokens < 1 or max_tokens < 1:
             raise ValueError("max_calls, max_total_tokens and max_tokens must be positive")
-        self.lm = make_lm(lm)
+        self.lm = lm_from_spec(lm)
         self.name = name or (lm if isinstance(lm, str) else getattr(self.lm, "name", "openai"))
         self.max_calls = int(max_calls)
         self.max_total_tokens = int(max_total_tokens)

@@ -63,7 +63,7 @@ class RecordStore:
         for row in _read_jsonl(self.dir / "done.jsonl"):
             self._done[str(row.get("unit"))] = row
         for name in (*KINDS, "done", "skipped"):
-            _cut_torn_tail(self.dir / f"{name}.jsonl")
+            cut_torn_tail(self.dir / f"{name}.jsonl")
         self._files = {
             name: open(self.dir / f"{name}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
             for name in (*KINDS, "done", "skipped")
@@ -121,7 +121,7 @@ class RecordStore:
             return {k: len(v) for k, v in self._ids.items()}
 
 
-def _cut_torn_tail(path: Path) -> None:
+def cut_torn_tail(path: Path) -> None:
     """Drop a torn last line (a run killed mid-write) so that the next row appended starts a
     line of its own instead of being glued to the torn text and lost. Reads only the tail."""
     if not path.is_file():

@@ -16,6 +16,12 @@ adapters are thin modules over it, each importing its framework only when used:
                           (``batching``), warm sessions by memory budget (``warm``)
 ``ray_pool``              the same pool on Ray actors (``ray_actor``: the actors)
 ========================  ===============================================================
+
+Imports: the lower layers (tasks ... reward), :mod:`sweworld.world` (which builds an
+episode's executor, model and rewarder from its config) and, from ``data``, only the record
+schema (trajectories); never :mod:`sweworld.serve` (a remote episode registers itself as the
+world ``remote``: :mod:`.opening`), ``bench`` or :mod:`sweworld.cli` (``env/cli`` reads its
+inputs through :mod:`sweworld.cli_inputs`).
 """
 
 from sweworld.env.batching import BatchingLM

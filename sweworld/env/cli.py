@@ -22,6 +22,8 @@ import textwrap
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from sweworld.tasks.fields import MODE_HELP, MODES
+
 __all__ = ["add_episode_parser", "run"]
 
 #: Longest observation the human view prints whole (the episode's own limit still applies;
@@ -59,9 +61,9 @@ def add_episode_parser(sub: Any, add_task_args: Callable[[argparse.ArgumentParse
     )
     p.add_argument(
         "--mode",
-        default="blind",
-        choices=["blind", "oracle"],
-        help="what the simulator and the reward model may read (default: blind)",
+        default="oracle",
+        choices=list(MODES),
+        help=MODE_HELP,
     )
     p.add_argument(
         "--reward",
@@ -148,7 +150,7 @@ def _config(args: argparse.Namespace, n_actions: int) -> Any:
 
 
 def _read_actions(args: argparse.Namespace) -> list[Any]:
-    from sweworld.cli import read_actions, read_input
+    from sweworld.cli_inputs import read_actions, read_input
 
     source = "<stdin>" if args.actions == "-" else args.actions
     text = read_input(args.actions, "actions file")
@@ -160,20 +162,20 @@ def _read_actions(args: argparse.Namespace) -> list[Any]:
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``sweworld episode``; the exit status (see the module docstring)."""
-    from sweworld.cli import task_from_args
-    from sweworld.env.episode import Episode, build_executor
+    from sweworld.cli_inputs import task_from_args
+    from sweworld.env.episode import Episode
+    from sweworld.world import LM_EXECUTORS, World, require_lm
 
     out = out or sys.stdout
     actions = _read_actions(args)
     config = _config(args, len(actions))
     task = task_from_args(args)
-    if config.executor in ("simulated", "hybrid", "outcome-lm"):
-        from sweworld.models import require_lm_extras
-
-        require_lm_extras(config.model, f"sweworld episode --executor {config.executor}")
-    executor = build_executor(config)  # a bad executor or model spec is said before anything runs
+    if config.executor in LM_EXECUTORS:
+        require_lm(config.model, f"sweworld episode --executor {config.executor}")
+    world = World.for_episode(config)
+    world.executor  # noqa: B018 (a bad executor or model spec is said before anything runs)
     view = JsonView(out) if args.json else HumanView(out)
-    with Episode(task, config, executor=executor) as episode:
+    with world, Episode(task, config, world=world) as episode:
         view.start(episode)
         prompt, info = episode.reset()
         view.prompt(prompt, info)
@@ -240,8 +242,13 @@ class HumanView:
             executor = f"{executor} (outcome model decides, renderer writes; {cfg.mode})"
         reward = cfg.reward
         if reward in ("swr", "both"):
-            stages = ",".join(cfg.swr_stages) if cfg.swr_stages else "all stages"
-            reward = f"{reward} ({stages}; model {cfg.swr_model}, {cfg.mode})"
+            from sweworld.reward.model_types import DEFAULT_STAGES
+
+            stages = tuple(cfg.swr_stages or DEFAULT_STAGES)
+            judge = "task's tests by the outcome model" if cfg.mode == "oracle" else "verdict"
+            if "tests" in stages:
+                judge = f"test report by {cfg.swr_model}"
+            reward = f"{reward} ({','.join(stages)} + {judge}; {cfg.mode})"
         self._print(f"== episode on {task.instance_id} ({task.repo})")
         self._print(f"   executor: {executor}")
         self._print(f"   reward:   {reward}, preset {cfg.reward_preset}")

@@ -85,7 +85,7 @@ class EpisodeConfig:
     observation_format: str = "auto"
     executor: Any = "outcome"
     model: str = "embedded"
-    mode: str = "blind"
+    mode: str = "oracle"
     reward: str = "swr"
     reward_preset: str = "binary"
     swr_stages: tuple[str, ...] | None = None

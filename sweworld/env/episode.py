@@ -27,10 +27,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from sweworld.env.config import END_REASONS, TERMINATED_REASONS, EpisodeConfig
+from sweworld.env.episode_types import EpisodeBusy, EpisodeError, EpisodeFinished, StepOutcome
 from sweworld.env.prompts import bounded_prompt
 from sweworld.env.rewards import EpisodeRewarder, FinalReward, score_in_time
 from sweworld.env.signals import TestTracker, dense_signal, signals_info
@@ -39,7 +39,6 @@ from sweworld.env.stepping import (
     approx_tokens,
     async_pool,
     bound_task,
-    build_executor,
     coerce_task,
     destroy_session,
     parse_episode_action,
@@ -48,6 +47,8 @@ from sweworld.env.stepping import (
     truncate_text,
 )
 from sweworld.tasks.schema import Task
+from sweworld.world import World, WorldConfig
+from sweworld.world import build_executor as build_world_executor
 
 __all__ = [
     "Episode",
@@ -61,42 +62,20 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+def build_executor(config: EpisodeConfig) -> Any:
+    """The executor an episode config names (kept for callers of the old API: the world
+    builds it, :func:`sweworld.world.build_executor`)."""
+    return build_world_executor(WorldConfig.from_episode(config))
+
+
 _ids = itertools.count(1)
 
 #: Extra seconds past twice the step deadline after which a step that has not returned is
 #: abandoned and the episode ends with reason ``error`` (a backstop: commands and model
 #: calls have their own deadlines).
 STEP_GRACE_S = 30.0
-
-
-class EpisodeError(RuntimeError):
-    """The episode cannot do what was asked (no task, not reset, closed)."""
-
-
-class EpisodeFinished(EpisodeError):
-    """``step`` after the episode ended; call ``reset``."""
-
-
-class EpisodeBusy(EpisodeError):
-    """``step`` or ``reset`` while another call of the same episode is running."""
-
-
-@dataclass
-class StepOutcome:
-    """What one step returns (Gymnasium's 5-tuple, plus the fields by name)."""
-
-    observation: str
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def __iter__(self):  # obs, reward, terminated, truncated, info = episode.step(a)
-        return iter((self.observation, self.reward, self.terminated, self.truncated, self.info))
-
-    @property
-    def done(self) -> bool:
-        return self.terminated or self.truncated
 
 
 class Episode:
@@ -110,6 +89,10 @@ class Episode:
         executor: an executor instance to use (shared by a pool); built from the config
             otherwise.
         rewarder: an :class:`EpisodeRewarder` (shared by a pool); built otherwise.
+        world: a :class:`~sweworld.world.World` whose parts (manager, executor, rewarder)
+            the episode uses and leaves open (a pool's, a service's); otherwise the episode
+            builds its own from the config, lazily, and closes it. A string here is
+            ``EpisodeConfig.world`` (the URL of a world service), as before.
         open_session: ``f(task) -> Session``, e.g. a warm pool's ``acquire``; the manager's
             ``open`` otherwise.
         token_counter: ``f(text) -> int`` for ``max_tokens`` (characters / 4 otherwise).
@@ -125,21 +108,24 @@ class Episode:
         rewarder: EpisodeRewarder | None = None,
         open_session: Callable[[Task], Any] | None = None,
         token_counter: Callable[[str], int] | None = None,
+        world: World | str | None = None,
         **overrides: Any,
     ):
+        if world is None or isinstance(world, str):  # EpisodeConfig.world: a service's URL
+            if world is not None:
+                overrides["world"] = world
+            world = None
         config = config or EpisodeConfig()
         self.config = config.replace(**overrides) if overrides else config
         if self.config.world:
             raise ValueError(
                 "EpisodeConfig.world is set: this episode belongs on the world service; "
-                "open it with sweworld.env.stepping.open_episode (or WorldClient.create)"
+                "open it with sweworld.env.opening.open_episode (or WorldClient.create)"
             )
         self.task: Task | None = coerce_task(task) if task is not None else None
-        self._manager = manager
-        self._own_manager = manager is None
-        self._executor = executor
-        self._rewarder = rewarder
-        self._own_rewarder = rewarder is None
+        self._given = {"manager": manager, "executor": executor, "rewarder": rewarder}
+        self._world = world
+        self._own_world = world is None
         self._open_session = open_session
         self._count_tokens = token_counter or approx_tokens
         self._call_lock = threading.Lock()
@@ -176,24 +162,28 @@ class Episode:
         return self._session
 
     @property
-    def manager(self) -> Any:
-        if self._manager is None:
-            from sweworld.sandbox.manager import SessionManager
+    def world(self) -> World:
+        """The world whose parts this episode uses (its own, built from the config on
+        first use, unless one was given)."""
+        if self._world is None:
+            self._world = World.for_episode(self.config, **self._given)
+        return self._world
 
-            self._manager = SessionManager()
-        return self._manager
+    def _part(self, name: str) -> Any:
+        given = self._given[name]
+        return given if given is not None else getattr(self.world, name)
+
+    @property
+    def manager(self) -> Any:
+        return self._part("manager")
 
     @property
     def executor(self) -> Any:
-        if self._executor is None:
-            self._executor = build_executor(self.config)
-        return self._executor
+        return self._part("executor")
 
     @property
     def rewarder(self) -> EpisodeRewarder:
-        if self._rewarder is None:
-            self._rewarder = EpisodeRewarder(self.config, manager=self.manager)
-        return self._rewarder
+        return self._part("rewarder")
 
     def __enter__(self) -> Episode:
         return self
@@ -577,7 +567,10 @@ class Episode:
             threading.Thread(target=destroy_session, args=(session,), daemon=True).start()
         else:
             destroy_session(session)
-        hook = getattr(self._executor, "close_session", None)
+        executor = self._given["executor"]
+        if executor is None and self._world is not None:
+            executor = self._world.built("executor")  # None when never built
+        hook = getattr(executor, "close_session", None)
         if hook is not None:
             try:
                 hook(session.id)
@@ -590,7 +583,5 @@ class Episode:
             return
         self._closed = True
         self._drop_session()
-        if self._own_rewarder and self._rewarder is not None:
-            self._rewarder.close()
-        if self._own_manager and self._manager is not None:
-            self._manager.close_all()
+        if self._own_world and self._world is not None:
+            self._world.close()  # what it built: the rewarder, executor, manager's sessions

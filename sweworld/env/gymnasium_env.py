@@ -40,7 +40,7 @@ from gymnasium import spaces
 
 from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import EpisodeError, coerce_task, truncate_text
-from sweworld.env.stepping import open_episode
+from sweworld.env.opening import open_episode
 
 __all__ = [
     "ENV_ID",

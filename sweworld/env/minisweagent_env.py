@@ -52,9 +52,9 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import Episode, EpisodeFinished, coerce_task
+from sweworld.env.opening import open_episode
 from sweworld.env.prompts import prompt_messages
 from sweworld.env.rewards import EpisodeRewarder
-from sweworld.env.stepping import open_episode
 from sweworld.sandbox.types import clean_text
 
 __all__ = ["SWEWorldEnvironment", "SWEWorldEnvironmentConfig", "load_task"]
@@ -102,7 +102,7 @@ class SWEWorldEnvironmentConfig(BaseModel):
     ``none``, ``scripted:FILE`` or a dotted path."""
     model: str = "embedded"
     """The SWT model of a simulated executor (``embedded``, ``openai:URL#MODEL``, ...)."""
-    mode: str = "blind"
+    mode: str = "oracle"
     """``blind`` or ``oracle`` (the simulator and the reward model may read the gold patch)."""
     reward: str = "swr"
     """How the submitted patch is graded: ``swr``, ``real``, ``both`` or ``none``."""

@@ -22,8 +22,10 @@ A warm pool (:class:`~sweworld.env.warm.WarmSessions`) given as ``warm=`` opens 
 ahead of time; it is bound to the pool's manager and executor when it has none of its own.
 
 With ``world=URL`` in the config the episodes run on that ``sweworld serve world`` service
-(:class:`~sweworld.serve.client.RemoteEpisode`): the pool then holds no manager, model,
-executor or rewarder of its own (``lm``, ``manager`` and ``warm`` are refused).
+(the remote episode: :func:`~sweworld.env.opening.open_episode`): the pool then holds no
+manager, model, executor or rewarder of its own (``lm``, ``manager``, ``warm`` and a
+:class:`~sweworld.world.World` are refused). Otherwise the pool's shared parts are one
+:class:`~sweworld.world.World` (its own, built from the config, or one given).
 
 The Ray version (:mod:`sweworld.env.ray_pool`) has the same public API.
 """
@@ -41,7 +43,7 @@ from typing import Any, TypeVar
 
 from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import Episode, EpisodeError, StepOutcome, coerce_task
-from sweworld.env.rewards import EpisodeRewarder
+from sweworld.env.opening import open_episode
 from sweworld.env.rollouts import (
     POLICY_THREADS,
     POLICY_TIMEOUT_S,
@@ -51,8 +53,9 @@ from sweworld.env.rollouts import (
     patch_now,
     policy_timed_out,
 )
-from sweworld.env.stepping import open_episode
 from sweworld.env.workers import CallTimeout, IdleThreadPool, call_with_deadline, idle_seconds
+from sweworld.world import World, WorldConfig
+from sweworld.world import build_executor as build_world_executor
 
 __all__ = [
     "EnvPool",
@@ -89,36 +92,10 @@ class PoolError(EpisodeError):
 
 
 def build_pool_executor(config: EpisodeConfig, lm: Any) -> Any:
-    """The executor a pool shares: for ``simulated`` / ``hybrid``, built around ``lm`` (an
-    LM instance, typically a :class:`~sweworld.env.batching.BatchingLM`); otherwise the one
-    :func:`~sweworld.env.episode.build_executor` makes."""
-    from sweworld.env.episode import build_executor
-
-    spec = config.executor
-    if spec not in ("simulated", "hybrid"):
-        return build_executor(config)
-    from sweworld.transition.simulated import SimulatedExecutor
-
-    options: dict[str, Any] = {
-        "mode": config.mode,
-        "step_timeout": config.step_timeout_s,
-        "seed": config.seed,
-    }
-    if _is_embedded_lm(config.model, lm):
-        # What SimulatedExecutor picks for the embedded spec: a short answer budget and the
-        # small context that fits a CPU model.
-        from sweworld.transition.context import ContextConfig
-        from sweworld.transition.simulated import EMBEDDED_BUDGETS, EMBEDDED_MAX_TOKENS
-
-        options["max_tokens"] = EMBEDDED_MAX_TOKENS
-        options["context"] = ContextConfig(mode=config.mode, **EMBEDDED_BUDGETS)
-    simulated = SimulatedExecutor(lm, **options)
-    if spec == "simulated":
-        return simulated
-    from sweworld.execution.local import LocalExecutor
-    from sweworld.transition.hybrid import EveryK, HybridExecutor
-
-    return HybridExecutor(simulated, LocalExecutor(timeout=config.step_timeout_s), policy=EveryK(5))
+    """The executor a pool shares (kept for callers of the old API: the world builds it,
+    :func:`sweworld.world.build_executor`): for ``simulated`` / ``hybrid``, built around
+    ``lm`` (an LM instance, typically a :class:`~sweworld.env.batching.BatchingLM`)."""
+    return build_world_executor(WorldConfig.from_episode(config), lm)
 
 
 def session_config(config: EpisodeConfig) -> Any:
@@ -131,14 +108,6 @@ def session_config(config: EpisodeConfig) -> Any:
         limits=SandboxLimits(timeout=config.step_timeout_s),
         observation_format=config.observation_format,
     )
-
-
-def _is_embedded_lm(spec: Any, lm: Any) -> bool:
-    inner = getattr(lm, "wrapped", lm)
-    info = getattr(inner, "_extra_info", None)
-    if isinstance(info, dict) and info.get("embedded"):
-        return True
-    return isinstance(spec, str) and spec.startswith("embedded") and lm is None
 
 
 _Pool = TypeVar("_Pool", bound="SlotPool")
@@ -197,6 +166,9 @@ class EnvPool(SlotPool):
         manager: a :class:`~sweworld.sandbox.manager.SessionManager` to share (one is made
             and closed with the pool otherwise).
         warm: a :class:`~sweworld.env.warm.WarmSessions` to take sessions from.
+        world: a :class:`~sweworld.world.World` to share (its manager, executor, model,
+            rewarder and warm sessions; left open at :meth:`close`); otherwise the pool
+            builds one from the config and closes it. A string is ``EpisodeConfig.world``.
         max_batch: most model requests merged into one call.
         batch_wait_s: how long a model request waits for others to join its batch.
         policy_timeout_s: deadline of one policy call in :meth:`rollout`; the calls then run
@@ -215,8 +187,11 @@ class EnvPool(SlotPool):
         max_batch: int = 32,
         batch_wait_s: float = 0.005,
         policy_timeout_s: float | None = POLICY_TIMEOUT_S,
+        world: World | str | None = None,
         **overrides: Any,
     ):
+        if isinstance(world, str):  # EpisodeConfig.world: a service's URL
+            overrides["world"], world = world, None
         super().__init__(size)
         self.policy_timeout_s = check_policy_timeout(policy_timeout_s)
         config = config or EpisodeConfig()
@@ -228,28 +203,32 @@ class EnvPool(SlotPool):
         given = [n for n, v in (("lm", lm), ("manager", manager), ("warm", warm)) if v is not None]
         if remote and given:
             raise ValueError(f"{given}: local backends, but world= runs the episodes remotely")
-        self._own_manager = manager is None and not remote
-        if manager is None and not remote:
-            from sweworld.sandbox.manager import SessionManager
-
-            manager = SessionManager()
-        self.manager = manager
+        if remote and world is not None:
+            raise ValueError("a World is local, but world= runs the episodes remotely")
+        if world is not None and given:
+            raise ValueError(f"{given}: give them to the World, not beside it")
+        self.world: World | None = None
+        self._own_world = world is None and not remote
+        self.manager: Any = None
         self.lm: Any = None
         self.executor = self.rewarder = self.warm = self._open_session = None
         try:
             if not remote:  # else the service's backends
-                if self.config.executor in ("simulated", "hybrid"):
-                    self.lm = self._batched_lm(lm, max_batch, batch_wait_s)
-                self.executor = build_pool_executor(self.config, self.lm)
-                self.rewarder = EpisodeRewarder(self.config, manager=self.manager)
-                self.warm = warm
-                if warm is not None and hasattr(warm, "bind"):
-                    warm.bind(
-                        manager=self.manager,
-                        executor=self.executor,
-                        config=session_config(self.config),
-                    )
-                self._open_session = warm.acquire if warm is not None else None
+                self.world = world or World.for_episode(
+                    self.config,
+                    batch_lm=True,
+                    max_batch=max_batch,
+                    batch_wait_s=batch_wait_s,
+                    manager=manager,
+                    lm=lm,
+                    warm=warm,
+                )
+                self.manager = self.world.manager
+                self.lm = self.world.lm
+                self.executor = self.world.executor
+                self.rewarder = self.world.rewarder
+                self.warm = self.world.warm
+                self._open_session = self.world.session_opener(session_config(self.config))
             self.episodes: list[Episode] = [self._new_episode(self.config) for _ in range(size)]
             self._threads = IdleThreadPool(  # threads idle for a while exit
                 size, idle_s=idle_seconds(), thread_name_prefix="sweworld-pool"
@@ -260,21 +239,6 @@ class EnvPool(SlotPool):
         except BaseException:
             self._close_shared()
             raise
-
-    def _batched_lm(self, lm: Any, max_batch: int, batch_wait_s: float) -> Any:
-        from sweworld.env.batching import BatchingLM
-
-        if isinstance(lm, BatchingLM):
-            return lm
-        if lm is None or isinstance(lm, str):
-            from sweworld.models import check_lm_spec, make_lm
-
-            spec = lm if lm is not None else self.config.model
-            check_lm_spec(spec)
-            lm = make_lm(spec)
-            return BatchingLM(lm, max_batch=max_batch, batch_wait_s=batch_wait_s)
-        # An LM the caller made: shared with them, not closed with the pool.
-        return BatchingLM(lm, max_batch=max_batch, batch_wait_s=batch_wait_s, close_wrapped=False)
 
     def _new_episode(self, config: EpisodeConfig) -> Episode:
         if config.world is not None:
@@ -527,16 +491,10 @@ class EnvPool(SlotPool):
         self._close_shared()
 
     def _close_shared(self) -> None:
-        # A warm pool given to the pool belongs to the caller (close it yourself).
-        for part in (getattr(self, "rewarder", None), getattr(self, "executor", None), self.lm):
-            closer = getattr(part, "close", None)
-            if callable(closer):
-                try:
-                    closer()
-                except Exception:
-                    log.exception("closing the pool's %s failed", type(part).__name__)
-        if self._own_manager:
-            self.manager.close_all()
+        # A warm pool given to the pool belongs to the caller (close it yourself), and so
+        # does a World given to it.
+        if self._own_world and self.world is not None:
+            self.world.close()
 
 
 def _bind(reset: Callable[..., Any], task: Any, seed: int | None) -> Callable[[], Any]:

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.env.config import EpisodeConfig
-from sweworld.env.episode import Episode, EpisodeError, build_executor
-from sweworld.env.pool import build_pool_executor, session_config
+from sweworld.env.episode import Episode, EpisodeError
+from sweworld.env.pool import session_config
 from sweworld.env.workers import IdleThreadPool, idle_seconds
+from sweworld.world import World, WorldConfig
 
 __all__ = ["ActorSet", "EpisodeGroup", "check_executor_spec"]
 
@@ -61,17 +62,26 @@ class EpisodeGroup:
         slots: int = 1,
         warm: Mapping[str, Any] | None = None,
     ):
-        from sweworld.env.rewards import EpisodeRewarder
         from sweworld.sandbox.manager import SessionManager
 
         self.config = config
         self.name = name
-        self.manager = SessionManager(**dict(manager_options or {}))
-        self.lm: Any = None
-        if executor is None and config.executor in ("simulated", "hybrid"):
-            executor = self._simulated_executor(lm, max_batch, batch_wait_s, slots)
-        self.executor = executor if executor is not None else build_executor(config)
-        self.rewarder = EpisodeRewarder(config, manager=self.manager)
+        # the actor's own world, built from the same config as every other actor's
+        remote = str(config.model).startswith(("openai:", "vllm:")) and lm is None
+        self.world = World.for_episode(
+            config,
+            batch_lm=True,
+            max_batch=max_batch,
+            batch_wait_s=batch_wait_s,
+            lm_concurrency=max(1, slots) if remote else 1,  # a server batches on its side
+            manager=SessionManager(**dict(manager_options or {})),
+            executor=executor,
+            lm=lm,
+        )
+        self.manager = self.world.manager
+        self.lm: Any = self.world.lm
+        self.executor = self.world.executor
+        self.rewarder = self.world.rewarder
         self.warm: Any = None
         if warm is not None:  # this actor's own warm sessions, as the template said
             from sweworld.env.warm import WarmSessions
@@ -85,22 +95,6 @@ class EpisodeGroup:
             idle_s=idle_seconds(),
             thread_name_prefix="sweworld-ray-episode",
         )
-
-    def _simulated_executor(self, lm: Any, max_batch: int, batch_wait_s: float, slots: int) -> Any:
-        """The actor's SWT executor, as the in-process pool builds it: one model (an endpoint
-        client, or an embedded model: the slow path) behind a BatchingLM that merges the
-        requests of this actor's episodes."""
-        from sweworld.env.batching import BatchingLM
-        from sweworld.models import make_lm
-
-        remote = str(self.config.model).startswith(("openai:", "vllm:")) and lm is None
-        self.lm = BatchingLM(
-            make_lm(lm if lm is not None else self.config.model),
-            max_batch=max_batch,
-            batch_wait_s=batch_wait_s,
-            max_concurrent=max(1, slots) if remote else 1,  # a server batches on its side
-        )
-        return build_pool_executor(self.config, self.lm)
 
     def _episode(self, key: int | str, max_steps: int | None = None) -> Episode:
         episode = self.episodes.get(key)
@@ -210,9 +204,7 @@ class EpisodeGroup:
         try:
             if self.warm is not None:
                 self.warm.close()
-            self.rewarder.close()
-            if self.lm is not None:
-                self.lm.close()
+            self.world.close()  # the model, executor and rewarder it built
         finally:
             self.manager.close_all()
             self._threads.shutdown(wait=False, cancel_futures=True)
@@ -415,17 +407,9 @@ class ActorSet:
 
 
 def check_executor_spec(config: EpisodeConfig) -> None:
-    """Refuse an executor spec that cannot work, in the driver (no model is loaded)."""
-    spec = config.executor
-    if spec in ("simulated", "hybrid"):
-        from sweworld.models import check_lm_spec
-
-        check_lm_spec(config.model)
-        return
-    from sweworld.sandbox.registry import executor_names
-
-    if spec.partition(":")[0] not in executor_names() and "." not in spec:
-        raise ValueError(f"unknown executor {spec!r}; known: {', '.join(executor_names())}")
+    """Refuse an executor or model spec that cannot work, in the driver (no model is
+    loaded): :meth:`sweworld.world.WorldConfig.check`."""
+    WorldConfig.from_episode(config).check()
 
 
 def _manager_options(manager: Any) -> dict[str, Any]:

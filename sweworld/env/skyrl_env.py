@@ -43,9 +43,9 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from sweworld.env.config import EpisodeConfig
 from sweworld.env.episode import coerce_task
+from sweworld.env.opening import open_episode
 from sweworld.env.prompts import prompt_messages
 from sweworld.env.rewards import EpisodeRewarder
-from sweworld.env.stepping import open_episode
 from sweworld.tasks.schema import Task
 
 __all__ = [
@@ -97,9 +97,9 @@ class _SharedBackends:
         key = _key(config, _EXECUTOR_KEYS)
         with self._lock:
             if key not in self._executors:
-                from sweworld.env.episode import build_executor
+                from sweworld.world import WorldConfig, build_executor
 
-                self._executors[key] = build_executor(config)
+                self._executors[key] = build_executor(WorldConfig.from_episode(config))
             return self._executors[key]
 
     def rewarder(self, config: EpisodeConfig, manager: Any) -> EpisodeRewarder:

@@ -1,6 +1,6 @@
 """What an episode's steps need besides its rules: tasks from rows, action sizing, text
-limits, the executor a config names, executor failures, deadlines on worker threads, and
-:func:`open_episode` (a local episode, or a remote one when the config names a world).
+limits, executor failures and deadlines on worker threads (the executor a config names comes
+from :mod:`sweworld.world`; :mod:`sweworld.env.opening` opens local or remote episodes).
 
 Pure functions and process-wide worker pools, shared by :mod:`sweworld.env.episode` and the
 adapters.
@@ -26,12 +26,10 @@ __all__ = [
     "approx_tokens",
     "async_pool",
     "bound_task",
-    "build_executor",
     "coerce_task",
     "destroy_session",
     "executor_failure",
     "measure_action",
-    "open_episode",
     "parse_episode_action",
     "run_with_deadline",
     "step_info",
@@ -206,81 +204,11 @@ def async_pool() -> IdleThreadPool:
         return _async_workers
 
 
-#: Arguments of ``Episode`` that are objects of this process; a remote episode has the
-#: service's (``manager`` is ignored for one: it only says where local sessions go).
-_LOCAL_BACKENDS = ("executor", "rewarder", "open_session", "token_counter")
-
-
-def open_episode(task: Any = None, config: EpisodeConfig | None = None, **shared: Any) -> Any:
-    """The episode a config asks for: an :class:`~sweworld.env.Episode` in this process, or,
-    when ``config.world`` names a ``sweworld serve world`` service, a
-    :class:`~sweworld.serve.client.RemoteEpisode` that runs there (same interface).
-
-    ``shared`` takes what ``Episode`` takes (``manager``, ``executor``, ``rewarder``,
-    ``open_session``, ``token_counter`` and EpisodeConfig overrides such as ``world=``).
-    A remote episode cannot use local backends: giving one is a ``ValueError``; ``manager``
-    is ignored. The adapters and :class:`~sweworld.env.EnvPool` construct episodes here.
-    """
-    from dataclasses import fields
-
-    config = config or EpisodeConfig()
-    names = {f.name for f in fields(EpisodeConfig)} - {"executor"}  # executor=: an instance
-    overrides = {name: shared.pop(name) for name in list(shared) if name in names}
-    if isinstance(shared.get("executor"), str):  # a spec ("local", ...), not an instance
-        overrides["executor"] = shared.pop("executor")
-    if overrides:
-        config = config.replace(**overrides)
-    if config.world is None:
-        from sweworld.env.episode import Episode
-
-        return Episode(task, config, **shared)
-    local = sorted(name for name in _LOCAL_BACKENDS if shared.get(name) is not None)
-    unknown = sorted(set(shared) - set(_LOCAL_BACKENDS) - {"manager"})
-    if unknown:
-        raise TypeError(f"open_episode() got unexpected argument(s) {unknown}")
-    if local:
-        raise ValueError(
-            f"{', '.join(local)} run(s) in this process, but world={config.world!r} runs the "
-            "episode on that service (with its own); leave them out or drop world="
-        )
-    try:
-        from sweworld.serve.client import RemoteEpisode
-    except ImportError as exc:  # httpx (extra "serve") is missing
-        raise ImportError(
-            f"a remote world needs the serve extra (pip install 'sweworld[serve]'): {exc}"
-        ) from exc
-    return RemoteEpisode.from_config(task, config)
-
-
 def destroy_session(session: Any) -> None:
     try:
         session.destroy()
     except Exception:  # cleanup must not mask the episode's result
         log.exception("destroying session %s failed", getattr(session, "id", "?"))
-
-
-def build_executor(config: EpisodeConfig) -> Any:
-    """The executor an episode config names (simulated ones get its model, mode, seed and
-    step deadline)."""
-    from sweworld.sandbox.registry import make_executor
-
-    spec = config.executor
-    if spec in ("simulated", "hybrid", "outcome-lm"):
-        from sweworld.models import check_lm_spec
-
-        check_lm_spec(config.model)
-        return make_executor(
-            spec,
-            lm=config.model,
-            mode=config.mode,
-            step_timeout=config.step_timeout_s,
-            seed=config.seed,
-        )
-    if spec == "local":
-        return make_executor("local", timeout=config.step_timeout_s)
-    if isinstance(spec, str) and spec.partition(":")[0] == "outcome":
-        return make_executor(spec, mode=config.mode)
-    return make_executor(spec)
 
 
 def executor_failure(calls: list[dict[str, Any]]) -> str | None:

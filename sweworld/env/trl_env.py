@@ -36,11 +36,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sweworld.env.config import EpisodeConfig
-from sweworld.env.episode import Episode, EpisodeError, build_executor, coerce_task
+from sweworld.env.episode import Episode, EpisodeError, coerce_task
+from sweworld.env.opening import open_episode
 from sweworld.env.rewards import EpisodeRewarder
-from sweworld.env.stepping import open_episode
 from sweworld.sandbox.types import clean_text
 from sweworld.tasks.schema import Task
+from sweworld.world import World
 
 __all__ = [
     "INSTRUCTION",
@@ -80,11 +81,8 @@ class _Shared:
         self.by_id = {task.instance_id: task for task in tasks}
         self._turn = itertools.count()
         self._lock = threading.Lock()
-        self._manager = manager
-        self._own_manager = manager is None
-        self._executor = executor
-        self._rewarder = rewarder
-        self._own_rewarder = rewarder is None
+        self._given = {"manager": manager, "executor": executor, "rewarder": rewarder}
+        self._world: World | None = None
 
     def next_task(self) -> Task | None:
         if not self.tasks:
@@ -93,25 +91,19 @@ class _Shared:
             return self.tasks[next(self._turn) % len(self.tasks)]
 
     def backends(self) -> tuple[Any, Any, EpisodeRewarder]:
+        """The shared manager, executor and rewarder: one :class:`~sweworld.world.World`'s
+        (built on first use from the config, with the parts given to the constructor)."""
         with self._lock:
-            if self._manager is None:
-                from sweworld.sandbox.manager import SessionManager
-
-                self._manager = SessionManager()
-            if self._executor is None:
-                self._executor = build_executor(self.config)
-            if self._rewarder is None:
-                self._rewarder = EpisodeRewarder(self.config, manager=self._manager)
-            return self._manager, self._executor, self._rewarder
+            if self._world is None:
+                self._world = World.for_episode(self.config, **self._given)
+            world = self._world
+            return world.manager, world.executor, world.rewarder
 
     def close(self) -> None:
         with self._lock:
-            if self._own_rewarder and self._rewarder is not None:
-                self._rewarder.close()
-                self._rewarder = None
-            if self._own_manager and self._manager is not None:
-                self._manager.close_all()
-                self._manager = None
+            world, self._world = self._world, None
+        if world is not None:
+            world.close()  # what it built; the parts given stay open
 
 
 class SWEWorldToolEnv:

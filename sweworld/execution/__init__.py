@@ -1,4 +1,8 @@
-"""Executors: what answers a session's execution commands (real, simulated or scripted)."""
+"""Executors: what answers a session's execution commands (real, simulated or scripted).
+
+Imports: :mod:`sweworld.tasks` and :mod:`sweworld.sandbox` (whose ``Executor`` protocol
+these implement); nothing above.
+"""
 
 from sweworld.execution.base import (
     ExecutionRequest,

@@ -83,7 +83,7 @@ def run_build(
     ``base`` (copy-on-write, discarded afterwards), ``venv`` at ``/opt/sweworld/venv`` and
     ``binds`` (the base interpreter) read-only. ``venv`` is emptied first."""
     from sweworld.dirs import runtime_dir
-    from sweworld.sandbox.workspace import make_workspace, resolve_backend
+    from sweworld.sandbox.backends import make_workspace, resolve_backend
 
     shutil.rmtree(venv, ignore_errors=True)
     venv.mkdir(parents=True, exist_ok=True)

@@ -10,8 +10,16 @@
 - ``"openai:URL#MODEL"`` / ``"vllm:URL#MODEL"``: an OpenAI-compatible server
   (API key from ``$SWEWORLD_LM_API_KEY`` or ``$OPENAI_API_KEY``)
 - ``"replay:PATH"``: answers recorded in a JSONL file
+- ``"NAME:ARG"``: a backend registered under ``NAME`` (entry-point group ``sweworld.lms``,
+  or :func:`sweworld.sandbox.registry.register` with kind ``lm``), built as
+  ``factory(ARG, **kwargs)``
 
-Heavy imports (torch, transformers, httpx) happen only when a backend is built.
+Only :mod:`sweworld.world` calls :func:`make_lm` with a spec string; everything above the
+models asks the world. Heavy imports (torch, transformers, httpx) happen only when a
+backend is built.
+
+Imports: tasks, sandbox (the registry, for backends registered by name) and
+execution; nothing above (transition, reward and everything else call it).
 """
 
 from __future__ import annotations
@@ -121,6 +129,11 @@ def make_lm(spec: str | LM | None = None, **kwargs: Any) -> LM:
 
         path, adapter = _split_adapter(rest)
         return TransformersLM(path, adapter=adapter, **kwargs)
+    target = _registered(kind) if sep and rest else None
+    if target is not None:
+        from sweworld.sandbox.registry import load_object
+
+        return load_object(target)(rest, **kwargs)
     raise ValueError(f"unknown LM spec {text!r}; expected {SPEC_FORMS}")
 
 
@@ -154,6 +167,8 @@ def check_lm_spec(spec: str | None) -> None:
         if not Path(path).exists():
             raise FileNotFoundError(f"model {path} does not exist (LM spec {text!r})")
         return
+    if sep and rest and _registered(kind) is not None:
+        return
     raise ValueError(f"unknown LM spec {text!r}; expected {SPEC_FORMS}")
 
 
@@ -185,6 +200,13 @@ def require_lm_extras(spec: str | None, what: str = "the SWT model") -> None:
         except LMUnavailable:
             if not (models_dir() / MODEL_NAME / "config.json").is_file():  # not converted yet
                 raise
+
+
+def _registered(kind: str) -> str | None:
+    """The dotted path a registered LM backend ``kind`` stands for, or None."""
+    from sweworld.sandbox.registry import names
+
+    return names("lm").get(kind)
 
 
 def _split_adapter(rest: str) -> tuple[str, str | None]:

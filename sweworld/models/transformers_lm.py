@@ -34,27 +34,17 @@ from sweworld.models.base import (
     GenerationRequest,
     LMError,
     LMTimeout,
-    LMUnavailable,
     Messages,
     cut_at_stop,
     sample_seed,
 )
 from sweworld.models.fast_decode import JSONEndWatch, growing_layer_class, quantize_int8
+from sweworld.models.transformers_load import apply_adapter, load_model
 from sweworld.models.transformers_scoring import ChoiceScoringMixin
 
 #: Prompt tokens read per forward pass when a generation has a time budget (the budget is
 #: checked between passes, so a long prompt cannot hold the model past it).
 PREFILL_CHUNK = 512
-
-_DTYPES = {
-    "float32": "float32",
-    "fp32": "float32",
-    "float16": "float16",
-    "fp16": "float16",
-    "half": "float16",
-    "bfloat16": "bfloat16",
-    "bf16": "bfloat16",
-}
 
 
 @dataclass
@@ -156,13 +146,13 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
         self._extra_info = {"adapter": Path(adapter).name if adapter else None}
         self._extra_info.update(info or {})
         started = time.perf_counter()
-        self.tokenizer, self.model = self._load(self.model_path, dtype, device)
+        self.tokenizer, self.model = load_model(self._torch, self.model_path, dtype, device)
         if quantize not in (None, "int8"):
             raise ValueError(f"quantize must be None or 'int8', not {quantize!r}")
         if quantize and self.adapter is not None and not merge_adapter:
             raise ValueError("quantize needs the adapter merged (merge_adapter=True)")
         if self.adapter is not None:
-            self.model = self._apply_adapter(self.model, self.adapter, merge_adapter)
+            self.model = apply_adapter(self.model, self.adapter, merge_adapter)
         self.model.eval()
         self.quantize = quantize
         if quantize == "int8":
@@ -186,51 +176,6 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
         self._closed = False
 
     # ------------------------------------------------------------------ loading
-
-    def _load(self, path: Path, dtype: Any, device: str) -> tuple[Any, Any]:
-        torch = self._torch
-        try:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-        except ImportError as exc:  # pragma: no cover - transformers is a hard requirement here
-            raise LMUnavailable(f"transformers is not installed: {exc}") from exc
-        kwargs: dict[str, Any] = {"local_files_only": True}
-        if path.is_file() and path.suffix == ".gguf":
-            kwargs["gguf_file"] = path.name
-            source = path.parent
-        elif path.is_dir() and (path / "config.json").is_file():
-            source = path
-        else:
-            raise LMUnavailable(
-                f"no model at {path}: expected a folder written by save_pretrained "
-                "(config.json, weights, tokenizer) or a .gguf file"
-            )
-        if isinstance(dtype, str):
-            key = _DTYPES.get(dtype.lower())
-            if key is None:
-                raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(set(_DTYPES))}")
-            torch_dtype = getattr(torch, key)
-        else:
-            torch_dtype = dtype
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(source), **kwargs)
-            model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch_dtype, **kwargs)
-        except (OSError, ValueError, KeyError) as exc:
-            raise LMUnavailable(f"cannot load the model at {path}: {exc}") from exc
-        return tokenizer, model.to(device)
-
-    @staticmethod
-    def _apply_adapter(model: Any, adapter: Path, merge: bool) -> Any:
-        if not (adapter / "adapter_config.json").is_file():
-            raise LMUnavailable(f"no peft adapter at {adapter} (adapter_config.json is missing)")
-        try:
-            from peft import PeftModel
-        except ImportError as exc:
-            raise LMUnavailable(f"loading adapter {adapter} needs peft: pip install peft") from exc
-        try:
-            peft_model = PeftModel.from_pretrained(model, str(adapter), is_trainable=False)
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
-            raise LMUnavailable(f"cannot load the adapter at {adapter}: {exc}") from exc
-        return peft_model.merge_and_unload() if merge else peft_model
 
     def _context_window(self, max_context: int | None) -> int:
         if max_context:
@@ -320,10 +265,6 @@ class TransformersLM(ChoiceScoringMixin, BaseLM):
         text = self.render_prompt(messages)
         with self._tok_lock:
             return list(self._tokenizer()(text, add_special_tokens=False)["input_ids"])
-
-    def count_message_tokens(self, messages: Messages) -> int:
-        """Prompt tokens of a chat (template included): what must fit the context window."""
-        return len(self.encode_messages(messages))
 
     # ------------------------------------------------------------------ generation
 

@@ -32,9 +32,17 @@ import os
 import warnings
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
+
+from sweworld.reward.calibration_base import (
+    Calibrator,
+    IdentityCalibrator,
+    PriorCalibrator,
+    Row,
+    clip01,
+    sigmoid,
+)
 
 if TYPE_CHECKING:
     from sweworld.reward.metrics import cross_validated_metrics, cross_validated_predictions
@@ -50,7 +58,6 @@ __all__ = [
     "cross_validated_metrics",
     "cross_validated_predictions",
     "load_calibration",
-    "pool_adjacent_violators",
     "save_calibration",
 ]
 
@@ -68,287 +75,9 @@ def __getattr__(name: str) -> Any:
 CALIBRATION_FORMAT = "sweworld-calibration"
 CALIBRATION_FORMAT_VERSION = 1
 
-Row = float | Sequence[float] | Mapping[str, float]
-
-
-# ------------------------------------------------------------------------------------------
-# Inputs
-# ------------------------------------------------------------------------------------------
-
-
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or value is None:
-        raise ValueError(f"{where}: expected a number, got {value!r}")
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}: expected a number, got {value!r}") from None
-    if not math.isfinite(out):
-        raise ValueError(f"{where}: expected a finite number, got {value!r}")
-    return out
-
-
-def _row(value: Any, names: Sequence[str], index: int) -> list[float]:
-    where = f"row {index}"
-    if isinstance(value, Mapping):
-        missing = [name for name in names if name not in value]
-        if missing:
-            raise ValueError(f"{where}: missing feature(s) {missing} (have {sorted(value)})")
-        return [_number(value[name], f"{where} feature {name!r}") for name in names]
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        if len(value) != len(names):
-            raise ValueError(
-                f"{where}: expected {len(names)} feature(s) {list(names)}, got {len(value)}"
-            )
-        return [
-            _number(v, f"{where} feature {name!r}") for v, name in zip(value, names, strict=True)
-        ]
-    if len(names) != 1:
-        raise ValueError(f"{where}: expected {len(names)} features {list(names)}, got a number")
-    return [_number(value, where)]
-
-
-def _labels(y: Sequence[Any]) -> list[bool]:
-    out = []
-    for index, value in enumerate(y):
-        if isinstance(value, bool):
-            out.append(value)
-        elif isinstance(value, int | float) and value in (0, 1):
-            out.append(bool(value))
-        else:
-            raise ValueError(f"label {index}: expected a bool (or 0/1), got {value!r}")
-    return out
-
-
-def _infer_names(X: Sequence[Any]) -> list[str]:
-    first = X[0]
-    if isinstance(first, Mapping):
-        return [str(key) for key in first]
-    if isinstance(first, Sequence) and not isinstance(first, str | bytes):
-        return [f"x{j}" for j in range(len(first))]
-    return ["score"]
-
-
-def _sigmoid(z: float) -> float:
-    if z >= 0:
-        return 1.0 / (1.0 + math.exp(-z))
-    e = math.exp(z)
-    return e / (1.0 + e)
-
-
-def _clip01(value: float) -> float:
-    return min(1.0, max(0.0, value))
-
-
-# ------------------------------------------------------------------------------------------
-# Base
-# ------------------------------------------------------------------------------------------
-
-
-class Calibrator:
-    """Base of the calibrators: shared input handling, fit bookkeeping and serialisation.
-
-    Subclasses set ``kind`` and implement ``_fit(rows, labels)``, ``_predict_row(row)``,
-    ``_params()`` and ``_load_params(params)``. After ``fit``, ``fit_info`` holds ``n``,
-    ``positives``, ``fitted_at`` (UTC, ISO 8601) and ``train_metrics`` (see
-    :func:`~sweworld.reward.metrics.binary_metrics`, in-sample: optimistic).
-    """
-
-    kind: ClassVar[str] = ""
-    _registry: ClassVar[dict[str, type[Calibrator]]] = {}
-    needs_fit: ClassVar[bool] = True
-
-    def __init__(self, feature_names: Sequence[str] | None = None) -> None:
-        self.feature_names: list[str] | None = list(feature_names) if feature_names else None
-        self.fit_info: dict[str, Any] = {}
-        self._fitted = not self.needs_fit
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if cls.kind:
-            Calibrator._registry[cls.kind] = cls
-
-    # -- public API ------------------------------------------------------------------
-
-    @property
-    def fitted(self) -> bool:
-        return self._fitted
-
-    def fit(self, X: Sequence[Row], y: Sequence[bool]) -> Calibrator:
-        """Fit on rows ``X`` and labels ``y``; returns ``self``."""
-        if len(X) != len(y):
-            raise ValueError(f"X and y differ in length ({len(X)} vs {len(y)})")
-        if not X:
-            raise ValueError(f"cannot fit a {type(self).__name__} on no data")
-        labels = _labels(y)
-        if self.feature_names is None:
-            self.feature_names = _infer_names(X)
-        self._check_width()
-        rows = [_row(value, self.feature_names, i) for i, value in enumerate(X)]
-        self._fit(rows, labels)
-        self._fitted = True
-        predictions = [self._predict_row(row) for row in rows]
-        from sweworld.reward.metrics import binary_metrics
-
-        self.fit_info = {
-            "n": len(labels),
-            "positives": sum(labels),
-            "fitted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "train_metrics": binary_metrics(labels, predictions),
-        }
-        return self
-
-    def predict(self, X: Sequence[Row]) -> list[float]:
-        """Calibrated probabilities, one per row."""
-        if not self._fitted:
-            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() first")
-        if not X:
-            return []
-        names = self.feature_names
-        if names is None:  # a calibrator that needs no fit, used without fitting
-            names = _infer_names(X)
-            if self._width is not None and len(names) != self._width:
-                raise ValueError(
-                    f"{type(self).__name__} takes {self._width} feature(s), got {len(names)}"
-                )
-        return [self._predict_row(_row(value, names, i)) for i, value in enumerate(X)]
-
-    def predict_one(self, x: Row) -> float:
-        """The calibrated probability of one row."""
-        return self.predict([x])[0]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready state: ``kind``, ``feature_names``, ``params``, ``fit_info``."""
-        return {
-            "kind": self.kind,
-            "feature_names": list(self.feature_names or []),
-            "fitted": self._fitted,
-            "params": self._params(),
-            "fit_info": dict(self.fit_info),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Calibrator:
-        """Rebuild a calibrator written by :meth:`to_dict` (any kind, dispatched on ``kind``)."""
-        kind = data.get("kind")
-        target = Calibrator._registry.get(str(kind))
-        if target is None:
-            raise ValueError(
-                f"unknown calibrator kind {kind!r}; known: {sorted(Calibrator._registry)}"
-            )
-        if cls is not Calibrator and not issubclass(target, cls):
-            raise ValueError(f"{cls.__name__}.from_dict got a {kind!r} calibrator")
-        obj = target.__new__(target)
-        Calibrator.__init__(obj, data.get("feature_names") or None)
-        obj._load_params(dict(data.get("params") or {}))
-        obj.fit_info = dict(data.get("fit_info") or {})
-        obj._fitted = bool(data.get("fitted", True)) or not target.needs_fit
-        return obj
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._params()!r})"
-
-    # -- subclass hooks ----------------------------------------------------------------
-
-    _width: ClassVar[int | None] = 1  # number of features, None: any
-
-    def _check_width(self) -> None:
-        names = self.feature_names or []
-        if self._width is not None and len(names) != self._width:
-            raise ValueError(
-                f"{type(self).__name__} takes {self._width} feature(s), got {len(names)}: {names}"
-            )
-
-    def _fit(self, rows: list[list[float]], labels: list[bool]) -> None:
-        raise NotImplementedError
-
-    def _predict_row(self, row: list[float]) -> float:
-        raise NotImplementedError
-
-    def _params(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _load_params(self, params: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-
-# ------------------------------------------------------------------------------------------
-# Identity and prior
-# ------------------------------------------------------------------------------------------
-
-
-class IdentityCalibrator(Calibrator):
-    """No calibration: the single score, clipped to ``[0, 1]``. ``fit`` only records
-    ``fit_info`` (so the raw score's metrics can be saved like any other calibrator's)."""
-
-    kind = "identity"
-    needs_fit = False
-
-    def _fit(self, rows: list[list[float]], labels: list[bool]) -> None:
-        return None
-
-    def _predict_row(self, row: list[float]) -> float:
-        return _clip01(row[0])
-
-    def _params(self) -> dict[str, Any]:
-        return {}
-
-    def _load_params(self, params: dict[str, Any]) -> None:
-        return None
-
-
-class PriorCalibrator(Calibrator):
-    """The training base rate (fraction of positives) for every input; inputs are ignored
-    (any width). Before fitting, ``rate`` (default 0.5) is used."""
-
-    kind = "prior"
-    needs_fit = False
-    _width = None
-
-    def __init__(self, rate: float = 0.5, feature_names: Sequence[str] | None = None) -> None:
-        super().__init__(feature_names)
-        if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"rate must be in [0, 1], got {rate}")
-        self.rate = float(rate)
-
-    def _fit(self, rows: list[list[float]], labels: list[bool]) -> None:
-        self.rate = sum(labels) / len(labels)
-
-    def _predict_row(self, row: list[float]) -> float:
-        return self.rate
-
-    def predict(self, X: Sequence[Row]) -> list[float]:
-        return [self.rate for _ in X]
-
-    def _params(self) -> dict[str, Any]:
-        return {"rate": self.rate}
-
-    def _load_params(self, params: dict[str, Any]) -> None:
-        self.rate = float(params.get("rate", 0.5))
-
-
 # ------------------------------------------------------------------------------------------
 # Isotonic
 # ------------------------------------------------------------------------------------------
-
-
-def pool_adjacent_violators(
-    values: Sequence[float], weights: Sequence[float] | None = None, *, increasing: bool = True
-) -> list[float]:
-    """The weighted least-squares monotone fit of ``values`` in the given order
-    (``sklearn.isotonic.isotonic_regression``)."""
-    if weights is not None and len(weights) != len(values):
-        raise ValueError("values and weights differ in length")
-    if not values:
-        return []
-    from sklearn.isotonic import isotonic_regression
-
-    fitted = isotonic_regression(
-        [float(v) for v in values],
-        sample_weight=None if weights is None else [float(w) for w in weights],
-        increasing=increasing,
-    )
-    return [float(v) for v in fitted]
 
 
 class IsotonicCalibrator(Calibrator):
@@ -385,12 +114,12 @@ class IsotonicCalibrator(Calibrator):
         if not kx:
             return 0.5
         if x <= kx[0]:
-            return _clip01(ky[0])
+            return clip01(ky[0])
         if x >= kx[-1]:
-            return _clip01(ky[-1])
+            return clip01(ky[-1])
         j = bisect_right(kx, x)  # kx[j - 1] <= x < kx[j]
         x0, x1, y0, y1 = kx[j - 1], kx[j], ky[j - 1], ky[j]
-        return _clip01(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+        return clip01(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
 
     def _params(self) -> dict[str, Any]:
         return {"increasing": self.increasing, "knots_x": self.knots_x, "knots_y": self.knots_y}
@@ -492,7 +221,7 @@ class LogisticCalibrator(Calibrator):
         self.intercept = float(model.intercept_[0] - float(np.dot(coef, means)))
 
     def _predict_row(self, row: list[float]) -> float:
-        return _sigmoid(self.intercept + sum(c * x for c, x in zip(self.coef, row, strict=True)))
+        return sigmoid(self.intercept + sum(c * x for c, x in zip(self.coef, row, strict=True)))
 
     def fit(self, X: Sequence[Row], y: Sequence[bool]) -> LogisticCalibrator:
         super().fit(X, y)

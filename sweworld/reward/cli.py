@@ -1,6 +1,6 @@
 """``sweworld reward``, ``sweworld verify`` and ``sweworld calibrate``.
 
-sweworld reward --file TASKS --id ID --patch P [--mode oracle|blind] [--model embedded]
+sweworld reward --tasks TASKS --id ID --patch P [--mode blind|oracle] [--model embedded]
 sweworld verify --tasks TASKS --candidates C [C ...] --out preds.json [--scores S.json]
 sweworld calibrate --tasks TASKS --candidates LABELLED [...] [--out calibration.json]
 """
@@ -10,17 +10,32 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from sweworld.tasks.fields import MODE_HELP, MODES
+
+T = TypeVar("T")
+
+
+#: What the numbers of ``sweworld reward`` mean (its ``--help`` description).
+SCORE_HELP = (
+    "Score a candidate patch with SWR's stages and print the result as JSON. `score` is the "
+    "probability that the patch resolves the task, P(resolved): the learned verdict's "
+    "calibrated probability over the stages' evidence (the episode view prints the same "
+    "number as 'score'); `resolved` is score >= 0.5 with no stage refusing the patch and "
+    "no evidence missing (else `status` says why); "
+    "`reward` is the verdict turned into an RL reward by --preset (binary: 1.0 or 0.0)."
+)
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mode",
         default="oracle",
-        choices=["oracle", "blind"],
-        help="what the stages may read: oracle (default: gold patch, test patch, test lists) "
-        "or blind (none of them)",
+        choices=list(MODES),
+        help=MODE_HELP,
     )
     p.add_argument(
         "--model",
@@ -81,7 +96,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 def add_reward_parsers(sub: Any, add_task_args: Any) -> None:
     """Add the reward, verify and calibrate sub-commands to the CLI's subparsers."""
     reward = sub.add_parser(
-        "reward", help="score a candidate patch with the SWR stages (no real execution)"
+        "reward",
+        help="score a candidate patch with the SWR stages (no real execution)",
+        description=SCORE_HELP,
     )
     add_task_args(reward)
     reward.add_argument(
@@ -92,7 +109,14 @@ def add_reward_parsers(sub: Any, add_task_args: Any) -> None:
     _add_model_args(reward)
     reward.add_argument("--steps", type=int, default=None, help="agent steps (shaped preset)")
 
-    verify = sub.add_parser("verify", help="best-of-N: score N candidates per task and select one")
+    verify = sub.add_parser(
+        "verify",
+        help="best-of-N: score N candidates per task and select one",
+        description="Score every candidate of each task with SWR and write the selected one "
+        "per task in SWE-bench's predictions format. A candidate's score is its P(resolved) "
+        "(see `sweworld reward --help`), plus --vote-weight times the share of candidates "
+        "equivalent to it.",
+    )
     verify.add_argument("--tasks", required=True, help="task rows (any format `tasks` reads)")
     verify.add_argument("--split", default=None, help="split, for HF datasets")
     verify.add_argument(
@@ -151,6 +175,16 @@ def _config(args: argparse.Namespace) -> Any:
     )
 
 
+def progress(items: Iterable[T], what: str, total: int) -> Iterator[T]:
+    """``items`` with a tqdm bar on stderr when stderr is a terminal (silent otherwise)."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # tqdm comes with the data and bench extras; no bar without it
+        yield from items
+        return
+    yield from tqdm(items, desc=what, total=total, unit="task", disable=not sys.stderr.isatty())
+
+
 def _read_patch(spec: str) -> str:
     if spec == "-":
         return sys.stdin.read()
@@ -193,26 +227,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for instance_id in unknown:
         print(f"sweworld: warning: no task row for {instance_id}; skipped", file=sys.stderr)
     candidates = {i: c for i, c in candidates.items() if i in tasks}
+    if args.mode == "oracle":
+        print(
+            "sweworld: note: oracle mode: the choice reads each task's gold patch and tests "
+            "(--mode blind chooses as at test time, without them)",
+            file=sys.stderr,
+        )
     with RewardModel(_config(args), repo_path=args.repo_path) as model:
         verifier = Verifier(model, vote_weight=args.vote_weight)
         selections = {}
-        for n, (instance_id, cands) in enumerate(candidates.items(), 1):
+        for instance_id, cands in progress(candidates.items(), "verify", len(candidates)):
             selections.update(
                 verifier.verify({instance_id: tasks[instance_id]}, {instance_id: cands})
-            )
-            chosen = selections[instance_id]
-            print(
-                f"[{n}/{len(candidates)}] {instance_id}: {len(cands)} candidate(s), "
-                f"chose #{chosen.index} (score {chosen.score:.3f}, "
-                f"{len(chosen.classes)} class(es))",
-                file=sys.stderr,
             )
     write_predictions({i: s.patch for i, s in selections.items()}, args.out)
     if args.scores:
         Path(args.scores).write_text(
             json.dumps({i: s.to_dict() for i, s in selections.items()}, indent=2, default=str)
         )
-    print(f"wrote {len(selections)} prediction(s) to {args.out}", file=sys.stderr)
+    scored = sum(len(c) for c in candidates.values())
+    print(
+        f"wrote {len(selections)} prediction(s) to {args.out} ({scored} candidate(s) scored; "
+        "per-task choices and scores: --scores FILE)",
+        file=sys.stderr,
+    )
     return 0
 
 

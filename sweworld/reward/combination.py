@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sweworld.reward.types import StageResult
 
 if TYPE_CHECKING:
-    from sweworld.reward.model import RewardResult
+    from sweworld.reward.model_types import RewardResult
 
 __all__ = [
     "FEATURES",

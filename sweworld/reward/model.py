@@ -40,7 +40,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +51,16 @@ from sweworld.reward.combination import (
     missing_evidence,
     prior_score,
     stage_features,
+)
+from sweworld.reward.model_types import (
+    DEFAULT_STAGES,
+    RESOLVED,
+    STAGE_NAMES,
+    UNDETERMINED,
+    UNRESOLVED,
+    RewardResult,
+    SWRConfig,
+    short_circuit_stage,
 )
 from sweworld.reward.presets import RewardPreset, compute_reward, preset
 from sweworld.reward.types import CandidateView, RewardContext, StageResult
@@ -77,135 +86,6 @@ __all__ = [
     "task_id",
     "unanalysable",
 ]
-
-STAGE_NAMES = ("syntax", "typecheck", "semantic", "tests")
-#: The stages a default configuration runs: the exact stages the shipped verdict was trained
-#: on (no type check: ~1 s per candidate; no LM: the verdict decides in milliseconds).
-DEFAULT_STAGES = ("syntax", "semantic")
-
-#: ``RewardResult.status`` values.
-RESOLVED, UNRESOLVED, UNDETERMINED = "resolved", "unresolved", "undetermined"
-
-
-@dataclass
-class SWRConfig:
-    """How the reward model runs (every field can be set from the CLI).
-
-    Attributes:
-        mode: ``oracle`` (stages may read the gold patch, test patch and test lists) or
-            ``blind`` (they may not).
-        stages: which stages run, in pipeline order (a subset of syntax, typecheck,
-            semantic, tests; default :data:`DEFAULT_STAGES`: the LM's tests stage is optional).
-        model: the SWR language model for the tests stage (``embedded``, a model path, an
-            ``http(s)://`` OpenAI-compatible endpoint, ...: see ``make_lm``).
-        samples: reports sampled per candidate (1: one greedy report).
-        temperature: sampling temperature when ``samples > 1``.
-        use_logprobs: also read P(resolved) from the token log-probabilities.
-        typecheck_timeout_s: bound on one mypy run (before and after together).
-        tests_timeout_s: deadline of the tests stage for one candidate (a model that hangs
-            gives no verdict, never a stalled trainer); None for none.
-        calibration: path of a fitted calibration (``sweworld calibrate``); ``auto`` uses the
-            one stored for this model and mode when it exists; None the fixed prior. Only
-            read without a verdict (the verdict carries its own calibration).
-        verdict: the learned verdict that decides (:mod:`sweworld.reward.verdict`):
-            ``default`` (the shipped ``adapters/verdict-default``), a model file or folder,
-            or None / ``none``: the legacy combination (the tests stage's report, gold
-            equivalence; no evidence is undetermined).
-        outcome: the outcome model whose predicted test statuses are evidence
-            (``default``: the shipped one; a file; None / ``none``: not used).
-        reward_preset: RL reward preset name (binary, score, shaped, stage_penalty).
-        threshold: score at or above which a candidate counts as resolved.
-        seed: seed of the sampled reports.
-    """
-
-    mode: str = "oracle"
-    stages: tuple[str, ...] = DEFAULT_STAGES
-    model: str = "embedded"
-    samples: int = 1
-    temperature: float = 0.7
-    use_logprobs: bool = True
-    typecheck_timeout_s: float = 30.0
-    tests_timeout_s: float | None = 600.0
-    calibration: str | None = "auto"
-    reward_preset: str = "binary"
-    threshold: float = 0.5
-    seed: int = 0
-    verdict: str | None = "default"
-    outcome: str | None = "default"
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("oracle", "blind"):
-            raise ValueError(f"mode must be 'oracle' or 'blind', got {self.mode!r}")
-        self.stages = tuple(self.stages)
-        unknown = [s for s in self.stages if s not in STAGE_NAMES]
-        if unknown:
-            raise ValueError(f"unknown stage(s) {unknown}; known: {', '.join(STAGE_NAMES)}")
-        self.stages = tuple(s for s in STAGE_NAMES if s in self.stages)
-        if self.samples < 1:
-            raise ValueError(f"samples must be at least 1, got {self.samples}")
-        if self.verdict in ("", "none"):
-            self.verdict = None
-        if self.outcome in ("", "none"):
-            self.outcome = None
-
-
-@dataclass
-class RewardResult:
-    """The verdict on one candidate.
-
-    Attributes:
-        instance_id: the task.
-        score: calibrated probability that the candidate resolves the task (0 when
-            undetermined: no stage could confirm it).
-        resolved: ``score >= threshold`` and the verdict is determined.
-        reward: the RL reward under the configured preset.
-        stages: each stage's result, in pipeline order (stages not run are absent).
-        report: a ``report.json``-shaped dict (``{instance_id: {...}}``) from the simulated
-            test report; when an exact stage stopped the pipeline, an unresolved entry whose
-            ``sweworld_status`` is ``swr_<stage>_failed``; empty when the tests stage did
-            not run.
-        features: the legacy combination's inputs (:data:`FEATURES`).
-        info: mode, scope (files or hunks), which stage stopped the pipeline, whether the
-            score is calibrated, latency, why the base checkout was not used, the stages
-            that failed (``stage_errors``) and why the verdict is undetermined.
-        status: ``resolved``, ``unresolved`` or ``undetermined`` (no stage that can confirm
-            resolution gave evidence; ``resolved`` is then False).
-        evidence: the verdict's inputs (:data:`~sweworld.reward.verdict.VERDICT_FEATURES`;
-            NaN where unknown).
-    """
-
-    instance_id: str
-    score: float
-    resolved: bool
-    reward: float
-    stages: dict[str, StageResult] = field(default_factory=dict)
-    report: dict[str, Any] = field(default_factory=dict)
-    features: dict[str, float] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
-    status: str = UNDETERMINED
-    evidence: dict[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "instance_id": self.instance_id,
-            "status": self.status,
-            "score": self.score,
-            "resolved": self.resolved,
-            "reward": self.reward,
-            "stages": {name: result.to_dict() for name, result in self.stages.items()},
-            "report": self.report,
-            "features": self.features,
-            "evidence": {k: (None if v != v else v) for k, v in self.evidence.items()},
-            "info": self.info,
-        }
-
-
-def short_circuit_stage(stages: Mapping[str, StageResult]) -> str | None:
-    """The stage that stopped the pipeline, or None."""
-    for name, result in stages.items():
-        if result.short_circuit:
-            return name
-    return None
 
 
 class RewardModel:
@@ -454,6 +334,10 @@ class RewardModel:
             info["latency_outcome_s"] = round(time.perf_counter() - started, 4)
             if predicted is not None:
                 tests, statuses = predicted
+                info["outcome_decision"] = {
+                    "fails": bool(tests.get("oc_run_fails")),
+                    "p_fails": round(float(tests.get("oc_p_run_fails", 0.0)), 4),
+                }
                 failed = sorted(t for t, s in statuses.items() if s in ("FAILED", "ERROR"))
                 info["predicted_tests"] = {
                     "tests": len(statuses),
@@ -499,17 +383,42 @@ class RewardModel:
         else:
             score, info["calibrated"] = self._calibrated(features, info, task)
         score = min(1.0, max(0.0, score))
+        # an exact stage's refusal or no evidence is never success, whatever the threshold
+        # (a threshold of 0 once made an empty patch "resolved" with reward 1)
+        resolved = stopped_by is None and missing is None and score >= self.preset.threshold
+        decision = info.get("outcome_decision")
+        lm_report = stages.get("tests") is not None and stages["tests"].verdict in ("pass", "fail")
+        if lm_report or self.verdict is None:
+            decision = None  # the LM's per-test report (or the legacy combination) decides
+        if decision is not None and stopped_by is None and missing is None:
+            # one state, one truth: where the outcome model decided the task's tests on this
+            # state (oracle mode, a base checkout), its decision is the reward's, so a
+            # simulated run of those tests never contradicts it; the verdict's score stays
+            # when it agrees, else the score is the outcome model's P(the tests pass)
+            resolved = not decision["fails"]
+            info["decided_by"] = "outcome"
+            if (score >= self.preset.threshold) != resolved:
+                info["verdict_score"] = round(score, 4)
+                score = 1.0 - float(decision["p_fails"])
+        elif stopped_by is None and missing is None:
+            info["decided_by"] = "verdict" if self.verdict is not None else "combination"
         tests = stages.get("tests")
         report = (tests.evidence.get("report") if tests is not None else None) or {}
-        if not report and statuses:  # one state, one truth: the outcome model's statuses
-            report = make_report(task, statuses, patch=patch or "")
+        if not report and statuses:  # one state, one truth: the outcome model's statuses,
+            # made to agree with the decision (a report never fails a test of a resolved
+            # candidate, nor passes every test of an unresolved one)
+            from sweworld.reward.test_outcomes import reconcile_statuses
+
+            agreed = reconcile_statuses(statuses, task, resolved)
+            if agreed != statuses:
+                info["statuses_reconciled"] = sorted(
+                    t for t in agreed if agreed[t] != statuses.get(t)
+                )[:20]
+            report = make_report(task, agreed, patch=patch or "")
         if stopped_by is not None:  # unresolved, and says which exact stage stopped it
             report = make_report(task, {}, patch=patch or "", status=f"swr_{stopped_by}_failed")
         info["latency_s"] = round(time.perf_counter() - started, 4)
         info["latency_by_stage"] = {n: round(r.latency_s, 4) for n, r in stages.items()}
-        # an exact stage's refusal or no evidence is never success, whatever the threshold
-        # (a threshold of 0 once made an empty patch "resolved" with reward 1)
-        resolved = stopped_by is None and missing is None and score >= self.preset.threshold
         reward = compute_reward(
             score, stages, reward_preset=self.preset, steps=steps, outcome=outcome,
             resolved=resolved,

@@ -35,11 +35,17 @@ APPLY_COMMANDS = (
 )
 
 
+#: The statuses of a real run whose tests ran and were graded.
+GRADED_STATUSES = ("resolved", "unresolved")
+GRADED = "graded"  # internal: becomes resolved / unresolved
+
+
 @dataclass
 class RealRewardResult:
     """Outcome of one real verification.
 
-    ``status``: ``ok`` (tests ran and were graded), ``patch_failed``, ``test_patch_failed``,
+    ``status``: ``resolved`` / ``unresolved`` (the tests ran and were graded: the names SWR's
+    verdict uses), or why there is no grade: ``patch_failed``, ``test_patch_failed``,
     ``env_failed``, ``exec_failed``, ``timeout`` or ``error``. ``reward`` is 1.0 only when
     resolved.
     """
@@ -119,13 +125,16 @@ def real_reward(
             statuses,
             patch=patch or "",
             patch_applied=applied,
-            status=None if status == "ok" else status,
+            status=None if status == GRADED else status,
         )
         entry = report[task.instance_id]
         info["latency_s"] = time.perf_counter() - started
+        resolved = bool(entry["resolved"])
+        if status == GRADED:
+            status = "resolved" if resolved else "unresolved"
         return RealRewardResult(
             instance_id=task.instance_id,
-            resolved=bool(entry["resolved"]),
+            resolved=resolved,
             status=status,
             report=report,
             statuses=statuses,
@@ -177,7 +186,7 @@ def real_reward(
                 )
                 log.warning("%s: exec_failed: %s", task.instance_id, info["reason"])
                 return finish("exec_failed", log=output)
-            return finish("ok", statuses, output)
+            return finish(GRADED, statuses, output)
     except Exception as exc:  # the verifier reports; it does not crash its caller
         log.exception("%s: the real reward failed", getattr(task, "instance_id", "?"))
         info["error"] = f"{type(exc).__name__}: {exc}"

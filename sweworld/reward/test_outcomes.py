@@ -14,14 +14,14 @@ Without a base checkout or without the test lists (blind mode) there is no predi
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["TestPredictor", "predicted_test_features"]
+__all__ = ["TestPredictor", "predicted_test_features", "reconcile_statuses"]
 
-_MAX_TESTS = 400
 _LOCK = threading.Lock()
 _MODELS: dict[str, Any] = {}
 
@@ -77,37 +77,25 @@ def predicted_test_features(
 ) -> tuple[dict[str, float], dict[str, str]] | None:
     """The outcome model's view of the task's tests after ``patch`` (see the module
     docstring): features named like :data:`~sweworld.reward.verdict.VERDICT_FEATURES`'
-    ``oc_*`` and each test's predicted status."""
-    from sweworld.tasks.fields import test_list
-    from sweworld.transition.outcome.features import per_test_features, step_features
+    ``oc_*`` (plus ``oc_p_run_fails``, the decision's probability) and each test's
+    predicted status. The decision is :func:`~sweworld.transition.outcome.graded.
+    graded_tests` on the grader's state, the one a simulated run of those tests sees."""
+    from sweworld.transition.outcome.graded import graded_state, graded_tests
     from sweworld.transition.outcome.state import FileState
 
     if base_dir is None or mode != "oracle":
         return None
-    f2p = test_list(task, "FAIL_TO_PASS")[:_MAX_TESTS]
-    p2p = test_list(task, "PASS_TO_PASS")[:_MAX_TESTS]
-    if not f2p:
+    state = FileState.from_diff(Path(base_dir), patch or "")
+    graded = graded_tests(
+        model, task, graded_state(state, str(_field(task, "test_patch") or "")), mode
+    )
+    if graded is None:
         return None
-    test_patch = str(_field(task, "test_patch") or "")
-    diff = (patch or "").rstrip("\n") + "\n" + test_patch if test_patch else patch or ""
-    state = FileState.from_diff(Path(base_dir), diff)
-    ids = [*f2p, *[t for t in p2p if t not in set(f2p)]]
-    files = sorted({t.split("::", 1)[0] for t in ids if "::" in t})[:50]
-    argv = ["python", "-m", "pytest", "-rA", *files]
-    step = step_features(argv, "/testbed", state, task, oracle=True, test_ids=ids)
-    cache: dict[str, Any] = {}
-    rows = [per_test_features(step, t, state, None, cache) for t in ids]
-    failing, statuses = model.decide_tests(step.values, rows, mode)
-    head = model.head("test", mode)
-    p_fail = np.zeros(len(ids))
-    if head is not None:
-        proba = head.proba(np.asarray(rows, dtype=float))
-        bad = [head.classes.index(c) for c in ("FAILED", "ERROR") if c in head.classes]
-        if bad:
-            p_fail = proba[:, bad].sum(axis=1)
-    n_f = len(f2p)
-    f_stat, p_stat = statuses[:n_f], statuses[n_f:]
-    reach_index = len(step.values)  # per-test features: step values, then the test's own
+    n_f, statuses = len(graded.f2p), graded.statuses
+    f_stat = [statuses[t] for t in graded.f2p]
+    p_stat = [statuses[t] for t in graded.p2p]
+    p_fail = graded.p_fail
+    reach_index = graded.step_width + 6  # per-test features: step values, then the test's
     feats = {
         "oc_available": 1.0,
         "oc_f2p_n": float(np.log1p(n_f)),
@@ -117,7 +105,28 @@ def predicted_test_features(
         "oc_f2p_pfail_mean": float(p_fail[:n_f].mean()),
         "oc_f2p_pfail_max": float(p_fail[:n_f].max()),
         "oc_p2p_pfail_max": float(p_fail[n_f:].max()) if p_stat else 0.0,
-        "oc_run_fails": float(bool(failing)),
-        "oc_reach_changed": float(np.mean([r[reach_index + 6] for r in rows[:n_f]])),
+        "oc_run_fails": float(graded.fails),
+        "oc_reach_changed": float(np.mean([r[reach_index] for r in graded.rows[:n_f]])),
+        "oc_p_run_fails": graded.p_fails,
     }
-    return feats, dict(zip(ids, statuses, strict=True))
+    return feats, statuses
+
+
+def reconcile_statuses(statuses: Mapping[str, str], task: Any, resolved: bool) -> dict[str, str]:
+    """The task's test statuses made to agree with the reward's decision (one state, one
+    truth): a resolved candidate passes every FAIL_TO_PASS and PASS_TO_PASS test; an
+    unresolved one keeps the predicted failures, or, where the prediction has none, fails
+    the first FAIL_TO_PASS test (SWE-bench's rule: resolved iff all of them pass). Tests
+    outside the two lists keep their status."""
+    from sweworld.tasks.fields import test_list
+
+    graded = [*test_list(task, "FAIL_TO_PASS"), *test_list(task, "PASS_TO_PASS")]
+    out = dict(statuses)
+    if resolved:
+        out.update(dict.fromkeys((t for t in graded if t in out), "PASSED"))
+        return out
+    if not any(out.get(t) in ("FAILED", "ERROR") for t in graded):
+        f2p = [t for t in test_list(task, "FAIL_TO_PASS") if t in out]
+        if f2p:
+            out[f2p[0]] = "FAILED"
+    return out

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.dirs import control_dir, runtime_dir
+from sweworld.sandbox.backends import make_workspace, resolve_backend
 from sweworld.sandbox.launch import SandboxUnavailable, bwrap_path
 from sweworld.sandbox.limits import (
     PidsCgroup,
@@ -32,7 +33,7 @@ from sweworld.sandbox.registry import make_executor
 from sweworld.sandbox.repos import BaseCheckout, find_repo_source, materialize
 from sweworld.sandbox.session import Session, SessionConfig
 from sweworld.sandbox.tools import ToolConfig
-from sweworld.sandbox.workspace import make_workspace, remove_tree, resolve_backend
+from sweworld.sandbox.workspace import remove_tree
 
 _counter = itertools.count(1)
 

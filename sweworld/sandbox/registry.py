@@ -1,10 +1,13 @@
-"""Executors by short name, registered as entry points and imported lazily.
+"""THE registry of short names: executors, language-model backends and worlds, registered as
+entry points and imported lazily.
 
-The names live in the ``sweworld.executors`` entry-point group (see ``pyproject.toml``), so
-the sandbox, which resolves them, never imports the packages that implement them; a
-third-party package registers its own executor the same way, or at run time with
-:func:`register_executor`. ``NAME:ARG`` passes ``ARG`` to the class's ``from_spec``
-(``scripted:rules.json``).
+Each kind has an entry-point group (see ``pyproject.toml``): ``executor`` ->
+``sweworld.executors``, ``lm`` -> ``sweworld.lms``, ``world`` -> ``sweworld.worlds``. The
+sandbox, which resolves them, never imports the packages that implement them; a third-party
+package registers its own the same way, or at run time with :func:`register`
+(:func:`register_executor` for executors). ``NAME:ARG`` passes ``ARG`` to an executor
+class's ``from_spec`` (``scripted:rules.json``). Only :mod:`sweworld.world` turns spec
+strings into objects; :func:`make_executor` here is the executor registry's own builder.
 """
 
 from __future__ import annotations
@@ -18,25 +21,55 @@ from sweworld.sandbox.executor import Executor, NoExecutor
 
 ENTRY_POINT_GROUP = "sweworld.executors"
 
-_extra: dict[str, str] = {}
+#: The entry-point group of each kind of name.
+GROUPS = {"executor": ENTRY_POINT_GROUP, "lm": "sweworld.lms", "world": "sweworld.worlds"}
+
+#: Names every installation knows, also before its entry points are installed (the
+#: language-model kinds sweworld parses itself live in :func:`sweworld.models.make_lm`,
+#: the preset worlds in :mod:`sweworld.world`: the sandbox names no upper package).
+BUILTIN: dict[str, dict[str, str]] = {
+    "executor": {"none": "sweworld.sandbox.executor:NoExecutor"},
+    "lm": {},
+    "world": {},
+}
+
+_extra: dict[str, dict[str, str]] = {kind: {} for kind in GROUPS}
 _lock = threading.Lock()
+
+
+def register(kind: str, name: str, target: str) -> None:
+    """Make ``name`` stand for ``target`` (``package.module:attr``) among the ``kind``
+    names (``executor``, ``lm``, ``world``) of this process."""
+    if kind not in GROUPS:
+        raise ValueError(f"unknown kind {kind!r}; known: {', '.join(GROUPS)}")
+    if not name or ":" in name or "." in name:
+        raise ValueError(f"a {kind} name is a plain word, not {name!r}")
+    with _lock:
+        _extra[kind][name] = target
+
+
+def names(kind: str) -> dict[str, str]:
+    """Every known short name of ``kind`` and the dotted path it stands for: the built-in
+    ones, the entry points of the kind's group, then those registered at run time."""
+    if kind not in GROUPS:
+        raise ValueError(f"unknown kind {kind!r}; known: {', '.join(GROUPS)}")
+    found = dict(BUILTIN[kind])
+    found.update({ep.name: ep.value for ep in entry_points(group=GROUPS[kind])})
+    with _lock:
+        found.update(_extra[kind])
+    return found
 
 
 def register_executor(name: str, target: str) -> None:
     """Make ``name`` stand for ``target`` (``package.module:attr``) in this process."""
     if not name or ":" in name or "." in name:
         raise ValueError(f"an executor name is a plain word, not {name!r}")
-    with _lock:
-        _extra[name] = target
+    register("executor", name, target)
 
 
 def executor_names() -> dict[str, str]:
-    """Every known short name and the dotted path it stands for."""
-    names = {"none": "sweworld.sandbox.executor:NoExecutor"}
-    names.update({ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)})
-    with _lock:
-        names.update(_extra)
-    return names
+    """Every known executor short name and the dotted path it stands for."""
+    return names("executor")
 
 
 def load_object(path: str) -> Any:

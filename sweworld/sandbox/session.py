@@ -30,17 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.sandbox.actions import ActionParseError, parse_action
-from sweworld.sandbox.bwrap import RawRun, SandboxRunner
-from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult, Executor
-from sweworld.sandbox.launch import BASE_ENV, SHELL_OWN_ENV, SandboxUnavailable
+from sweworld.sandbox.bwrap import SandboxRunner
+from sweworld.sandbox.executor import Executor
+from sweworld.sandbox.launch import SandboxUnavailable
 from sweworld.sandbox.limits import PidsCgroup, SandboxLimits
 from sweworld.sandbox.paths import SandboxPaths
 from sweworld.sandbox.quota import (
     PatchTooLarge,
     SnapshotLimitReached,
     control_full,
-    over_quota,
-    quota_message,
     refused_edit,
 )
 from sweworld.sandbox.render import (
@@ -50,8 +48,8 @@ from sweworld.sandbox.render import (
     render_r2egym,
 )
 from sweworld.sandbox.repos import BaseCheckout
-from sweworld.sandbox.router import REFUSED_EXIT_CODE, declared_scripts, find_refusal, routes
-from sweworld.sandbox.shims import ShimProtocolError, answer_call, read_call
+from sweworld.sandbox.router import REFUSED_EXIT_CODE, find_refusal
+from sweworld.sandbox.session_calls import ExecutionCalls
 from sweworld.sandbox.tools import TOOL_ALIASES, ToolConfig, ToolContext, run_tool
 from sweworld.sandbox.types import BashOutcome, StepResult, clean_text, clean_value
 from sweworld.sandbox.workspace import Workspace, WorkspaceError, remove_tree
@@ -101,7 +99,7 @@ class Snapshot:
 _snapshot_ids = itertools.count(1)
 
 
-class Session:
+class Session(ExecutionCalls):
     """One agent's sandboxed workspace. Create with ``SessionManager.open``."""
 
     def __init__(
@@ -342,108 +340,6 @@ class Session:
             if raw.cwd:
                 self.cwd = raw.cwd
             return self._outcome(raw, command, limit)
-
-    def _routes(self, command: str) -> list[dict[str, str]]:
-        """Each simple command's route for ``info``, the repository's console scripts
-        (read once from the base checkout) counting as execution, as in the sandbox."""
-        if self._scripts is None:
-            try:
-                self._scripts = declared_scripts(self.base.path)
-            except (OSError, ValueError, SyntaxError) as exc:
-                log.debug("session %s: console scripts not read: %s", self.id, exc)
-                self._scripts = frozenset()
-        return routes(command, self._scripts)
-
-    def _outcome(self, raw: RawRun, command: str, limit: float) -> BashOutcome:
-        stdout = raw.stdout.decode("utf-8", errors="replace")
-        stderr = raw.stderr.decode("utf-8", errors="replace")
-        limits = self.config.limits
-        if raw.truncated:
-            stderr += (
-                f"\nsweworld: the output passed {limits.max_output_bytes} bytes; it was "
-                "cut there and the command was stopped.\n"
-            )
-        if raw.timed_out:
-            stderr += (
-                f"\nsweworld: the command did not finish within {limit:g} s and was stopped.\n"
-            )
-        info: dict[str, Any] = {
-            "routes": self._routes(command),
-            "timeout": limit,
-            "execution_calls": raw.calls,
-            "wall_s": raw.wall_s,
-            "executor_s": raw.executor_s,
-        }
-        if raw.truncated:
-            info["output_truncated"] = True
-        if raw.calls_refused:
-            info["execution_calls_refused"] = raw.calls_refused
-        if over_quota(self.workspace):
-            stderr += quota_message(self.workspace)
-            info["disk_quota_exceeded"] = True
-        return BashOutcome(
-            stdout=stdout,
-            stderr=stderr,
-            exit_code=raw.exit_code,
-            timed_out=raw.timed_out,
-            info=info,
-        )
-
-    def _serve_call(self, req_dir_fd: int, req_id: str) -> dict[str, Any]:
-        started = time.perf_counter()
-        try:
-            call = read_call(req_dir_fd, req_id)
-        except ShimProtocolError as exc:
-            answer_call(req_dir_fd, req_id, "", f"sweworld: bad execution request: {exc}\n", 126)
-            return {"error": str(exc)}
-        env = {k: v for k, v in call.env.items() if k not in SHELL_OWN_ENV and BASE_ENV.get(k) != v}
-        request = ExecutionRequest(
-            argv=call.argv,
-            cwd=call.cwd,
-            stdin=call.stdin,
-            env=env,
-            workspace=self.root,
-            tmp=self.workspace.tmp_root,
-            tmp_bind=self.workspace.tmp_bind,
-            ctl_root=getattr(self.workspace, "ctl_root", None),
-            ctl_bind=getattr(self.workspace, "ctl_bind", None),
-            task=self.task,
-            session_id=self.id,
-            base=self.base.path,
-            base_commit=self.base.head,
-            changes=self.workspace.changes,
-            mount_ns_fd=self.workspace.mount_ns_fd,
-            workspace_bind=self.workspace.bind_source,
-            deadline=self._call_deadline,
-        )
-        try:
-            result = self.executor.execute(request)
-        except Exception as exc:  # an executor bug must not take the session down
-            log.exception("session %s: the executor failed on %r", self.id, request.command)
-            result = ExecutionResult(
-                stderr=f"sweworld: the {getattr(self.executor, 'name', 'executor')} executor "
-                f"failed on `{request.command}`: {type(exc).__name__}: {exc}\n",
-                exit_code=1,
-                info={"error": repr(exc)},
-            )
-        status = result.info.get("status") if isinstance(result.info, dict) else None
-        if status not in (None, "ok", "simulated"):
-            log.info("session %s: `%s` -> %s", self.id, request.command, status)
-        answer_call(
-            req_dir_fd,
-            req_id,
-            clean_text(result.stdout),
-            clean_text(result.stderr),
-            result.exit_code,
-        )
-        return {
-            "command": clean_text(request.command),
-            "cwd": clean_text(call.cwd),
-            "exit_code": result.exit_code,
-            "executor": getattr(self.executor, "name", type(self.executor).__name__),
-            "latency_s": time.perf_counter() - started,
-            "info": result.info,
-        }
 
     # ------------------------------------------------------------------ files and patch
 

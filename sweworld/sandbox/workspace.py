@@ -23,13 +23,11 @@ would write through into the shared base.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import os
 import shutil
 import stat
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,63 +272,3 @@ def _file_stats(root: Path, dirs: set[str] | None = None) -> dict[str, tuple[int
             st = os.lstat(full)
             out[os.path.relpath(full, root)] = (st.st_mode, st.st_size, st.st_mtime_ns)
     return out
-
-
-BACKENDS = ("overlay", "copy")
-
-
-def __getattr__(name: str) -> Any:
-    """``OverlayWorkspace`` lives in :mod:`sweworld.sandbox.overlay` (imported lazily: that
-    module builds on this one)."""
-    if name == "OverlayWorkspace":
-        from sweworld.sandbox.overlay import OverlayWorkspace
-
-        return OverlayWorkspace
-    raise AttributeError(name)
-
-
-@functools.lru_cache(maxsize=8)
-def overlay_available(scratch: str) -> bool:
-    """Probe once (per scratch folder) whether this process may mount overlays there."""
-    probe = Path(tempfile.mkdtemp(prefix=".overlay-probe-", dir=scratch))
-    try:
-        from sweworld.sandbox.overlay import OverlayWorkspace
-
-        (probe / "lower").mkdir()
-        ws = OverlayWorkspace(probe / "lower", probe / "state", quota_bytes=1 << 20)
-        ws.destroy()
-        return True
-    except (WorkspaceError, OSError):
-        return False
-    finally:
-        remove_tree(probe)
-
-
-def resolve_backend(name: str, scratch: Path) -> str:
-    """``auto`` -> ``overlay`` where it can be mounted, else ``copy``."""
-    if name == "auto":
-        return "overlay" if overlay_available(str(scratch)) else "copy"
-    if name not in BACKENDS:
-        raise WorkspaceError(f"unknown workspace backend {name!r}; use auto, overlay or copy")
-    if name == "overlay" and not overlay_available(str(scratch)):
-        raise WorkspaceError(
-            "the overlay backend needs permission to mount (root or CAP_SYS_ADMIN) and an "
-            "upper directory on a filesystem overlayfs supports; use backend='copy'"
-        )
-    return name
-
-
-def make_workspace(
-    backend: str, lower: Path, state_dir: Path, *, quota_bytes: int | None = None
-) -> Workspace:
-    """Create a workspace of the given (resolved) backend with a disk quota (default
-    ``$SWEWORLD_DISK_MB`` or 1 GiB)."""
-    if quota_bytes is None:
-        from sweworld.sandbox.quota import default_disk_mb
-
-        quota_bytes = default_disk_mb() << 20
-    if backend == "overlay":
-        from sweworld.sandbox.overlay import OverlayWorkspace
-
-        return OverlayWorkspace(lower, state_dir, quota_bytes=quota_bytes)
-    return CopyWorkspace(lower, state_dir, quota_bytes=quota_bytes)

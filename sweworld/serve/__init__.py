@@ -11,4 +11,8 @@
 
 Nothing here is imported by ``import sweworld``; FastAPI, uvicorn and vLLM are optional
 (extra ``serve``; vLLM itself in its own environment, see ``model``).
+
+Imports: the lower layers, :mod:`sweworld.world` and :mod:`sweworld.env` (the service is
+built on episodes; env never imports serve). Inside: ``transport`` <- ``remote`` <-
+``client``, one way.
 """

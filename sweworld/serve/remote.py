@@ -1,7 +1,9 @@
 """An episode that runs on a world service: :class:`RemoteEpisode`, with the public
 interface of :class:`sweworld.env.Episode` that trainers and the adapters use, sync and
 async, over a :class:`~sweworld.serve.client.WorldClient` (also importable from
-:mod:`sweworld.serve.client`).
+:mod:`sweworld.serve.client`). It registers itself as the world named ``remote``
+(:mod:`sweworld.sandbox.registry`; ``pyproject.toml`` declares the same entry point), which
+is how :func:`sweworld.env.opening.open_episode` finds it without importing ``serve``.
 
 Differences: ``info["episode_id"]`` is the service's id; an action that is neither text
 nor a mapping is a ``TypeError`` (a local episode answers it with an observation); the
@@ -37,9 +39,10 @@ from sweworld.env.episode import (
     coerce_task,
 )
 from sweworld.env.rewards import FinalReward
-from sweworld.serve.client import (
+from sweworld.sandbox.registry import register
+from sweworld.serve.transport import (
     ApiCall,
-    WorldClient,
+    WorldConnection,
     WorldError,
     WorldNotFound,
     WorldTimeout,
@@ -92,7 +95,8 @@ class RemoteEpisode:
     so constructing one, as the adapters do, costs nothing until it starts.
 
     Args:
-        client: the :class:`WorldClient` to call through.
+        client: the :class:`~sweworld.serve.client.WorldClient` (or any
+            :class:`~sweworld.serve.transport.WorldConnection`) to call through.
         task: a Task or task row (sent to the service), or None with ``instance_id`` (a task
             of the service's tasks file) or a task given to ``reset``.
         config: the episode's rules; its non-default fields are sent as overrides.
@@ -102,7 +106,7 @@ class RemoteEpisode:
 
     def __init__(
         self,
-        client: WorldClient,
+        client: WorldConnection,
         task: Any = None,
         config: EpisodeConfig | Mapping[str, Any] | None = None,
         *,
@@ -135,7 +139,7 @@ class RemoteEpisode:
         config = config or EpisodeConfig()
         if config.world is None:
             raise ValueError("config.world is None: the episode would run in this process")
-        client = WorldClient(config.world, config.world_token)
+        client = WorldConnection(config.world, config.world_token)
         return cls(client, task, config, own_client=True)
 
     def _new_state(self, seed: int | None) -> None:
@@ -483,3 +487,6 @@ def _final_reward(data: Mapping[str, Any]) -> FinalReward:
 def _field(model: Any, name: str) -> Callable[[Any], Any]:
     """A finisher: the body validated as ``model``, then its field ``name``."""
     return lambda data: getattr(model.model_validate(data), name)
+
+
+register("world", "remote", f"{__name__}:RemoteEpisode")

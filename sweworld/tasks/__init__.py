@@ -1,4 +1,8 @@
-"""Tasks: one schema for SWE-bench, SWE-Gym, SWE-smith and R2E-Gym rows, and loaders."""
+"""Tasks: one schema for SWE-bench, SWE-Gym, SWE-smith and R2E-Gym rows, and loaders.
+
+Imports: nothing of sweworld but :mod:`sweworld.dirs` and :mod:`sweworld.pyast` (the
+bottom layer; everything else reads tasks).
+"""
 
 from sweworld.tasks.loaders import (
     HubUnavailableError,

@@ -11,6 +11,8 @@ from typing import Any
 __all__ = [
     "COMMON_FIELDS",
     "META_KEY",
+    "MODES",
+    "MODE_HELP",
     "SOURCE_KEY",
     "SWEBENCH_FIELDS",
     "SWEBENCH_ID_RE",
@@ -22,6 +24,18 @@ __all__ = [
     "repo_from_instance_id",
     "test_list",
 ]
+
+#: What the world and the reward may read of a task: ``oracle`` (its gold patch, test patch and
+#: FAIL_TO_PASS / PASS_TO_PASS lists, which the agent never sees) or ``blind`` (none of
+#: them). The one default of every command and config is the first.
+MODES = ("oracle", "blind")
+#: The ``--mode`` help text every command shares.
+MODE_HELP = (
+    "what the world and the reward may read: oracle (default: also the task's gold patch, test "
+    "patch and test lists, which the agent never sees, like a real environment's hidden tests) "
+    "or blind (the repository and the candidate only: for tasks without a reference fix, and "
+    "for choosing among candidates at test time)"
+)
 
 # Common fields, in SWE-bench's column order; a row's keys with these names are consumed.
 SWEBENCH_FIELDS: tuple[str, ...] = (

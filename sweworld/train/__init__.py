@@ -8,6 +8,9 @@ under ``accelerate launch``), evaluates it on the held-out repositories and writ
 (:mod:`sweworld.train.export`) where ``--model embedded+A`` or ``hf:BASE+A`` loads it.
 The configuration (:class:`~sweworld.train.config.TrainConfig`) comes from defaults, a
 YAML file (``--config``) and command-line options, in that order. See docs/TRAINING.md.
+
+Imports: the lower layers (tasks ... reward) and :mod:`sweworld.data`'s schema; nothing
+that serves or runs episodes.
 """
 
 from sweworld.train.config import TrainConfig, add_arguments, config_from_args

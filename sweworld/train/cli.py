@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from sweworld.console import plain
+
 
 def add_train_parsers(sub: Any) -> None:
-    """Add ``train`` with ``swt`` and ``swr`` to the CLI's subparsers."""
+    """Add ``train`` with ``swt``, ``swr``, ``outcome`` and ``verdict`` to the CLI's subparsers."""
     from sweworld.train.config import add_arguments
 
-    train = sub.add_parser("train", help="fine-tune the SWT / SWR adapters (LoRA)")
+    train = sub.add_parser(
+        "train",
+        help="train the world's models: SWT / SWR adapters (LoRA), the outcome model, the verdict",
+    )
     tsub = train.add_subparsers(dest="train_target", required=True)
     for target, help_text in (
         ("swt", "train the transition model (predicts a command's output)"),
@@ -23,7 +28,7 @@ def add_train_parsers(sub: Any) -> None:
     p = tsub.add_parser(
         "outcome",
         help="train the outcome model (exit code, exception, per-test status; no LM)",
-        description=outcome.__doc__,
+        description=plain(outcome.__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     outcome.add_arguments(p)
@@ -32,7 +37,7 @@ def add_train_parsers(sub: Any) -> None:
     p = tsub.add_parser(
         "verdict",
         help="train the SWR verdict (calibrated P(resolved) over the evidence; no LM)",
-        description=verdict.__doc__,
+        description=plain(verdict.__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     verdict.add_arguments(p)

@@ -241,8 +241,8 @@ def add_arguments(parser: argparse.ArgumentParser, target: str) -> None:
             if f.name == "packing":
                 extra = {"choices": list(PACKINGS)}
             parser.add_argument(flag, type=kind, **extra, **kwargs)
-    # short aliases people reach for
-    parser.add_argument("--output", dest="out", default=argparse.SUPPRESS, help="same as --out")
+    # an alias people reach for, accepted but not listed (one documented name per option)
+    parser.add_argument("--output", dest="out", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def config_from_args(args: argparse.Namespace, target: str | None = None) -> TrainConfig:

@@ -552,7 +552,7 @@ def run(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         metrics = train(config)
     except (TrainingError, ValueError, FileNotFoundError) as exc:
-        _say(f"sweworld train: error: {exc}")
+        _say(f"sweworld: error: {exc}")
         return 2
     print(json.dumps(metrics, indent=2, sort_keys=True, default=str))
     return 0

@@ -60,8 +60,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="both: measure both, keep the one better on a validation split "
         "of the training repositories' instances",
     )
-    parser.add_argument("--max-iter", type=int, default=150)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--max-iter",
+        type=int,
+        default=150,
+        help="boosting iterations of the gradient-boosted trees (hgb; default 150)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="random seed (validation split, trees; default 0)"
+    )
     parser.add_argument(
         "--cached-bases-only",
         action="store_true",

@@ -246,29 +246,24 @@ def align_statuses(statuses: dict[str, str], ids: Sequence[str] | None) -> dict[
 
 
 def collected_ids(
-    workspace: Path, argv: Sequence[str], cwd: str, *, exact_only: bool = True
+    workspace: Path,
+    argv: Sequence[str],
+    cwd: str,
+    *,
+    exact_only: bool = True,
+    task: Any = None,
 ) -> list[str] | None:
-    """The test ids pytest would collect for ``argv`` (or for the pytest equivalent of
-    another test runner's command) on the files under ``workspace`` (the executor's own
-    collection), None when it cannot tell (or, with ``exact_only``, when the collection is
-    not known to be exact)."""
-    from sweworld.transition.facts import collect_pytest, parse_command
-    from sweworld.transition.outcome.features import pytest_equivalent
+    """The test ids the outcome executor collects for ``argv`` on the files under
+    ``workspace`` in ``task``'s environment (:func:`~sweworld.transition.outcome.collect.
+    collect_tests`), None when it cannot tell (or, with ``exact_only``, when the collection
+    is not known to be exact)."""
+    from sweworld.transition.outcome.collect import collect_tests
     from sweworld.transition.types import WorkspaceView
 
-    equivalent = pytest_equivalent(command_kind_of(argv), argv)
-    if equivalent is None:
+    found = collect_tests(WorkspaceView(workspace, cwd=cwd), argv, cwd, task)
+    if found is None or (exact_only and not found.exact):
         return None
-    info = parse_command(tuple(equivalent))
-    if info.pytest is None:
-        return None
-    try:
-        collection = collect_pytest(WorkspaceView(workspace, cwd=cwd), info.pytest, cwd)[0]
-    except Exception:  # an unexpected layout: no per-test labels beyond the parsed ones
-        return None
-    if exact_only and not collection.exact:
-        return None
-    return [item.nodeid for item in collection.items]
+    return found.ids
 
 
 def test_labels(
@@ -378,7 +373,7 @@ def load_rows(
             statuses = {k: normal_status(v) for k, v in rec.statuses().items()}
             ids = None
             if kind in TEST_RUNNER_KINDS:
-                ids = collected_ids(ws.path, argv, rec.cwd, exact_only=False)
+                ids = collected_ids(ws.path, argv, rec.cwd, exact_only=False, task=task)
                 statuses = align_statuses(statuses, ids)
                 exitfirst = "-x" in argv or "--exitfirst" in argv
                 statuses = test_labels(statuses, ids, rec.stdout, rec.exit_code, exitfirst)

@@ -70,7 +70,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--heldout", action="append", default=None, help="held-out repository (repeatable)"
     )
-    parser.add_argument("--learner", choices=(*LEARNERS, "both"), default="both")
+    parser.add_argument(
+        "--learner",
+        choices=(*LEARNERS, "both"),
+        default="both",
+        help="logreg (logistic regression), hgb (gradient-boosted trees) or both: fit both, "
+        "keep the one with the better out-of-fold ROC AUC (default: both)",
+    )
     parser.add_argument(
         "--outcome",
         default="default",
@@ -79,8 +85,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--features", default="", help="a JSONL file caching the candidates' features"
     )
-    parser.add_argument("--max-iter", type=int, default=120)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--max-iter",
+        type=int,
+        default=120,
+        help="boosting iterations of the gradient-boosted trees (hgb; default 120)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="random seed of the gradient-boosted trees (default 0)"
+    )
     parser.add_argument("--limit", type=int, default=0, help="at most this many candidates")
     parser.add_argument("--threads", type=int, default=1, help="OpenMP threads for training")
 

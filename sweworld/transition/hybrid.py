@@ -216,7 +216,7 @@ def hybrid(
     shadow: bool = False,
     log: str | Path | None = None,
     lm: Any = None,
-    mode: str = "blind",
+    mode: str = "oracle",
     step_timeout: float | None = None,
     seed: int = 0,
 ) -> HybridExecutor:

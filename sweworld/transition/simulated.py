@@ -45,6 +45,7 @@ from sweworld.transition.step_state import (
     SessionMemory,
     StepDeadline,
     StepTimeout,
+    keep_until_exit,
 )
 from sweworld.transition.types import Prediction, WorkspaceView
 
@@ -133,7 +134,7 @@ class SimulatedExecutor:
         self,
         lm: Any = None,
         *,
-        mode: str = "blind",
+        mode: str = "oracle",
         context: Any = None,
         max_tokens: int | None = None,
         schedule: tuple[tuple[float, int], ...] = DEFAULT_SCHEDULE,
@@ -245,6 +246,7 @@ class SimulatedExecutor:
                     if not step.done.is_set():
                         self._stalled += 1
                         step.stalled = True
+                        keep_until_exit(worker)
                 return self._timed_out(request, step, started, timings)
             step.done.wait()
         if step.result is not None:

@@ -3,8 +3,10 @@ within steps: the per-session memory, the prediction cache, and one step's deadl
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,3 +100,23 @@ class PredictionCache:
             self._items.move_to_end(key)
             while len(self._items) > self.max_items:
                 self._items.popitem(last=False)
+
+
+#: Step workers given up at their deadline and still finishing (a model call stops at the
+#: next token after the deadline). The process waits for them at exit, up to
+#: :data:`EXIT_GRACE_S` in all: a thread still inside torch when the interpreter finalizes
+#: aborts the process ("terminate called without an active exception", exit 134).
+_STALLED: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+EXIT_GRACE_S = 30.0
+
+
+@atexit.register
+def _join_stalled_workers() -> None:
+    end = time.monotonic() + EXIT_GRACE_S
+    for worker in list(_STALLED):
+        worker.join(max(0.0, end - time.monotonic()))
+
+
+def keep_until_exit(worker: threading.Thread) -> None:
+    """Have the process wait (up to :data:`EXIT_GRACE_S`) for ``worker`` at exit."""
+    _STALLED.add(worker)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -161,13 +160,3 @@ def swr_records() -> list[SWRRecord]:
         )
     )
     return out
-
-
-def load_script(name: str) -> Any:
-    """A script of ``benchmarks/`` as a module (the folder is not a package)."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"bench_script_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

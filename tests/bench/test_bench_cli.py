@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 
 import pytest
 
@@ -80,3 +81,55 @@ def test_bench_help_has_no_sphinx_markup(name, capsys):
         main(argv)
     out = capsys.readouterr().out
     assert "``" not in out and ":mod:`" not in out and ":func:`" not in out
+
+
+#: Benchmarks whose modules other parts of the project own (their options' help is theirs).
+_ELSEWHERE = {"swt", "swr", "executors", "e2e"}
+
+
+@pytest.mark.parametrize("name", sorted(set(bench_cli.BENCHMARKS) - _ELSEWHERE))
+def test_every_option_has_help(name):
+    parser = argparse.ArgumentParser(prog=f"sweworld bench {name}")
+    importlib.import_module(bench_cli.BENCHMARKS[name]).add_arguments(parser)
+    missing = [a.option_strings for a in parser._actions if a.option_strings and not a.help]
+    assert not missing, (name, missing)
+
+
+def test_benchmarks_folder_holds_results_not_scripts():
+    from tests.conftest import PROJECT
+
+    assert not list((PROJECT / "benchmarks").glob("*.py"))  # every measurement: sweworld bench
+
+
+#: Third-party modules a benchmark may import only when it runs (extras, optional backends).
+OPTIONAL_MODULES = {"llama_cpp", "ray", "docker", "matplotlib", "tqdm", "torch", "httpx"}
+
+
+def test_every_import_inside_the_benchmarks_resolves():
+    """Imports inside functions (run only when a benchmark runs) name modules and names
+    that exist: a benchmark moved from a script folder once imported a sibling script."""
+    import ast
+    import sys
+    from pathlib import Path
+
+    import sweworld.bench
+
+    missing = []
+    for path in sorted(Path(sweworld.bench.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            top = node.module.split(".")[0]
+            if top != "sweworld":  # a third-party module: optional ones may be absent
+                known = top in sys.stdlib_module_names or top in OPTIONAL_MODULES
+                if not known and importlib.util.find_spec(top) is None:
+                    missing.append(f"{path.name}: {node.module}")
+                continue
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                if not hasattr(module, alias.name):
+                    try:
+                        importlib.import_module(f"{node.module}.{alias.name}")
+                    except ImportError:
+                        missing.append(f"{path.name}: {node.module}.{alias.name}")
+    assert not missing, missing

@@ -294,13 +294,13 @@ class _DiesAfter:
 def test_an_engine_that_dies_mid_run_keeps_the_finished_steps(tmp_path, monkeypatch):
     import sweworld.bench.executors as bench
 
-    made = bench.make_executor
+    made = bench.bench_executor
 
     def make(name, args):
         executor = made(name, args)
         return _DiesAfter(executor, 3) if name == "local" else executor
 
-    monkeypatch.setattr(bench, "make_executor", make)
+    monkeypatch.setattr(bench, "bench_executor", make)
     out = tmp_path / "out"
     args = ("--executors", "simulated,local", "--model", f"replay:{_replay(tmp_path)}")
     assert _bench(out, *args) == 1  # the run says it failed

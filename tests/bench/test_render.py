@@ -180,7 +180,7 @@ def test_legacy_reports_keep_their_provenance():
     for path in legacy:
         report = json.loads(path.read_text(encoding="utf-8"))
         assert report["legacy"] and report["title"], path
-        assert report["provenance"]["command"].startswith("python benchmarks/"), path
+        assert report["provenance"]["command"].startswith("sweworld bench "), path
         assert report["provenance"]["machine"]["cpus"] == 2, path
         assert any(fig.get("rows") for fig in report["figures"]), path
 

@@ -23,7 +23,7 @@ from sweworld.bench.swr_eval import (
 from sweworld.cli import main as cli_main
 from sweworld.data.schema import SWRRecord
 from sweworld.data.store import RecordStore
-from tests.bench.fixtures import BOTH, GOLD, HALF, OTHER, load_script, swr_records, write_dataset
+from tests.bench.fixtures import BOTH, GOLD, HALF, OTHER, swr_records, write_dataset
 
 
 def test_gold_files_heuristic():
@@ -239,12 +239,7 @@ def test_bench_swr_counts_bad_records_and_bad_data(tmp_path: Path, capsys):
     ]
     assert model["n"] == 2 and model["accuracy"] == 0.5
     assert _bench(tmp_path / "nowhere", replay, tmp_path / "R2") == 2
-    assert "no such dataset folder" in capsys.readouterr().out
+    assert "no such dataset folder" in capsys.readouterr().err
     empty = write_dataset(tmp_path / "ds", [r for r in swr_records() if r.repo == "owner/trained"])
     assert _bench(empty, replay, tmp_path / "R3") == 2
-    assert "no SWR records in the test split" in capsys.readouterr().out
-
-
-def test_the_old_script_names_its_replacement(capsys):
-    assert load_script("heldout_swr").main(["--out", "R"]) == 2
-    assert "sweworld bench swr --out R" in capsys.readouterr().out
+    assert "sweworld: error: no SWR records in the test split" in capsys.readouterr().err

@@ -21,7 +21,7 @@ from sweworld.cli import main as cli_main
 from sweworld.data.store import RecordStore
 from sweworld.models import ReplayLM
 from sweworld.transition.prompt import build_messages
-from tests.bench.fixtures import load_script, swt_record, swt_records, write_dataset
+from tests.bench.fixtures import swt_record, swt_records, write_dataset
 
 ANSWERS = {
     "t-pytest": json.dumps(
@@ -288,10 +288,10 @@ def test_bench_swt_bad_data_is_a_clear_error(tmp_path: Path, capsys):
     replay = tmp_path / "r.jsonl"
     replay.write_text("")
     assert _bench(tmp_path / "nowhere", replay, tmp_path / "R") == 2
-    assert "no such dataset folder" in capsys.readouterr().out
+    assert "no such dataset folder" in capsys.readouterr().err
     data = write_dataset(tmp_path / "ds", [r for r in swt_records() if r.repo == "owner/trained"])
     assert _bench(data, replay, tmp_path / "R") == 2
-    assert "no SWT records in the test split" in capsys.readouterr().out
+    assert "sweworld: error: no SWT records in the test split" in capsys.readouterr().err
     assert _bench(data, replay, tmp_path / "R", "--modes", "sideways") == 2
 
 
@@ -301,13 +301,8 @@ def test_bench_swt_a_damaged_dataset_is_a_clear_error_naming_it(tmp_path: Path, 
     data = write_dataset(tmp_path / "ds", swt_records())
     (data / "swt" / "test" / "state.json").write_text('{"x": 1}')  # a KeyError inside
     assert _bench(data, replay, tmp_path / "R") == 2
-    said = capsys.readouterr().out
-    assert f"{data}: cannot read its swt dataset (KeyError" in said
+    said = capsys.readouterr().err
+    assert f"sweworld: error: {data}: cannot read its swt dataset (KeyError" in said
     (data / "swt" / "dataset_dict.json").write_text("{garbage")
     assert _bench(data, replay, tmp_path / "R") == 2
-    assert f"{data}: cannot read its swt dataset (JSONDecodeError" in capsys.readouterr().out
-
-
-def test_the_old_script_names_its_replacement(capsys):
-    assert load_script("heldout_swt").main(["--data", "D"]) == 2
-    assert "sweworld bench swt --data D" in capsys.readouterr().out
+    assert f"{data}: cannot read its swt dataset (JSONDecodeError" in capsys.readouterr().err

@@ -169,7 +169,7 @@ def _docker_image_of(task) -> str | None:
 @pytest.mark.slow
 def test_docker_backend_counts_its_containers_memory(tmp_path, toy_task):
     if _docker_image_of(toy_task) is None:
-        pytest.skip("no Docker engine with the toy task's image (sweworld docker build)")
+        pytest.skip("docker: no engine with the toy task's image (sweworld docker build)")
     out = tmp_path / "tp"
     args = ["--concurrency", "1", "--no-sessions", "--no-file-ops", "--models", ""]
     assert main(["bench", "throughput", "--out", str(out), *TINY[2:], *args,

@@ -289,7 +289,7 @@ def test_full_toy_episode_to_a_resolved_real_reward(toy_task):
                 break
         assert (terminated, truncated, info["reason"]) == (True, False, "submitted")
         assert info["reward"]["value"] == 1.0 and info["reward"]["resolved"] is True
-        assert info["reward"]["evidence"]["real"]["status"] == "ok"
+        assert info["reward"]["evidence"]["real"]["status"] == "resolved"
         assert "textutil.py" in info["patch"]
         steps = info["steps"]
         assert info["shaped_outcome"] == "success"

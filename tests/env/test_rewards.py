@@ -26,7 +26,7 @@ def test_none_is_not_scored(toy_task):
 def test_real_reward_grades_the_gold_patch_and_the_base(manager, toy_task):
     scorer = rewarder(manager, reward="real")
     gold = scorer.score(toy_task, toy_task.patch, steps=5, submitted=True)
-    assert (gold.value, gold.resolved, gold.source, gold.status) == (1.0, True, "real", "ok")
+    assert (gold.value, gold.resolved, gold.source, gold.status) == (1.0, True, "real", "resolved")
     report = gold.evidence["real"]["report"][toy_task.instance_id]
     assert report["tests_status"]["FAIL_TO_PASS"]["failure"] == []
     base = scorer.score(toy_task, "", steps=5, submitted=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sweworld.execution.docker import images
+from sweworld.execution.docker import base_image, images
 from sweworld.execution.docker.images import (
     TEST_IMAGE,
     VENV_PATH,
@@ -55,47 +55,6 @@ def test_an_instance_id_that_makes_no_image_name_is_refused_before_any_work(
         assert images.check_image_name(good) == good
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the base file system is built as root")
-def test_a_debootstrap_past_its_deadline_is_killed_with_its_children(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    marker = uuid.uuid4().hex
-    fake = bin_dir / "debootstrap"  # like debootstrap: a child (dpkg) that runs on
-    fake.write_text(f"#!/bin/sh\necho unpacking\nsh -c 'sleep 300; echo {marker}' &\nsleep 300\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    with pytest.raises(ImageBuildError, match="did not finish in 1 s") as info:
-        images.build_base_rootfs(tmp_path / "cache", timeout=1)
-    assert "unpacking" in info.value.log_tail
-    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
-    assert left == "", "a child of the build outlived it"
-    base = next((tmp_path / "cache").glob("base-*"))
-    assert not list(base.glob(".build-*")) and not (base / "ok").exists()
-
-
-def test_the_error_carries_the_log_tail():
-    err = ImageBuildError("sweworld: the recipe failed", "line 1\nboom\n")
-    assert err.log_tail == "line 1\nboom\n"
-    assert str(err) == "sweworld: the recipe failed\nline 1\nboom"
-
-
-def test_base_python_and_finishing_touches(tmp_path):
-    rootfs = tmp_path / "rootfs"
-    for name in ("python3.11", "python3.9", "python3", "python3-dist"):
-        (rootfs / "usr/lib" / name).mkdir(parents=True)
-    (rootfs / "etc").mkdir()
-    (rootfs / "etc/resolv.conf").symlink_to("/run/systemd/resolve/stub-resolv.conf")
-    (rootfs / "var/cache/apt/archives").mkdir(parents=True)
-    (rootfs / "var/cache/apt/archives/python3.deb").write_text("deb")
-    assert images._base_python(rootfs) == "3.11"
-    images._finish_base(rootfs)
-    assert not (rootfs / "var/cache/apt/archives/python3.deb").exists()
-    assert (rootfs / "testbed").is_dir() and (rootfs / "opt/miniconda3").is_dir()
-    resolv = rootfs / "etc/resolv.conf"
-    assert resolv.is_file() and not resolv.is_symlink()  # a mount point for the host's
-    assert os.readlink(rootfs / "usr/local/bin/python") == "/usr/bin/python3"
-
-
 def test_host_pip_folders_are_shown_under_the_build_mount(tmp_path, monkeypatch):
     index = tmp_path / "pypi" / "simple"
     index.mkdir(parents=True)
@@ -112,7 +71,7 @@ def test_host_pip_folders_are_shown_under_the_build_mount(tmp_path, monkeypatch)
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
     env, binds = images._host_pip_settings()
     real = Path(os.path.realpath(tmp_path))
-    host = images._HOST
+    host = images.HOST_MOUNT
     assert env["PIP_EXTRA_INDEX_URL"] == (
         f"file://{host}{real}/pypi/simple https://example.org/simple"
     )
@@ -158,7 +117,9 @@ def _engine_problem() -> str:
         return f"docker: no Docker engine answers: {exc}"
     if shutil.which("bwrap") is None:
         return "docker: bubblewrap is not installed"
-    cached = list(images.docker_cache_dir().glob(f"base-{images.SUITE}-{images._base_key()}/ok"))
+    cached = list(
+        images.docker_cache_dir().glob(f"base-{images.SUITE}-{base_image._base_key()}/ok")
+    )
     if not cached and shutil.which("debootstrap") is None:
         return "docker: debootstrap is not installed and no base file system is cached"
     return ""
@@ -263,7 +224,7 @@ def test_a_failing_recipe_raises_with_its_log_and_leaves_nothing(
     assert "recipe-marker-42" in caught.value.log_tail
     assert image_present(engine, name) is None
     assert list(scratch.iterdir()) == []
-    assert images._mounts_under(scratch) == []
+    assert base_image._mounts_under(scratch) == []
 
 
 # ---------------------------------------------------------------------- the command line

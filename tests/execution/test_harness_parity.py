@@ -232,7 +232,7 @@ def test_toy_runs_through_the_local_executor(manager, toy_tasks, index):
         executor.close()
     verdicts = {}
     for kind, run in runs.items():
-        assert run.status == "ok", (kind, run.info)
+        assert run.status in ("resolved", "unresolved"), (kind, run.info)
         assert "PASSED" in run.log, run.log[-2000:]
         assert parse_log(run.log, task.repo) == harness_parse(run.log, task.repo), kind
         ours, theirs = grade_both(task, task.repo, run.log)

@@ -403,7 +403,7 @@ def test_embedded_greedy_is_deterministic(embedded):
     gen = first[0]
     assert gen.model == "smollm2-135m-instruct"
     assert gen.info["adapter"] is None and gen.info["embedded"] is True
-    assert gen.prompt_tokens == embedded.count_message_tokens(request.messages)
+    assert gen.prompt_tokens == len(embedded.encode_messages(request.messages))
     assert 0 < gen.completion_tokens <= 24
     assert gen.finish_reason in ("stop", "length")
 

@@ -21,7 +21,6 @@ from sweworld.reward.calibration import (
     cross_validated_metrics,
     cross_validated_predictions,
     load_calibration,
-    pool_adjacent_violators,
     save_calibration,
 )
 
@@ -42,16 +41,8 @@ def _synthetic(n: int, seed: int = 0) -> tuple[list[list[float]], list[bool]]:
 
 
 # ------------------------------------------------------------------------------------------
-# Pool adjacent violators / isotonic
+# Isotonic
 # ------------------------------------------------------------------------------------------
-
-
-def test_pav_known_answers():
-    assert pool_adjacent_violators([1, 3, 2, 4, 3, 5]) == pytest.approx([1, 2.5, 2.5, 3.5, 3.5, 5])
-    assert pool_adjacent_violators([3, 2, 1]) == pytest.approx([2, 2, 2])
-    assert pool_adjacent_violators([3, 1], weights=[1, 3]) == pytest.approx([1.5, 1.5])
-    assert pool_adjacent_violators([1, 3, 2], increasing=False) == pytest.approx([2, 2, 2])
-    assert pool_adjacent_violators([]) == []
 
 
 def test_isotonic_fit_and_interpolation():

@@ -26,20 +26,30 @@ def _reward(capsys, task, patch: str, tmp_path: Path, *extra: str) -> dict:
     path = tmp_path / "candidate.patch"
     path.write_text(patch)
     legacy = ["--verdict", "none"] if "--verdict" not in extra else []
+    legacy += ["--mode", "oracle"] if "--mode" not in extra else []  # gold equivalence
     command = ["reward", "--id", task.instance_id, "--patch", str(path), "--stages", EXACT]
     code = main([*command, *legacy, *extra])
     assert code == 0
     return json.loads(capsys.readouterr().out)
 
 
-def test_reward_without_flags_is_the_shipped_verdict(capsys, tmp_path, toy_task) -> None:
+def test_reward_without_flags_is_the_shipped_verdict_oracle(capsys, tmp_path, toy_task) -> None:
+    """No flag: oracle mode (the gold patch and the task's tests are read), as episodes: the
+    outcome model decides the task's tests on the candidate's state; blind on request."""
     path = tmp_path / "candidate.patch"
     path.write_text(toy_task.patch)
     assert main(["reward", "--id", toy_task.instance_id, "--patch", str(path)]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["info"]["verdict"].endswith("verdict-default/model.json")
     assert set(result["stages"]) == {"syntax", "semantic"} and result["status"] == "resolved"
-    assert result["evidence"]["gold_equivalent"] == 1.0
+    assert result["info"]["mode"] == "oracle" and result["evidence"]["gold_equivalent"] == 1.0
+    assert result["info"]["decided_by"] == "outcome"
+    assert (
+        main(["reward", "--id", toy_task.instance_id, "--patch", str(path), "--mode", "blind"]) == 0
+    )
+    blind = json.loads(capsys.readouterr().out)
+    assert blind["evidence"]["gold_equivalent"] is None and blind["status"] == "resolved"
+    assert blind["info"]["decided_by"] == "verdict"
 
 
 def test_reward_with_a_corrupt_verdict_names_the_file(capsys, tmp_path, toy_task) -> None:
@@ -235,3 +245,21 @@ def test_verify_warns_about_candidates_without_a_task(capsys, tmp_path, toy_task
     assert code == 0
     assert "no task row for nobody__nothing-1; skipped" in capsys.readouterr().err
     assert list(json.loads(out.read_text())) == [toy_task.instance_id]
+
+
+def test_verify_progress_is_a_bar_only_on_a_terminal(monkeypatch, capsys) -> None:
+    import io
+
+    from sweworld.reward.cli import progress
+
+    assert list(progress(iter("ab"), "verify", 2)) == ["a", "b"]
+    assert capsys.readouterr().err == ""  # not a terminal: no bar, no [i/N] lines
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert list(progress(iter("ab"), "verify", 2)) == ["a", "b"]
+    assert "verify: 100%" in terminal.getvalue() and "2/2" in terminal.getvalue()

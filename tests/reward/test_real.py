@@ -41,7 +41,7 @@ def _first_line(task) -> str:
 def test_base_gold_and_wrong_patch(manager, toy_tasks, local, index):
     task = toy_tasks[index]
     base = real_reward(task, None, manager=manager, executor=local)
-    assert base.status == "ok", base.info
+    assert base.status == "unresolved", base.info
     assert base.resolved is False and base.reward == 0.0
     for test in task.FAIL_TO_PASS:  # the FAIL_TO_PASS tests really fail before ...
         assert base.statuses.get(test) in (None, "FAILED", "ERROR"), (test, base.log[-2000:])
@@ -49,7 +49,7 @@ def test_base_gold_and_wrong_patch(manager, toy_tasks, local, index):
         assert base.statuses[test] == "PASSED"
 
     gold = real_reward(task, task.patch, manager=manager, executor=local)
-    assert gold.status == "ok", gold.info
+    assert gold.status == "resolved", gold.info
     assert gold.resolved is True and gold.reward == 1.0, gold.log[-3000:]
     for test in task.FAIL_TO_PASS + task.PASS_TO_PASS:  # ... and pass after
         assert gold.statuses[test] == "PASSED"
@@ -58,7 +58,7 @@ def test_base_gold_and_wrong_patch(manager, toy_tasks, local, index):
     assert entry["tests_status"]["FAIL_TO_PASS"]["failure"] == []
 
     wrong = real_reward(task, wrong_patch(task), manager=manager, executor=local)
-    assert wrong.status == "ok"
+    assert wrong.status == "unresolved"
     assert wrong.resolved is False
     assert wrong.report[task.instance_id]["tests_status"]["FAIL_TO_PASS"]["failure"]
 
@@ -86,7 +86,7 @@ def test_a_candidate_cannot_weaken_the_tests(manager, toy_task, local):
     n = len(text.splitlines())
     cheat += f"@@ -1,{n} +0,0 @@\n" + "".join(f"-{line}\n" for line in text.splitlines())
     result = real_reward(toy_task, cheat, manager=manager, executor=local)
-    assert result.status == "ok"
+    assert result.status == "unresolved"
     assert result.resolved is False
 
 
@@ -149,8 +149,8 @@ def test_tests_listed_in_reset_files_are_restored_before_they_run(manager, toy_t
     cheat += f"@@ -1,{len(old)} +1,{len(cheat_lines)} @@\n"
     cheat += "".join(f"-{line}\n" for line in old) + "".join(f"+{line}\n" for line in cheat_lines)
     unprotected = real_reward(after, cheat, manager=manager, executor=local)
-    assert unprotected.status == "ok" and unprotected.resolved is True  # the hole
+    assert unprotected.status == "resolved" and unprotected.resolved is True  # the hole
     protected = Task.from_row({**row, "reset_files": [path]})
     result = real_reward(protected, cheat, manager=manager, executor=local)
-    assert result.status == "ok" and result.resolved is False
+    assert result.status == "unresolved" and result.resolved is False
     assert real_reward(protected, toy_task.patch, manager=manager, executor=local).resolved

@@ -18,10 +18,11 @@ import sys
 
 import pytest
 
+from sweworld.sandbox.backends import overlay_available
 from sweworld.sandbox.bwrap import SandboxLimits
 from sweworld.sandbox.manager import SessionManager
 from sweworld.sandbox.quota import SnapshotLimitReached
-from sweworld.sandbox.workspace import overlay_available, walk
+from sweworld.sandbox.workspace import walk
 from tests.conftest import requires_sandbox
 
 pytestmark = requires_sandbox

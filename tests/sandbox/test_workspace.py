@@ -8,13 +8,9 @@ import shutil
 
 import pytest
 
-from sweworld.sandbox.workspace import (
-    CopyWorkspace,
-    OverlayWorkspace,
-    WorkspaceError,
-    overlay_available,
-    resolve_backend,
-)
+from sweworld.sandbox.backends import overlay_available, resolve_backend
+from sweworld.sandbox.overlay import OverlayWorkspace
+from sweworld.sandbox.workspace import CopyWorkspace, WorkspaceError
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from sweworld.env import (  # noqa: E402
     EpisodeFinished,
     StepOutcome,
 )
-from sweworld.env.stepping import open_episode  # noqa: E402
+from sweworld.env.opening import open_episode  # noqa: E402
 from sweworld.serve.client import (  # noqa: E402
     TOKEN_ENV,
     RemoteEpisode,
@@ -108,7 +108,7 @@ def test_create_step_end_to_the_real_reward(client, toy_task):
         _, reward, terminated, truncated, info = last
         assert terminated and not truncated and info["reason"] == "submitted"
         assert reward == 1.0 and episode.final.resolved is True
-        assert episode.final.source == "real" and episode.final.status == "ok"
+        assert episode.final.source == "real" and episode.final.status == "resolved"
         assert episode.done and episode.reason == "submitted"
         assert "def slugify" in episode.patch and episode.patch == info["patch"]
         assert episode.steps == len(outcomes) == info["steps"]

@@ -173,7 +173,7 @@ def test_truncate_to_nothing():
 
 def test_config_defaults_and_validation():
     config = ContextConfig()
-    assert config.mode == "blind" and config.history_steps == 3
+    assert config.mode == "oracle" and config.history_steps == 3
     assert config.total_tokens == 10000
     blind = sum(config.budget(n) for n in CONTEXT_FIELDS if n not in ORACLE_FIELDS)
     assert blind <= config.total_tokens
@@ -196,7 +196,7 @@ def test_toy_test_run_shows_test_diff_and_imported_signatures(toy_view, slug_tas
     )
     assert ctx.command == "python -m pytest tests/test_textutil.py"
     assert ctx.cwd == "/testbed"
-    assert ctx.mode == "blind"
+    assert ctx.mode == "oracle"
     # the whole test file, with its sandbox path and line numbers
     assert "==> /testbed/tests/test_textutil.py <== (whole file)" in ctx.executed_code
     assert "def test_wrap_splits_long_words():" in ctx.executed_code
@@ -237,7 +237,12 @@ def test_blind_has_no_oracle_material(toy_view, slug_task):
     task = slug_task.model_copy(
         update={"extra": {"prompt": secret, "parsed_commit_content": secret}}
     )
-    blind = build_context(req("pytest", "tests/test_textutil.py"), toy_view, task=task)
+    blind = build_context(
+        req("pytest", "tests/test_textutil.py"),
+        toy_view,
+        task=task,
+        config=ContextConfig(mode="blind"),
+    )
     assert blind.gold_patch == blind.test_patch == blind.tests == ""
     text = json.dumps(blind.to_dict())
     assert "slug.strip(separator)" not in text  # a line only the gold patch has

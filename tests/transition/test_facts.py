@@ -286,7 +286,7 @@ WORKSPACE = {
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_interpreted_programs_are_facts_for_the_model(tmp_path, name):
-    """The small interpreter's answers never paid on real steps (benchmarks/facts_payoff.py):
+    """The small interpreter's answers never paid on real steps (sweworld bench facts-payoff):
     the output is the model's; an import that certainly fails stays a fact, and it is the
     error the real run ends with."""
     root = make_workspace(tmp_path, {**WORKSPACE, "prog.py": PROGRAMS[name]})
@@ -717,7 +717,7 @@ def test_keyword_expressions(expression, names, expected):
 def test_cut_answers_are_facts_for_the_model(clean_workspace, tmp_path, args):
     """pytest's own outputs (a node id that matches nothing, ``--collect-only -q``, a file
     not found, no tests selected) are not answered exactly (never paid in the task's own
-    environment: benchmarks/facts_payoff.py); what is known stays a fact."""
+    environment: sweworld bench facts-payoff); what is known stays a fact."""
     root, _ = clean_workspace
     facts = facts_for(root, tmp_path, ["pytest", *args])
     assert facts.exact is None

@@ -278,3 +278,37 @@ def test_a_failing_shadow_run_is_reported_not_raised(workspace, caplog):
     assert result.stdout == "ok\n" and "sandbox is gone" in result.info["hybrid_shadow_error"]
     assert "sandbox is gone" in hybrid.records[-1]["shadow_error"]
     assert any("shadow run" in r.getMessage() for r in caplog.records)
+
+
+def test_the_process_waits_for_a_step_worker_given_up_at_its_deadline(workspace, tmp_path) -> None:
+    """A step given up at its deadline leaves its worker finishing the model call; the
+    process waits for it at exit (a torch call cut by interpreter finalization aborts the
+    process with exit 134). The fake model writes a file when its call returns: it exists
+    after the process exited."""
+    done = tmp_path / "model-call-finished"
+    script = f"""
+import time
+from pathlib import Path
+from sweworld.sandbox.executor import ExecutionRequest
+from sweworld.transition.simulated import SimulatedExecutor
+
+class SlowLM:
+    def generate(self, requests):
+        time.sleep(2.0)
+        Path({str(done)!r}).write_text("yes")
+        return [["{{}}"] for _ in requests]
+
+ex = SimulatedExecutor(SlowLM(), step_timeout=0.5)
+result = ex.execute(ExecutionRequest(
+    argv=("python", "-c", "print(1)"), workspace=Path({str(workspace[0])!r}),
+    tmp=Path({str(workspace[1])!r}),
+))
+assert result.info.get("timed_out") or result.info.get("fallback"), result.info
+print("answered", flush=True)
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=PROJECT
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "answered" in run.stdout
+    assert done.read_text() == "yes"

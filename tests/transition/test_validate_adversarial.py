@@ -4,7 +4,7 @@ are read safely, and no lone surrogate leaves a parser.
 The sizes are those that took from a minute to forever before (a 10 MB answer, 200,000
 backticks, 1,000,000 newlines). The time bounds are generous (a few seconds, where the
 linear code takes milliseconds) so that they only catch a blow-up, not a slow machine;
-the figures are measured by ``benchmarks/adversarial_bench.py``.
+the figures are measured by ``sweworld bench adversarial``.
 """
 
 from __future__ import annotations

@@ -8,4 +8,6 @@ most tests are kept (:mod:`.tasks`), and each becomes a verified SWE-bench shape
 transitions of what agents run (:mod:`.transitions`) and real SWR labels for right,
 partial and wrong patches (:mod:`.labels`). :mod:`.pipeline` runs it, :mod:`.cli` is the
 sub-command.
+
+Imports: what :mod:`sweworld.data` may import, and data's own modules.
 """

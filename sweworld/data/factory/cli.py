@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = make_tasks(cfg)
     except FactoryError as exc:
-        print(f"sweworld data make-tasks: error: {exc}", file=sys.stderr)
+        print(f"sweworld: error: {exc}", file=sys.stderr)
         print(f"skip reasons in {cfg.out / 'summary.json'}", file=sys.stderr)
         return 1
     counts = summary["factory"]["counts"]

@@ -19,6 +19,7 @@ from typing import Any
 from sweworld.data.factory.mutate import Mutation, parses
 from sweworld.data.factory.tasks import Screened, apply_all, mutant_texts
 from sweworld.data.schema import SWRRecord, record_id, to_json
+from sweworld.reward.real import GRADED_STATUSES
 from sweworld.tasks.unified_diff import make_unified_diff
 
 __all__ = ["candidates", "label_records", "test_edit_patch", "wrong_mutations"]
@@ -96,7 +97,7 @@ def label_records(
         if result is None:
             result = real_reward(task, patch, manager=manager, executor=executor, timeout=timeout)
         entry = result.report.get(task.instance_id, {})
-        if result.status not in ("ok", "patch_failed"):  # not a label: the run failed
+        if result.status not in (*GRADED_STATUSES, "patch_failed"):  # not a label: the run failed
             if skip is not None:
                 reason = result.info.get("reason") or result.info.get("error") or ""
                 skip(kind, f"{result.status}: {reason}".rstrip(": "))

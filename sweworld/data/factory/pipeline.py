@@ -23,13 +23,20 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sweworld.data.factory import issue_text, labels, mutate, run_tests, source, tasks, transitions
+from sweworld.data.factory.library import (
+    first_parsing,
+    library_roots,
+    read_sources,
+    relevant_test_files,
+)
+from sweworld.data.factory.task_rows import append_task_row, cut_torn_tail, written_task_ids
 from sweworld.data.schema import split_heldout
 from sweworld.data.store import RecordStore, finalize
 from sweworld.tasks.unified_diff import make_unified_diff
@@ -84,67 +91,6 @@ class FactoryConfig:
     counts: Counter = field(default_factory=Counter)
 
 
-def relevant_test_files(module_path: str, tests: dict[str, str]) -> list[str]:
-    """The test files that import the module at ``module_path`` (by its dotted name or
-    its last component in an import line); all test files when none does."""
-    dotted = transitions.module_name(module_path)
-    last = dotted.rsplit(".", 1)[-1]
-    found = []
-    for path, text in tests.items():
-        for line in text.splitlines():
-            line = line.strip()
-            if not line.startswith(("import ", "from ")):
-                continue
-            words = line.replace(",", " ").replace(".", " ").split()
-            if dotted in line or last in words:
-                found.append(path)
-                break
-    return sorted(found) or sorted(tests)
-
-
-def library_roots(paths: Iterable[str]) -> list[str]:
-    """The top-level import names of the library's modules (a ``src/`` layout looked
-    through)."""
-    roots = set()
-    for path in paths:
-        parts = path.split("/")
-        if parts[0] == "src" and len(parts) > 1:
-            parts = parts[1:]
-        roots.add(parts[0].removesuffix(".py"))
-    return sorted(roots)
-
-
-def read_sources(
-    root: Path, paths: Iterable[str], store: RecordStore, counts: Counter
-) -> dict[str, str]:
-    """The texts of ``paths`` under ``root``; a file that is not UTF-8 text (a Latin-1
-    module, a binary named ``.py``) is left out, with a skip reason (``file_not_utf8``,
-    ``file_unreadable``): one file never stops the run."""
-    texts = {}
-    for path in paths:
-        try:
-            texts[path] = (root / path).read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError) as exc:
-            reason = "file_not_utf8" if isinstance(exc, UnicodeDecodeError) else "file_unreadable"
-            store.skip(f"file:{path}", reason, detail=f"{type(exc).__name__}: {exc}")
-            counts[f"files_skipped_{reason.removeprefix('file_')}"] += 1
-    return texts
-
-
-def first_parsing(
-    ordered: Iterable[mutate.Mutation], originals: dict[str, str], limit: int
-) -> list[mutate.Mutation]:
-    """The first ``limit`` mutations of ``ordered`` whose mutant parses (only those are
-    parsed: checking every mutation of a library is quadratic in its files' sizes)."""
-    chosen: list[mutate.Mutation] = []
-    for m in ordered:
-        if len(chosen) >= limit:
-            break
-        if mutate.parses(originals[m.path], m):
-            chosen.append(m)
-    return chosen
-
-
 def _base_task(lib: source.LibrarySource, python: str) -> Any:
     from sweworld.tasks.schema import Task
 
@@ -180,7 +126,7 @@ class _MutantLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.done: dict[str, tasks.Screened] = {}
         if path.is_file():
-            _cut_torn_tail(path)  # else the next mutant is glued to it and lost
+            cut_torn_tail(path)  # else the next mutant is glued to it and lost
             with open(path, encoding="utf-8", errors="replace") as f:
                 for line in f:
                     try:
@@ -420,55 +366,6 @@ def _task_jobs(
         else:
             jobs.append([first])
     return jobs[:total]
-
-
-_lock = threading.Lock()
-
-
-def _cut_torn_tail(path: Path) -> None:
-    """Drop a torn last line (a run killed mid-write); reads only the file's tail."""
-    with open(path, "r+b") as f:
-        end = pos = f.seek(0, os.SEEK_END)
-        while pos > 0:
-            start = max(0, pos - 65536)
-            f.seek(start)
-            chunk = f.read(pos - start)
-            if pos == end and chunk.endswith(b"\n"):
-                return
-            newline = chunk.rfind(b"\n")
-            if newline >= 0:
-                f.truncate(start + newline + 1)
-                return
-            pos = start
-        f.truncate(0)
-
-
-def written_task_ids(path: Path) -> set[str]:
-    """The instance ids of the rows already in ``tasks.jsonl`` (created when missing). A torn
-    last line (a run killed mid-write) is cut first, so that the next row starts a line of
-    its own instead of being glued to it and lost."""
-    path.touch()
-    _cut_torn_tail(path)
-    ids = set()
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                ids.add(str(json.loads(line)["instance_id"]))
-            except (ValueError, KeyError, TypeError):
-                continue
-    return ids
-
-
-def append_task_row(path: Path, row: dict[str, Any], made: set[str]) -> bool:
-    """Append a verified task row to ``tasks.jsonl`` unless its instance is already there (a
-    run killed between the row and its unit's ``done`` rebuilds the task on resume)."""
-    with _lock:
-        if row["instance_id"] in made:
-            return False
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-        made.add(row["instance_id"])
-        return True
 
 
 def _build_task(

@@ -178,10 +178,10 @@ class Verification:
 def verify_row(task: Any, manager: Any, executor: Any, *, timeout: float = 600.0) -> Verification:
     """Run ``task`` for real: the buggy state (no patch) must fail every FAIL_TO_PASS test
     and keep PASS_TO_PASS; the gold patch must resolve it."""
-    from sweworld.reward.real import real_reward
+    from sweworld.reward.real import GRADED_STATUSES, real_reward
 
     buggy = real_reward(task, "", manager=manager, executor=executor, timeout=timeout)
-    if buggy.status != "ok":
+    if buggy.status not in GRADED_STATUSES:
         return Verification(False, f"buggy_{buggy.status}", buggy)
     status = buggy.report[task.instance_id].get("tests_status", {})
     f2p, p2p = status.get("FAIL_TO_PASS", {}), status.get("PASS_TO_PASS", {})
@@ -190,7 +190,7 @@ def verify_row(task: Any, manager: Any, executor: Any, *, timeout: float = 600.0
     if p2p.get("failure"):
         return Verification(False, "buggy_breaks_pass_to_pass", buggy)
     gold = real_reward(task, task.patch, manager=manager, executor=executor, timeout=timeout)
-    if gold.status != "ok":
+    if gold.status not in GRADED_STATUSES:
         return Verification(False, f"gold_{gold.status}", buggy, gold)
     if not gold.resolved:
         return Verification(False, "gold_does_not_resolve", buggy, gold)

@@ -5,14 +5,17 @@
 Each importer module defines ``NAME``, ``detect(path) -> bool`` (whether a file or folder is
 in its format) and ``read(path, **options) -> Iterator[Trajectory | SWRRecord | Skip]``.
 :data:`IMPORTERS` maps a format name to its module; :func:`detect_format` picks one.
+
+Imports: what :mod:`sweworld.data` may import, and data's own modules.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+
+from sweworld.data.importers.skip import Skip
 
 __all__ = ["IMPORTERS", "Skip", "detect_format", "get_importer"]
 
@@ -23,15 +26,6 @@ IMPORTERS: dict[str, str] = {
     "swebench": "sweworld.data.importers.swebench_preds",
     "sweworld": "sweworld.data.importers.sweworld_sessions",
 }
-
-
-@dataclass(frozen=True)
-class Skip:
-    """A unit an importer could not read (a malformed trajectory, a report without
-    ``resolved``, ...): counted with its reason in the import summary."""
-
-    unit: str
-    reason: str
 
 
 def get_importer(name: str) -> ModuleType:

@@ -38,8 +38,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from sweworld.data.importers import Skip
 from sweworld.data.importers.readers import MAX_FILE_BYTES
+from sweworld.data.importers.skip import Skip
 from sweworld.data.schema import SWRRecord, Trajectory, TrajectoryStep, record_id, to_json
 
 __all__ = [

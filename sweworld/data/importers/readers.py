@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from sweworld.data.importers import Skip
+from sweworld.data.importers.skip import Skip
 
 __all__ = [
     "MAX_FILE_BYTES",

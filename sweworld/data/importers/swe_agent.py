@@ -40,8 +40,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from sweworld.data.importers import Skip
 from sweworld.data.importers.readers import cap_text, load_task_rows, read_json, task_row
+from sweworld.data.importers.skip import Skip
 from sweworld.data.schema import Trajectory, TrajectoryStep
 
 __all__ = ["NAME", "convert", "detect", "read", "translate_action"]

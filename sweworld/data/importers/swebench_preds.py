@@ -33,7 +33,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from sweworld.data.importers import Skip
 from sweworld.data.importers.readers import (
     cap_text,
     first_json_object,
@@ -42,6 +41,7 @@ from sweworld.data.importers.readers import (
     read_json,
     task_row,
 )
+from sweworld.data.importers.skip import Skip
 from sweworld.data.schema import SWRRecord, Trajectory, TrajectoryStep, record_id, to_json
 
 __all__ = [

@@ -25,8 +25,8 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
-from sweworld.data.importers import Skip
 from sweworld.data.importers.readers import first_json_object, iter_jsonl
+from sweworld.data.importers.skip import Skip
 from sweworld.data.schema import (
     SCHEMA_VERSION,
     SWRRecord,

@@ -44,6 +44,8 @@ The ``docker`` package is an optional dependency (``pip install 'sweworld[docker
 it is imported only when a command first needs the engine. The executor never raises into
 the session: a missing package, an unreachable engine, a missing image or a container that
 fails to start all become results with ``info["status"] == "env_failed"`` and a message.
+
+Imports: :mod:`sweworld.tasks`, :mod:`sweworld.sandbox`, :mod:`sweworld.execution`.
 """
 
 from sweworld.execution.docker.common import (

@@ -32,7 +32,6 @@ folder behind. Building needs root (debootstrap, bubblewrap with a foreign root,
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import json
@@ -45,17 +44,42 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from sweworld.dirs import cache_dir
+from sweworld.execution.docker.base_image import (  # re-exported: the base's names
+    ACTIVATE_SHIM,
+    BASE_PACKAGES,
+    ENV_PREFIX,
+    HOST_MOUNT,
+    IMAGE_KEY_LABEL,
+    LAYOUT,
+    MIRROR,
+    PIP_CACHE_MOUNT,
+    PIP_OWN_SETTINGS,
+    SUITE,
+    TEST_IMAGE,
+    VENV_PATH,
+    ImageBuild,
+    ImageBuildError,
+    base_image_name,
+    base_python,
+    build_base_rootfs,
+    docker_cache_dir,
+    tail_of,
+)
 from sweworld.execution.docker.naming import swebench_image_name
 from sweworld.sandbox.launch import BUILD_PASSTHROUGH
 
 __all__ = [
+    "ACTIVATE_SHIM",
     "BASE_PACKAGES",
     "ENV_PREFIX",
+    "LAYOUT",
+    "MIRROR",
+    "SUITE",
     "TEST_IMAGE",
     "VENV_PATH",
     "ImageBuild",
@@ -68,246 +92,6 @@ __all__ = [
     "docker_cache_dir",
     "image_present",
 ]
-
-LAYOUT = 1  # bump when the image layout changes: every image key changes with it
-SUITE = "bookworm"
-MIRROR = os.environ.get("SWEWORLD_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-BASE_PACKAGES = ("python3", "python3-venv", "git", "ca-certificates")
-ENV_PREFIX = "/opt/miniconda3"
-VENV_PATH = f"{ENV_PREFIX}/envs/testbed"
-TEST_IMAGE = "sweworld/docker-test:bookworm"
-LOG_TAIL = 4000
-_HOST = "/run/sweworld/host"  # where the host's pip folders appear during a build
-_PIP_CACHE = "/run/sweworld/pip-cache"
-_LABEL = "sweworld.image-key"
-# pip settings a build sets itself (the config file is read here and passed as variables)
-_PIP_OWN_SETTINGS = frozenset(
-    {"cert", "cache-dir", "client-cert", "config-file", "target", "prefix", "root", "user"}
-)
-
-# Defines `conda activate NAME` / `conda deactivate` over virtualenvs in envs/NAME.
-ACTIVATE_SHIM = f"""\
-# sweworld: SWE-bench-layout compatible activation, not conda. Sourcing this file defines a
-# `conda` shell function: `conda activate NAME` activates the virtualenv
-# {ENV_PREFIX}/envs/NAME, `conda deactivate` leaves it; nothing else of conda exists here.
-conda() {{
-  case "$1" in
-    activate)
-      if [ "${{2:-base}}" = base ]; then return 0; fi
-      if [ ! -f "{ENV_PREFIX}/envs/$2/bin/activate" ]; then
-        echo "conda (sweworld shim): no environment named $2" >&2
-        return 1
-      fi
-      . "{ENV_PREFIX}/envs/$2/bin/activate" ;;
-    deactivate)
-      if command -v deactivate >/dev/null 2>&1; then deactivate; fi ;;
-    *)
-      echo "conda (sweworld shim): only 'conda activate NAME' and 'conda deactivate' exist" >&2
-      return 1 ;;
-  esac
-}}
-"""
-
-
-class ImageBuildError(RuntimeError):
-    """An image could not be built; ``log_tail`` is the end of the build's output."""
-
-    def __init__(self, message: str, log_tail: str = ""):
-        super().__init__(f"{message}\n{log_tail}".rstrip() if log_tail else message)
-        self.message = message
-        self.log_tail = log_tail
-
-
-@dataclass(frozen=True)
-class ImageBuild:
-    """A task image on the engine.
-
-    Attributes:
-        name: the image's name (``swebench/sweb.eval.x86_64.<id>:latest`` for a task).
-        seconds: wall time of this call (the base's build included when it ran).
-        built: True when this call built the image; False when an up-to-date one was there.
-        log_tail: the end of the build's output ("" when nothing was built).
-        image_id: the engine's id of the image.
-        base: the base image it was built on.
-        note: what the image differs in from the task's environment (another Python).
-    """
-
-    name: str
-    seconds: float
-    built: bool
-    log_tail: str = ""
-    image_id: str = ""
-    base: str = ""
-    note: str = ""
-
-    @property
-    def cached(self) -> bool:
-        return not self.built
-
-
-def docker_cache_dir(root: str | Path | None = None) -> Path:
-    """``root``, else ``<cache>/docker``: where base file systems are kept."""
-    path = Path(root) if root else cache_dir() / "docker"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _base_key() -> str:
-    blob = json.dumps([LAYOUT, SUITE, MIRROR, BASE_PACKAGES])
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def base_image_name() -> str:
-    """The engine's name of the base image (``sweworld/base:<key>``)."""
-    return f"sweworld/base:{SUITE}-{_base_key()}"
-
-
-def _tail(text: str, limit: int = LOG_TAIL) -> str:
-    return text[-limit:]
-
-
-def _require_root(what: str) -> None:
-    if os.geteuid() != 0:
-        raise ImageBuildError(f"sweworld: building {what} needs root (debootstrap, bubblewrap)")
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-def _mounts_under(path: Path) -> list[str]:
-    """Mount points at or below ``path`` (from /proc/self/mounts), deepest first."""
-    prefix = str(path.resolve())
-    found = []
-    with open("/proc/self/mounts") as handle:
-        for line in handle:
-            fields = line.split()
-            if len(fields) > 1:
-                point = fields[1].replace("\\040", " ")
-                if point == prefix or point.startswith(prefix + "/"):
-                    found.append(point)
-    return sorted(found, key=len, reverse=True)
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove a build folder, unmounting first what debootstrap may have left mounted
-    (never deleting through a mount: /proc, /sys or /dev would be the host's)."""
-    if not path.exists():
-        return
-    for point in _mounts_under(path):
-        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
-    left = _mounts_under(path)
-    if left:
-        raise ImageBuildError(f"sweworld: {path} still has mounts ({', '.join(left)}); not removed")
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def _run_group(argv: list[str], timeout: float) -> tuple[int, str]:
-    """Run ``argv`` in a process group of its own: its exit code and output (stdout and
-    stderr). Past ``timeout`` the whole group is killed (debootstrap's dpkg and apt runs
-    too, which would go on writing into a folder being removed) and TimeoutExpired raised."""
-    with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-    ) as proc:
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
-            try:
-                out, _ = proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:  # a process that left the group holds the pipe
-                out = b""
-            raise subprocess.TimeoutExpired(argv, timeout, output=out) from None
-        finally:
-            if proc.poll() is None:  # interrupted: nothing of the group outlives the call
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, 9)
-    return proc.returncode, out.decode(errors="replace")
-
-
-def build_base_rootfs(
-    cache: str | Path | None = None, *, rebuild: bool = False, timeout: float = 1200.0
-) -> Path:
-    """The base root file system (debootstrap ``minbase`` of Debian bookworm with
-    :data:`BASE_PACKAGES`), built once into ``<cache>/base-<key>/rootfs`` and reused.
-
-    Raises:
-        ImageBuildError: not root, no debootstrap, or debootstrap failed (with its log).
-    """
-    root = docker_cache_dir(cache) / f"base-{SUITE}-{_base_key()}"
-    rootfs = root / "rootfs"
-    root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / ".lock"):
-        if (root / "ok").exists() and rootfs.is_dir() and not rebuild:
-            return rootfs
-        _require_root("the base file system")
-        if shutil.which("debootstrap") is None:
-            raise ImageBuildError(
-                "sweworld: debootstrap is not installed (apt-get install debootstrap)"
-            )
-        (root / "ok").unlink(missing_ok=True)
-        _remove_tree(rootfs)
-        work = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
-        try:
-            target = work / "rootfs"
-            argv = [
-                "debootstrap",
-                "--variant=minbase",
-                f"--include={','.join(BASE_PACKAGES)}",
-                SUITE,
-                str(target),
-                MIRROR,
-            ]
-            try:
-                returncode, log = _run_group(argv, timeout)
-            except subprocess.TimeoutExpired as exc:
-                raise ImageBuildError(
-                    f"sweworld: debootstrap did not finish in {timeout:.0f} s",
-                    _tail((exc.output or b"").decode(errors="replace")),
-                ) from exc
-            (root / "debootstrap.log").write_text(log)
-            if returncode != 0:
-                raise ImageBuildError(
-                    f"sweworld: debootstrap failed (exit {returncode})", _tail(log)
-                )
-            _finish_base(target)
-            os.rename(target, rootfs)
-            (root / "ok").write_text(json.dumps({"suite": SUITE, "packages": BASE_PACKAGES}))
-        finally:
-            _remove_tree(work)
-    return rootfs
-
-
-def _finish_base(target: Path) -> None:
-    """Trim the package caches; add the mount points a build needs and ``python``."""
-    for folder in ("var/cache/apt/archives", "var/lib/apt/lists"):
-        for entry in (target / folder).glob("*"):
-            if entry.is_file():
-                entry.unlink()
-    for folder in ("testbed", ENV_PREFIX.lstrip("/"), "run"):
-        (target / folder).mkdir(parents=True, exist_ok=True)
-    resolv = target / "etc/resolv.conf"
-    if resolv.is_symlink() or not resolv.exists():
-        resolv.unlink(missing_ok=True)
-        resolv.write_text("")
-    python = target / "usr/local/bin/python"
-    if not python.is_symlink() and not python.exists():
-        python.parent.mkdir(parents=True, exist_ok=True)
-        python.symlink_to("/usr/bin/python3")
-
-
-def _base_python(rootfs: Path) -> str:
-    """The major.minor of the base's Python (from its standard library folder)."""
-    versions = [
-        p.name.removeprefix("python")
-        for p in (rootfs / "usr/lib").glob("python3.*")
-        if p.name.removeprefix("python").replace(".", "").isdigit()
-    ]
-    return max(versions, key=lambda v: tuple(int(x) for x in v.split(".")), default="")
 
 
 def _client(client: Any) -> Any:
@@ -428,7 +212,7 @@ def _host_pip_settings() -> tuple[dict[str, str], list[tuple[str, str]]]:
         if not sep:
             continue
         name = key.rpartition(".")[2].strip()
-        if name in _PIP_OWN_SETTINGS:
+        if name in PIP_OWN_SETTINGS:
             continue
         value = value.strip().strip("'\"")
         words = []
@@ -436,10 +220,10 @@ def _host_pip_settings() -> tuple[dict[str, str], list[tuple[str, str]]]:
             path = word.removeprefix("file://")
             if path.startswith("/") and os.path.exists(path):
                 real = os.path.realpath(path)
-                inside = _HOST + real
+                inside = HOST_MOUNT + real
                 # an index folder's pages link to their siblings (``../../files/...``)
                 shown = os.path.dirname(real) if os.path.basename(real) == "simple" else real
-                binds[shown] = _HOST + shown
+                binds[shown] = HOST_MOUNT + shown
                 word = ("file://" if word.startswith("file://") else "") + inside
             words.append(word)
         env["PIP_" + name.upper().replace("-", "_")] = " ".join(words)
@@ -468,14 +252,14 @@ def _sandbox_argv(rootfs: Path, context: Path, pip_cache: Path, script: str) -> 
     argv += ["--tmpfs", "/tmp", "--tmpfs", "/root", "--tmpfs", "/run", "--tmpfs", "/opt"]
     argv += ["--bind", str(context / "testbed"), "/testbed"]
     argv += ["--bind", str(context / "miniconda3"), ENV_PREFIX]
-    argv += ["--bind", str(pip_cache), _PIP_CACHE]
+    argv += ["--bind", str(pip_cache), PIP_CACHE_MOUNT]
     if os.path.isfile("/etc/resolv.conf"):
         argv += ["--ro-bind", os.path.realpath("/etc/resolv.conf"), "/etc/resolv.conf"]
     env = {
         "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "HOME": "/root",
         "LANG": "C.UTF-8",
-        "PIP_CACHE_DIR": _PIP_CACHE,
+        "PIP_CACHE_DIR": PIP_CACHE_MOUNT,
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         **{k: v for k, v in os.environ.items() if k in BUILD_PASSTHROUGH and "proxy" in k.lower()},
         **pip_env,
@@ -583,9 +367,9 @@ def build_task_image(
     base, rootfs = ensure_base_image(client, cache)
     key = _image_key(task, base, head, recipe)
     existing = image_present(client, name)
-    if existing is not None and not rebuild and existing.labels.get(_LABEL) == key:
+    if existing is not None and not rebuild and existing.labels.get(IMAGE_KEY_LABEL) == key:
         return ImageBuild(name, time.monotonic() - started, False, "", existing.id, base)
-    python = _base_python(rootfs)
+    python = base_python(rootfs)
     note = ""
     if plan.requested and python and plan.requested != python:
         note = f"the task's environment is Python {plan.requested}; the image has {python}"
@@ -612,7 +396,7 @@ def build_task_image(
             out = (exc.stdout or b"").decode(errors="replace")
             raise ImageBuildError(
                 f"sweworld: the install recipe of {task.instance_id} ran past {timeout:.0f} s",
-                _tail(out),
+                tail_of(out),
             ) from exc
         log = f"$ {shlex.join(['bash', '-c', script])}\n" + proc.stdout.decode(errors="replace")
         if note:
@@ -621,10 +405,10 @@ def build_task_image(
             raise ImageBuildError(
                 f"sweworld: the install recipe of {task.instance_id} failed "
                 f"(exit {proc.returncode})",
-                _tail(log),
+                tail_of(log),
             )
         labels = {
-            _LABEL: key,
+            IMAGE_KEY_LABEL: key,
             "sweworld.instance-id": str(task.instance_id),
             "sweworld.layout": "swebench-venv",
         }
@@ -646,12 +430,14 @@ def build_task_image(
                 lines = getattr(exc, "build_log", None) or []
                 text = "".join(str(e.get("stream", e.get("error", ""))) for e in lines)
                 raise ImageBuildError(
-                    f"sweworld: the engine failed building {name}: {exc}", _tail(log + text)
+                    f"sweworld: the engine failed building {name}: {exc}", tail_of(log + text)
                 ) from exc
         log += "".join(str(e.get("stream", "")) for e in stream)
         if existing is not None and existing.id != image.id:  # the image it replaces
             with contextlib.suppress(Exception):  # still used by a container: kept
                 client.images.remove(existing.id)
-        return ImageBuild(name, time.monotonic() - started, True, _tail(log), image.id, base, note)
+        return ImageBuild(
+            name, time.monotonic() - started, True, tail_of(log), image.id, base, note
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -40,6 +40,7 @@ from typing import Any
 
 import sweworld.pyast as pyast
 from sweworld.reward.candidate import Hunk, is_test_file, patch_hunks
+from sweworld.reward.stages.common_text import strip_comment  # also read from here
 from sweworld.reward.stages.tampering import tampering_reasons
 from sweworld.reward.types import CandidateView, RewardContext, StageResult
 from sweworld.tasks.patches import split_patch
@@ -126,19 +127,6 @@ def _normalize_tokens(text: str) -> str:
         current.append(token.string)
         kinds.append(kind)
     return "\n".join(out)
-
-
-def strip_comment(line: str) -> str:
-    """``line`` without a trailing comment (tokenize decides what is a comment)."""
-    if "#" not in line:
-        return line
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(line).readline):
-            if token.type == tokenize.COMMENT:
-                return line[: token.start[1]]
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        pass
-    return line
 
 
 _WS_RE = re.compile(r"\s+")

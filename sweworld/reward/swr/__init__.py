@@ -12,6 +12,8 @@
 
 The stage that runs the model and grades its reports is
 :class:`sweworld.reward.stages.simulated_tests.SimulatedTestsStage`.
+
+Imports: what :mod:`sweworld.reward` may import, and reward's own modules.
 """
 
 from sweworld.reward.swr.decoding import RESOLVED_CHOICES, STATUS_CHOICES, constrained_reports

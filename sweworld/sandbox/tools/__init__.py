@@ -5,6 +5,8 @@ tool failure come back as an ``ERROR: ...`` output that tells the agent what is 
 Outputs of successful calls get R2E-Gym's runtime clean-up (ANSI colour codes and carriage
 returns removed), so ``ToolResult.output`` is exactly what R2E-Gym's observation shows.
 The tool functions are in :data:`TOOLS` and in the submodules (``file_editor.file_editor``).
+
+Imports: the sandbox's own modules and :mod:`sweworld.tasks` only.
 """
 
 from __future__ import annotations

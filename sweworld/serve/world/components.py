@@ -1,7 +1,8 @@
-"""Executors, rewarders and models shared by the world service's episodes, by lease.
+"""Worlds shared by the world service's episodes, by lease.
 
-Episodes whose configs agree on :data:`COMPONENT_KEYS` share one executor, one rewarder
-and (for simulated executors) one batching model, as :class:`~sweworld.env.EnvPool`'s
+Episodes whose configs agree on :data:`COMPONENT_KEYS` share one
+:class:`~sweworld.world.World`: one executor, one rewarder and (for simulated executors)
+one batching model, as :class:`~sweworld.env.EnvPool`'s
 episodes do. :class:`Components` hands them out as :class:`Lease` objects and counts them:
 a set of parts no episode holds any more is closed (its model's memory freed), except
 the server's own (the default config's parts stay, so that the common case never reloads
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweworld.env import EpisodeConfig
+from sweworld.world import World
 
 __all__ = ["COMPONENT_KEYS", "Components", "ConfigsExhausted", "Lease", "component_key"]
 
@@ -45,7 +47,7 @@ def component_key(config: EpisodeConfig) -> tuple[str, ...]:
 @dataclass
 class _Entry:
     refs: int = 0
-    parts: tuple[Any, Any, Any] | None = None  # (lm, executor, rewarder) once built
+    parts: World | None = None  # the config's world (lm, executor, rewarder) once built
     ready: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
 
@@ -127,8 +129,7 @@ class Components:
             entry.ready.wait()
             if entry.error is not None or entry.parts is None:
                 raise self._undo(owner, key, entry, entry.error)
-        _, executor, rewarder = entry.parts
-        return Lease(key, owner, executor, rewarder)
+        return Lease(key, owner, entry.parts.executor, entry.parts.rewarder)
 
     def _undo(self, owner: str, key: tuple[str, ...], entry: _Entry, exc: Any) -> BaseException:
         with self._lock:
@@ -170,7 +171,7 @@ class Components:
             del self._entries[lease.key]
         if entry.parts is not None:
             log.info("closing the parts of a config no episode uses any more")
-            close_parts(*reversed(entry.parts))
+            entry.parts.close()
 
     def close(self) -> None:
         """Close every set of parts (at shutdown, after the episodes)."""
@@ -181,36 +182,18 @@ class Components:
             self._held.clear()
         for entry in entries:
             if entry.parts is not None:
-                close_parts(*reversed(entry.parts))
+                entry.parts.close()
 
 
-def _build(config: EpisodeConfig, manager: Any) -> tuple[Any, Any, Any]:
-    """(lm, executor, rewarder) for ``config``: the model wrapped in one BatchingLM so that
-    the calls of concurrent episodes are batched."""
-    from sweworld.env.pool import build_pool_executor
-    from sweworld.env.rewards import EpisodeRewarder
-
-    lm = None
-    if config.executor in ("simulated", "hybrid"):
-        from sweworld.env.batching import BatchingLM
-        from sweworld.models import check_lm_spec, make_lm
-
-        check_lm_spec(config.model)
-        lm = BatchingLM(make_lm(config.model))
+def _build(config: EpisodeConfig, manager: Any) -> World:
+    """The world of ``config`` on the service's manager (left open by the world): its model
+    wrapped in one BatchingLM so that the calls of concurrent episodes are batched, its
+    executor and rewarder built now (a bad spec fails the create that asked for it)."""
+    world = World.for_episode(config, batch_lm=True, manager=manager)
     try:
-        executor = build_pool_executor(config, lm)
+        world.executor  # noqa: B018 (built now, on this thread)
+        world.rewarder  # noqa: B018
     except BaseException:
-        close_parts(lm)
+        world.close()
         raise
-    return lm, executor, EpisodeRewarder(config, manager=manager)
-
-
-def close_parts(*parts: Any) -> None:
-    """Call ``close()`` on each part that has one; a failure is logged, not raised."""
-    for part in parts:
-        closer = getattr(part, "close", None)
-        if callable(closer):
-            try:
-                closer()
-            except Exception:
-                log.exception("closing %s failed", type(part).__name__)
+    return world

@@ -46,7 +46,6 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from sweworld.env import Episode, EpisodeConfig, EpisodeError
@@ -60,6 +59,7 @@ from sweworld.serve.world.policy import (
     check_overrides,
     client_task,
 )
+from sweworld.serve.world.records import EpisodeRecord, OwnerWindows
 from sweworld.serve.world.replies import (
     WorldError,
     capacity_error,
@@ -78,31 +78,6 @@ log = logging.getLogger(__name__)
 #: Every override key a client may name at all (the operator's allow-list decides which
 #: it may change: :attr:`WorldConfig.allowed_client_keys`).
 CLIENT_KEYS = ALL_CLIENT_KEYS
-
-
-@dataclass
-class _Record:
-    """One live episode of the service."""
-
-    id: str
-    owner: str
-    episode: Episode
-    lease: Lease | None = None  # the shared parts it uses (given back when it closes)
-    forked: bool = False
-    snapshots: int = 0  # held since the last reset (reserved before a snapshot runs)
-    last_used: float = field(default_factory=time.monotonic)
-    busy: bool = False
-
-    @property
-    def live(self) -> bool:
-        """Whether it holds (or may be about to hold) a session."""
-        return self.busy or self.episode.session is not None
-
-
-@dataclass
-class _Owner:
-    steps: RateWindow
-    creates: RateWindow
 
 
 class WorldHandler:
@@ -134,8 +109,8 @@ class WorldHandler:
         self.manager = manager
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._records: dict[str, _Record] = {}
-        self._owners: dict[str, _Owner] = {}
+        self._records: dict[str, EpisodeRecord] = {}
+        self._owners: dict[str, OwnerWindows] = {}
         self._reserved: dict[str, int] = {}  # creations in progress per owner
         self._forking: dict[str, int] = {}  # forks in progress per owner
         self.components = Components(manager, config.episode, config.max_configs_per_token)
@@ -169,11 +144,11 @@ class WorldHandler:
 
     # ------------------------------------------------------------------ bookkeeping
 
-    def _owner(self, owner: str) -> _Owner:
+    def _owner(self, owner: str) -> OwnerWindows:
         found = self._owners.get(owner)
         if found is None:
             cfg = self.config
-            found = self._owners[owner] = _Owner(
+            found = self._owners[owner] = OwnerWindows(
                 RateWindow(cfg.max_steps_per_minute), RateWindow(cfg.max_creates_per_minute)
             )
         return found
@@ -230,7 +205,7 @@ class WorldHandler:
         with self._lock:
             self._reserved[owner] -= 1
 
-    def _get(self, owner: str, episode_id: str) -> _Record:
+    def _get(self, owner: str, episode_id: str) -> EpisodeRecord:
         record = self._records.get(episode_id)
         if record is None or not secrets.compare_digest(record.owner, owner):
             raise WorldError(404, "not_found", f"no episode {episode_id!r}", episode_id)
@@ -240,9 +215,9 @@ class WorldHandler:
         self,
         owner: str,
         episode_id: str,
-        fn: Callable[[_Record], Any],
+        fn: Callable[[EpisodeRecord], Any],
         *,
-        deadline: float | Callable[[_Record], float] | None = None,
+        deadline: float | Callable[[EpisodeRecord], float] | None = None,
         exclusive: bool = True,
     ) -> Any:
         """Run ``fn(record)`` on a worker thread, holding the episode (409 when busy), and
@@ -318,17 +293,17 @@ class WorldHandler:
     ) -> str:
         episode_id = "w-" + secrets.token_hex(12)
         with self._lock:
-            self._records[episode_id] = _Record(episode_id, owner, episode, lease, forked)
+            self._records[episode_id] = EpisodeRecord(episode_id, owner, episode, lease, forked)
         self.metrics.episode_opened()
         log.info("episode %s opened by %s (%s)", episode_id, owner, episode.id)
         return episode_id
 
-    def _step_deadline(self, record: _Record) -> float:
+    def _step_deadline(self, record: EpisodeRecord) -> float:
         if self.config.request_deadline_s is not None:
             return self.config.request_deadline_s
         return 2 * record.episode.config.step_timeout_s + 60.0
 
-    def _end_deadline(self, record: _Record) -> float:
+    def _end_deadline(self, record: EpisodeRecord) -> float:
         if self.config.request_deadline_s is not None:
             return self.config.request_deadline_s
         rewarder = record.episode.rewarder
@@ -384,7 +359,7 @@ class WorldHandler:
         if needs_slot:
             self._reserve(owner, rate=False)
 
-        def restart(record: _Record) -> tuple[str, dict[str, Any]]:
+        def restart(record: EpisodeRecord) -> tuple[str, dict[str, Any]]:
             started = record.episode.reset(task, seed=body.seed)
             with self._lock:
                 record.snapshots = 0  # the reset dropped them with the old session
@@ -437,7 +412,7 @@ class WorldHandler:
     async def snapshot(self, owner: str, episode_id: str) -> s.SnapshotTaken:
         cfg = self.config
 
-        def take(record: _Record) -> str:
+        def take(record: EpisodeRecord) -> str:
             with self._lock:  # checked and counted at once: concurrent calls cannot pass
                 mine = (r for r in self._records.values() if r.owner == owner and r.live)
                 held = sum(r.snapshots for r in mine)
@@ -478,7 +453,7 @@ class WorldHandler:
             self._unfork(owner)
             raise
 
-        def fork_one(record: _Record) -> str:
+        def fork_one(record: EpisodeRecord) -> str:
             lease = self.components.share(record.lease) if record.lease is not None else None
             try:
                 other = record.episode.fork()
@@ -499,7 +474,7 @@ class WorldHandler:
         return s.PatchResponse(patch=text_safe(text))
 
     async def reward(self, owner: str, episode_id: str, body: s.RewardRequest) -> s.RewardResponse:
-        def score(record: _Record) -> Any:
+        def score(record: EpisodeRecord) -> Any:
             episode = record.episode
             patch = body.patch if body.patch is not None else current_patch(episode)
             return episode.score(patch, submitted=body.submitted)
@@ -538,7 +513,7 @@ class WorldHandler:
         await self._run_free(lambda: self._close_record(record, "deleted"))
         return s.Closed(episode_id=episode_id)
 
-    def _close_record(self, record: _Record, why: str) -> None:
+    def _close_record(self, record: EpisodeRecord, why: str) -> None:
         try:
             record.episode.close()
         except Exception:

@@ -103,39 +103,14 @@ def check_numbers(args: argparse.Namespace) -> None:
 
 def check_components(episode: Any) -> None:
     """The executor and model specs of the server's episodes resolve, without building a
-    model: the executor is a registered name (``NAME:ARG`` built, to check ``ARG``), or a
-    dotted path to an executor class or a Python factory function (not a builtin such as
-    ``os.system``); the SWT and SWR specs pass :func:`sweworld.models.check_lm_spec`.
-    ``ValueError`` (or ``FileNotFoundError``) with one line otherwise."""
-    import inspect
+    model (:meth:`sweworld.world.WorldConfig.check`: a registered executor name, ``NAME:ARG``
+    built to check ``ARG``, or a dotted path to an executor class or a Python factory
+    function, not a builtin such as ``os.system``; the SWT and SWR specs checked).
+    ``ValueError`` with one line otherwise."""
+    from sweworld.world import WorldConfig
 
-    from sweworld.models import check_lm_spec
-    from sweworld.sandbox.registry import executor_names, load_object, make_executor
-
-    spec = episode.executor
-    if isinstance(spec, str):
-        names = executor_names()
-        name, sep, _ = spec.partition(":")
-        if sep and name in names:
-            built = make_executor(spec)
-            closer = getattr(built, "close", None)
-            if callable(closer):
-                closer()
-        elif spec not in names:
-            if "." not in spec:
-                known = ", ".join(sorted(names))
-                raise ValueError(f"unknown executor {spec!r}; known: {known} (or a dotted path)")
-            target = load_object(spec)
-            is_class = inspect.isclass(target) and callable(getattr(target, "execute", None))
-            if not (is_class or inspect.isfunction(target)):
-                raise ValueError(
-                    f"executor {spec!r} is not an executor class or factory function "
-                    f"(it is a {type(target).__name__})"
-                )
     try:
-        check_lm_spec(episode.model)
-        if episode.reward in ("swr", "both"):
-            check_lm_spec(episode.swr_model)
+        WorldConfig.from_episode(episode).check()
     except FileNotFoundError as exc:
         raise ValueError(str(exc)) from None
 
@@ -192,7 +167,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ep.add_argument("--model", default="embedded", help="SWT model spec (embedded)")
     ep.add_argument("--reward", default="swr", help="swr, real, both or none (swr)")
     ep.add_argument("--swr-model", default="embedded", help="SWR model spec (embedded)")
-    ep.add_argument("--mode", default="blind", choices=("blind", "oracle"), help="(blind)")
+    ep.add_argument("--mode", default="oracle", choices=("oracle", "blind"), help="(oracle)")
     ep.add_argument("--max-steps", type=int, default=50, help="steps per episode (50)")
     ep.add_argument("--step-timeout", type=float, default=300.0, help="deadline of a step (300 s)")
     ep.add_argument(

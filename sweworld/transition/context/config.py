@@ -71,7 +71,7 @@ class ContextConfig:
     total_tokens: int = 10000
     """Cap on all fields together; when exceeded, each field gets a share proportional to
     its budget (fields that need less keep what they need)."""
-    mode: Literal["oracle", "blind"] = "blind"
+    mode: Literal["oracle", "blind"] = "oracle"
     """``oracle``: gold patch, test patch and test lists are in the context (training on tasks
     with a reference fix); ``blind``: none of them, nor anything from ``task.extra``."""
     history_steps: int = 3
@@ -145,7 +145,7 @@ class SWTContext:
     gold_patch: str = ""
     test_patch: str = ""
     tests: str = ""
-    mode: str = "blind"
+    mode: str = "oracle"
     truncated: dict[str, int] = field(default_factory=dict)
     version: str = CONTEXT_VERSION
 

@@ -20,7 +20,7 @@ agent's code:
 - :func:`no_target_hint`: the hint SWE-World gives when a command has nothing to execute.
 
 Exact answers are kept only where they pay on real data (measured on 3,353 real execution
-steps in the task's own environment, ``benchmarks/facts_payoff.py``): a script that does not
+steps in the task's own environment, ``sweworld bench facts-payoff``): a script that does not
 exist (its message depends only on the Python version) and a program that does not compile
 (when the environment's Python is the running one's minor version). Everything else
 (``python --version``, interpreter usage errors, ``python -m`` messages, a small program's

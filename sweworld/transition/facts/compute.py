@@ -182,7 +182,7 @@ def _python_facts(
     importer = Importer(ws, search_dirs, env.installed, complete=env.installed_complete)
     # The top level as far as it is certain: an import that certainly fails is a fact (the
     # program's output is left to the model: measured on real steps, an interpreted answer
-    # never paid in the task's own environment, benchmarks/facts_payoff.py).
+    # never paid in the task's own environment, sweworld bench facts-payoff).
     outcome = Simulator(importer, env).run_main(source, filename)
     if outcome.kind == "error":
         if outcome.syntax is not None:
@@ -327,7 +327,7 @@ def _pytest_facts(
     )
     if missing:
         # pytest's "file or directory not found" (exit 4) is a fact; its rendered output
-        # never paid in the task's own environment (benchmarks/facts_payoff.py).
+        # never paid in the task's own environment (sweworld bench facts-payoff).
         return replace(facts, missing_files=tuple(missing))
     selected, deselected, select_exact = select_items(
         collection.items, options, cwd, config.rootdir
@@ -345,7 +345,7 @@ def _pytest_facts(
     )
     if not_found:
         # A node id that matches nothing is a fact; pytest's message for it is not rendered
-        # (never met in 3,353 real execution steps: benchmarks/facts_payoff.py).
+        # (never met in 3,353 real execution steps: sweworld bench facts-payoff).
         return replace(facts, notes=(*facts.notes, f"not found: {not_found[0]}"))
     if collection.warnings:
         facts = replace(

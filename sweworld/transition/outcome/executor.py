@@ -31,15 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
+from sweworld.transition.outcome.collect import collect_tests
 from sweworld.transition.outcome.features import (
     TEST_RUNNER_KINDS,
     Ledger,
     command_kind_of,
     per_test_features,
-    pytest_equivalent,
     shlex_join,
     step_features,
 )
+from sweworld.transition.outcome.graded import graded_ids, graded_state, graded_tests
 from sweworld.transition.outcome.model import OutcomeModel
 from sweworld.transition.outcome.render import (
     render_django,
@@ -70,7 +71,7 @@ class OutcomeExecutor:
     def __init__(
         self,
         model: str | Path | OutcomeModel | None = None,
-        mode: str = "blind",
+        mode: str = "oracle",
         *,
         text: Any = None,
     ):
@@ -154,7 +155,7 @@ class OutcomeExecutor:
             return ExecutionResult("", "", 0, info)
         ledger = self._ledger(request.session_id)
         stdin = request.stdin.decode("utf-8", "replace") if request.stdin else ""
-        ids = self._collect(request, argv, kind) if kind in TEST_RUNNER_KINDS else []
+        ids = self._collect(request, argv, kind, info) if kind in TEST_RUNNER_KINDS else []
         step = step_features(
             argv,
             request.cwd,
@@ -169,7 +170,8 @@ class OutcomeExecutor:
         exception = self.model.predict_exception([step.values], self.mode)[0]
         info.update(route="outcome-model", exit_class=exit_cls, exception=exception)
         if kind in TEST_RUNNER_KINDS:
-            result = self._tests(ids, step, state, ledger, exit_cls, exception, info)
+            graded = self._graded(request.task, state, ids, info)
+            result = self._tests(ids, step, state, ledger, exit_cls, exception, info, graded)
         else:
             result = self._script(request, step, state, exit_cls, exception, info)
         key = shlex_join(argv)
@@ -213,25 +215,44 @@ class OutcomeExecutor:
         info.update(route="exact", text_source="exact", exception=error.error_type)
         return ExecutionResult("", error.text, 1)
 
-    def _collect(self, request: ExecutionRequest, argv: list[str], kind: str) -> list[str]:
+    def _collect(
+        self, request: ExecutionRequest, argv: list[str], kind: str, info: dict[str, Any]
+    ) -> list[str]:
         """The tests the command runs, as pytest ids (another runner's selection is collected
         through its pytest equivalent); [] when the selection cannot be known."""
-        from sweworld.transition.facts import collect_pytest, parse_command
         from sweworld.transition.types import WorkspaceView
 
-        equivalent = pytest_equivalent(kind, argv)
-        if equivalent is None:
+        if request.workspace is None:
             return []
-        options = parse_command(tuple(equivalent)).pytest
-        if options is None or request.workspace is None:
+        found = collect_tests(
+            WorkspaceView.from_request(request), argv, request.cwd, request.task, limit=_MAX_TESTS
+        )
+        if found is None:
             return []
-        try:
-            collection = collect_pytest(WorkspaceView.from_request(request), options, request.cwd)[
-                0
-            ]
-        except Exception:  # an unexpected layout only loses the test ids
-            return []
-        return [item.nodeid for item in collection.items[:_MAX_TESTS]]
+        if found.deselected:
+            info["deselected"] = found.deselected
+        return found.ids
+
+    def _graded(
+        self, task: Any, state: FileState, ids: list[str], info: dict[str, Any]
+    ) -> dict[str, str] | None:
+        """In oracle mode, the statuses of the task's graded tests this run collects, as the
+        reward decides them on this state (:mod:`~sweworld.transition.outcome.graded`: one
+        state, one truth); None when the run collects none of them."""
+        if self.mode != "oracle" or task is None or not ids:
+            return None
+        f2p, p2p = graded_ids(task)
+        if not set(ids) & {*f2p, *p2p}:
+            return None
+        test_patch = str(
+            (task.get("test_patch") if isinstance(task, dict) else getattr(task, "test_patch", ""))
+            or ""
+        )
+        graded = graded_tests(self.model, task, graded_state(state, test_patch), self.mode)
+        if graded is None:
+            return None
+        info["graded"] = {"tests": len(graded.statuses), "fails": graded.fails}
+        return graded.statuses
 
     def _tests(
         self,
@@ -242,12 +263,14 @@ class OutcomeExecutor:
         exit_cls: str,
         exception: str,
         info: dict[str, Any],
+        graded: dict[str, str] | None = None,
     ) -> ExecutionResult:
         cache: dict[str, Any] = {}
         rows = [per_test_features(step, t, state, ledger, cache) for t in ids]
         _, predicted = self.model.decide_tests(step.values, rows, self.mode)
         statuses: dict[str, str] = {}
         for test, status in zip(ids, predicted, strict=True):
+            status = graded.get(test, status) if graded else status
             statuses[test] = status
             if status in ("FAILED", "ERROR") and step.values[step_index("exitfirst")]:
                 break
@@ -269,6 +292,7 @@ class OutcomeExecutor:
                 report_chars=step.info.pytest.report_chars if step.info.pytest else "",
                 quiet=bool(step.info.pytest and step.info.pytest.verbosity < 0),
                 collection_errors=errors if exit_cls == "2" else (),
+                deselected=int(info.get("deselected", 0)),
             )
             if exit_cls == "2" and errors:
                 code = 2
@@ -359,7 +383,7 @@ class OutcomeExecutor:
 
 def outcome_with_lm(
     lm: Any = "embedded",
-    mode: str = "blind",
+    mode: str = "oracle",
     model: str | Path | OutcomeModel | None = None,
     **simulated: Any,
 ) -> OutcomeExecutor:

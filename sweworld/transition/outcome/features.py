@@ -34,6 +34,13 @@ import sweworld.pyast as pyast
 from sweworld.tasks.fields import test_list
 from sweworld.tasks.patches import patch_hunks
 from sweworld.transition.facts import parse_command
+from sweworld.transition.outcome.commands import (
+    KINDS,
+    TEST_RUNNER_KINDS,
+    command_kind_of,
+    pytest_equivalent,
+    runner_args,
+)
 from sweworld.transition.outcome.state import FileState, apply_patch_text
 
 __all__ = [
@@ -51,125 +58,9 @@ __all__ = [
     "step_features",
 ]
 
-#: Command kinds the model knows; anything else is ``other`` (answered conservatively).
-KINDS = (
-    "pytest",
-    "python_script",
-    "python_c",
-    "python_module",
-    "django_runtests",
-    "sympy_test",
-    "unittest",
-    "other",
-)
-#: Kinds that run a test suite: their tests are collected and each gets a status.
-TEST_RUNNER_KINDS = ("pytest", "django_runtests", "sympy_test", "unittest")
 #: Modules followed through imports at most, per command.
 MAX_REACHED = 400
 _STATUS_CODE = {"": -1, "PASSED": 0, "FAILED": 1, "ERROR": 2, "SKIPPED": 3, "XFAIL": 3}
-
-
-def _is_sympy_runner(path: str) -> bool:
-    return posixpath.normpath(path) == "bin/test"
-
-
-def command_kind_of(argv: Sequence[str]) -> str:
-    """One of :data:`KINDS` for an argument vector."""
-    if argv and _is_sympy_runner(argv[0]):
-        return "sympy_test"  # SymPy's runner, executable (#!/usr/bin/env python)
-    info = parse_command(tuple(argv))
-    if info.kind == "pytest":
-        return "pytest"
-    script = posixpath.normpath(info.script or "")
-    if info.kind == "python_script" and _is_sympy_runner(script):
-        return "sympy_test"
-    if info.kind == "python_script" and script in ("tests/runtests.py", "runtests.py"):
-        return "django_runtests"
-    if info.kind == "python_module" and info.module == "unittest":
-        return "unittest"
-    if info.kind in KINDS:
-        return info.kind
-    if info.kind == "python_stdin":
-        return "python_script"
-    return "other"
-
-
-def runner_args(argv: Sequence[str]) -> list[str]:
-    """The arguments a test runner of :data:`TEST_RUNNER_KINDS` receives (after the script
-    or ``-m unittest``)."""
-    argv = list(argv)
-    if argv and _is_sympy_runner(argv[0]):
-        return argv[1:]
-    info = parse_command(tuple(argv))
-    return list(info.args)
-
-
-def pytest_equivalent(kind: str, argv: Sequence[str]) -> list[str] | None:
-    """A ``python -m pytest`` argument vector that collects the tests another runner would
-    run (SymPy's ``bin/test PATHS``, ``python -m unittest MODULES``), None when the runner's
-    selection cannot be expressed (``-k`` with SymPy's semantics, ``discover`` options, Django
-    labels). Collection, and so the test ids, are then the pytest collector's."""
-    if kind == "pytest":
-        return list(argv)
-    if kind == "django_runtests":
-        return _django_equivalent(argv)
-    if kind not in ("sympy_test", "unittest"):
-        return None
-    targets: list[str] = []
-    for arg in runner_args(argv):
-        if arg.startswith("-"):
-            if kind == "sympy_test" and arg in ("-v", "--verbose", "-q", "--quiet"):
-                continue
-            if kind == "unittest" and arg in ("-v", "--verbose", "-q", "--quiet", "-b", "-c"):
-                continue
-            return None
-        if kind == "unittest":
-            if arg == "discover":
-                continue
-            if "/" in arg or arg.endswith(".py"):
-                targets.append(arg)
-                continue
-            # module parts up to the first capitalised one (a TestCase class, by PEP 8)
-            parts = arg.split(".")
-            cut = next((i for i, part in enumerate(parts) if part[:1].isupper()), len(parts))
-            mods, rest = parts[:cut], parts[cut:]
-            path = "/".join(mods) + ".py" if mods else ""
-            targets.append("::".join([path, *rest]) if rest and path else path or arg)
-        else:
-            targets.append(arg)
-    return ["python", "-m", "pytest", *targets]
-
-
-#: Django ``runtests.py`` options that take a value as the next argument.
-_DJANGO_VALUED = frozenset(
-    ("--settings", "--parallel", "-v", "--verbosity", "--tag", "--exclude-tag", "-k", "--start-at",
-     "--start-after", "--shuffle", "--pair")
-)  # fmt: skip
-
-
-def _django_equivalent(argv: Sequence[str]) -> list[str] | None:
-    """Django's labels (``app.tests.Case.test``, relative to the runner's folder) as pytest
-    targets; None for a run of the whole suite or a ``-k`` selection."""
-    info = parse_command(tuple(argv))
-    root = posixpath.dirname(posixpath.normpath(info.script or ""))
-    targets: list[str] = []
-    args = list(info.args)
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if arg.startswith("-"):
-            if arg == "-k":
-                return None
-            if arg in _DJANGO_VALUED:
-                i += 1
-            continue
-        parts = arg.split(".")
-        cut = next((j for j, part in enumerate(parts) if part[:1].isupper()), len(parts))
-        path = posixpath.join(root, *parts[:cut]) if parts[:cut] else root
-        leaf = path + ".py" if cut < len(parts) or len(parts) > 1 else path
-        targets.append("::".join([leaf, *parts[cut:]]))
-    return ["python", "-m", "pytest", *targets] if targets else None
 
 
 # ------------------------------------------------------------------------------ AST helpers
@@ -213,12 +104,15 @@ def changed_names(before: str | None, after: str | None) -> set[str]:
 
 
 def _same_ast(left: str | None, right: str | None) -> bool:
+    """Whether two texts of a file are the same program: equal ASTs once docstrings are
+    removed (the semantic stage's equivalence with the gold patch), equal text when one
+    does not parse."""
     if left is None or right is None:
         return left is right
     ta, tb = _parse(left), _parse(right)
     if ta is None or tb is None:
         return left == right
-    return ast.dump(ta) == ast.dump(tb)
+    return ast.dump(pyast.strip_docstrings(ta)) == ast.dump(pyast.strip_docstrings(tb))
 
 
 def _imports(tree: ast.Module, rel: str) -> list[str]:

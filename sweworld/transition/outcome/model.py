@@ -309,12 +309,23 @@ class OutcomeModel:
         likely to fail. So a rendered report never says "all passed" with exit 1, and the
         reward that reads the same statuses (issue 20) agrees with the simulated run.
         """
+        failing, statuses, _, _ = self.decide_tests_detail(step_row, test_rows, mode)
+        return failing, statuses
+
+    def decide_tests_detail(
+        self,
+        step_row: Sequence[float],
+        test_rows: Sequence[Sequence[float]],
+        mode: str | None = None,
+    ) -> tuple[bool, list[str], float, np.ndarray]:
+        """:meth:`decide_tests` with its numbers: (fails, statuses, P(the run fails), each
+        test's P(FAILED or ERROR))."""
         if not test_rows:
-            return False, []
+            return False, [], 0.0, np.zeros(0)
         X = np.asarray(test_rows, dtype=float)
         head = self.head("test", mode)
         if head is None:
-            return False, ["PASSED"] * len(X)
+            return False, ["PASSED"] * len(X), 0.0, np.zeros(len(X))
         proba = head.proba(X)
         classes = head.classes
         statuses = [classes[i] for i in proba.argmax(axis=1)]
@@ -322,12 +333,19 @@ class OutcomeModel:
         p_fail = proba[:, bad].sum(axis=1) if bad else np.zeros(len(X))
         p_any = 1.0 - float(np.prod(1.0 - np.clip(p_fail, 0.0, 1.0)))
         p_exit = float(self.exit_fail_proba([step_row], mode)[0])
-        failing = (p_exit + p_any) / 2.0 > 0.5
+        p_run = (p_exit + p_any) / 2.0
+        failing = p_run > 0.5
+        statuses = self._follow(failing, statuses, p_fail)
+        return failing, statuses, p_run, p_fail
+
+    @staticmethod
+    def _follow(failing: bool, statuses: list[str], p_fail: np.ndarray) -> list[str]:
+        """Statuses made to follow the run's decision (see :meth:`decide_tests`)."""
         if not failing:
-            return False, ["PASSED" if s in ("FAILED", "ERROR") else s for s in statuses]
+            return ["PASSED" if s in ("FAILED", "ERROR") else s for s in statuses]
         if not any(s in ("FAILED", "ERROR") for s in statuses):
             statuses[int(p_fail.argmax())] = "FAILED"
-        return True, statuses
+        return statuses
 
 
 def _checked_head(body: Any) -> Head:

@@ -116,10 +116,12 @@ def render_pytest(
     rootdir: str = "/testbed",
     collection_errors: Sequence[str] = (),
     duration: float = 0.12,
+    deselected: int = 0,
 ) -> str:
     """pytest's output for ``statuses`` (``{test id: PASSED|FAILED|ERROR|SKIPPED}``, in run
     order). ``report_chars``: the ``-r`` letters (``A`` lists every test);
-    ``collection_errors``: files whose collection failed (an interrupted run)."""
+    ``collection_errors``: files whose collection failed (an interrupted run);
+    ``deselected``: tests collected but not selected (``-k``, ``-m``, ``--deselect``)."""
     exceptions = exceptions or {}
     sources = sources or {}
     out: list[str] = []
@@ -130,9 +132,12 @@ def render_pytest(
             f"rootdir: {rootdir}",
         ]
     n_err = len(collection_errors)
-    collected = f"collected {len(statuses)} item{'s' if len(statuses) != 1 else ''}"
+    n_all = len(statuses) + deselected
+    collected = f"collected {n_all} item{'s' if n_all != 1 else ''}"
     if n_err:
         collected += f" / {n_err} error{'s' if n_err != 1 else ''}"
+    if deselected:
+        collected += f" / {deselected} deselected / {len(statuses)} selected"
     if not quiet:
         out += [collected, ""]
     by_file: dict[str, list[str]] = {}
@@ -182,6 +187,8 @@ def render_pytest(
     parts = [f"{counts[s]} {w}" for s, w in _COUNT_WORDS if counts.get(s)]
     if n_err:
         parts.append(f"{n_err} error{'s' if n_err != 1 else ''}")
+    if deselected:
+        parts.append(f"{deselected} deselected")
     text = ", ".join(parts) if parts else "no tests ran"
     if collection_errors:
         out.append(

@@ -202,10 +202,15 @@ def test_a_candidate_whose_run_failed_is_a_counted_skip_not_a_silent_drop() -> N
     task = Task.from_row(row)
 
     def result(status: str, resolved: bool = False) -> RealRewardResult:
-        info = {} if status == "ok" else {"reason": f"{status} here"}
+        graded = status in ("resolved", "unresolved")
+        info = {} if graded else {"reason": f"{status} here"}
         return RealRewardResult(task.instance_id, resolved, status, {}, info=info)
 
-    known = {"right": result("ok", True), "empty": result("ok"), "wrong": result("timeout")}
+    known = {
+        "right": result("resolved", True),
+        "empty": result("unresolved"),
+        "wrong": result("timeout"),
+    }
     cands = [("right", task.patch), ("empty", ""), ("wrong", "diff")]
     skipped: list[tuple[str, str]] = []
     records = label_records(

@@ -32,7 +32,7 @@ def last_info(outcome) -> dict:
 
 def test_registered_by_short_name(calc_model) -> None:
     ex = make_executor(f"outcome:{calc_model}")
-    assert isinstance(ex, OutcomeExecutor) and ex.mode == "blind"
+    assert isinstance(ex, OutcomeExecutor) and ex.mode == "oracle"
     with pytest.raises(ValueError, match="mode"):
         OutcomeExecutor(calc_model, mode="psychic")
 
@@ -142,3 +142,20 @@ def test_outcome_lm_writes_text_the_model_decided_on(manager, toy_task, tmp_path
             # a command kind the outcome model was not trained on: the LM route answers
             pip = s.run("pip list")
             assert last_info(pip)["route"] == "lm" and "not trained" in last_info(pip)["reason"]
+
+
+def test_selection_options_select_the_tests_run(manager, toy_task, calc_model) -> None:
+    """-k, --deselect: the run covers the selected tests and says how many were deselected,
+    as pytest does."""
+    ex = OutcomeExecutor(calc_model)
+    with manager.open(toy_task, executor=ex) as s:
+        every = parse_pytest_log(s.run("python -m pytest -rA tests/test_textutil.py").stdout)
+        chosen = s.run("python -m pytest -rA tests/test_textutil.py -k slugify")
+        picked = parse_pytest_log(chosen.stdout)
+        assert picked and set(picked) < set(every)
+        assert all("slugify" in t for t in picked)
+        gone = len(every) - len(picked)
+        assert f"{gone} deselected" in chosen.stdout.splitlines()[-1]
+        one = sorted(every)[0]
+        rest = s.run(f"python -m pytest -rA tests/test_textutil.py --deselect {one}")
+        assert set(parse_pytest_log(rest.stdout)) == set(every) - {one}

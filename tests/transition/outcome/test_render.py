@@ -124,3 +124,9 @@ def test_unittest_report() -> None:
     verbose = render_unittest({"tests/test_x.py::Case::test_a": "PASSED"}, verbose=True)
     assert verbose.splitlines()[0] == "test_a (tests.test_x.Case) ... ok"
     assert verbose.splitlines()[-1] == "OK"
+
+
+def test_deselected_tests_are_counted_as_pytest_counts_them() -> None:
+    text = render_pytest({"tests/test_a.py::test_x": "PASSED"}, deselected=2)
+    assert "collected 3 items / 2 deselected / 1 selected" in text
+    assert text.rstrip().splitlines()[-1].startswith("=") and "1 passed, 2 deselected in" in text
