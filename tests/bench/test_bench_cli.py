@@ -62,7 +62,7 @@ def test_a_benchmark_that_cannot_load_says_so(capsys):
         ("swr", "--bon-tasks", "-1"),
         ("tts", "--draws", "0"),  # was "no task with several candidates of both labels"
         ("tts", "--samples", "0"),
-        ("tts", "--tasks", "x"),
+        ("tts", "--max-tasks", "x"),
     ],
 )
 def test_counts_out_of_range_are_refused_by_the_parser(name, option, value, tmp_path, capsys):

@@ -40,7 +40,7 @@ def test_the_demo_episode_is_printed_and_resolved(capsys):
     assert "execution: real" in out
     assert "== patch\n    diff --git a/stockroom/textutil.py" in out
     assert "+    return slug.strip(separator)" in out
-    assert "1.0 (resolved: True, source: real, status: ok" in out
+    assert "1.0 (resolved: True, source: real, status: resolved" in out
     assert "FAIL_TO_PASS: 1/1 pass" in out and "PASS_TO_PASS: 9/9 pass" in out
     assert "== end: submitted (terminated) after 9 step(s)" in out
 

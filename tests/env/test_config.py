@@ -21,7 +21,7 @@ def test_defaults_run_on_a_cpu():
         "outcome",
         "embedded",
         "swr",
-        "blind",
+        "oracle",
     )
     assert cfg.prompt_format in PROMPT_FORMATS and cfg.reward in REWARD_SOURCES
     assert cfg.max_steps == 50 and cfg.dense is False and cfg.score_unsubmitted is True
