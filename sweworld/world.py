@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 __all__ = [
@@ -172,7 +172,11 @@ class WorldConfig:
         from sweworld.env.config import EpisodeConfig
 
         names = {f.name for f in fields(EpisodeConfig)}
-        return EpisodeConfig(**{k: v for k, v in asdict(self).items() if k in names})
+        # the values as they are (asdict would deep-copy an executor instance given as the
+        # executor: a Docker client's socket cannot be copied)
+        return EpisodeConfig(
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name in names}
+        )
 
     def check(self) -> None:
         """Raise ``ValueError`` / ``FileNotFoundError`` for an executor or model spec that

@@ -236,3 +236,22 @@ def test_the_declared_worlds_load():
             assert load_object(target).__name__ == "RemoteEpisode"
         else:
             assert WorldConfig.named(name) == load_object(target)()
+
+
+def test_an_executor_instance_that_cannot_be_copied_passes_through() -> None:
+    """A given executor (a Docker client holds a socket) reaches the episode's config as is:
+    never deep-copied."""
+    import socket
+
+    class HoldsASocket:
+        def __init__(self) -> None:
+            self.sock = socket.socket()
+
+        def execute(self, request):  # pragma: no cover - never called here
+            raise AssertionError
+
+    executor = HoldsASocket()
+    try:
+        assert WorldConfig(executor=executor).episode_config().executor is executor
+    finally:
+        executor.sock.close()
