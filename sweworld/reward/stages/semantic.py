@@ -69,27 +69,11 @@ class _Undecidable(Exception):
 # --------------------------------------------------------------------------------------
 
 
-def _strip_docstrings(tree: ast.AST) -> None:
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        body = node.body
-        if (
-            body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            del body[0]
-            if not body and not isinstance(node, ast.Module):
-                body.append(ast.Pass())
-
-
 def _normalize_ast(text: str) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tree = pyast.parse(text)
-    _strip_docstrings(tree)
+    pyast.strip_docstrings(tree)
     return ast.unparse(tree)
 
 
