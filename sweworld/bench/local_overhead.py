@@ -16,21 +16,18 @@ import argparse
 import shutil
 import statistics
 import subprocess
-import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from sweworld.bench.sandbox import fetch_sdist
 from sweworld.bench.summary import add_report_arguments, write_summary
 
 __all__ = ["add_arguments", "run"]
 
-from sweworld.dirs import cache_dir
 
 #: Downloaded source distributions (pip download), kept between runs.
-CACHE = cache_dir() / "bench"
 LIBRARY = "more-itertools==10.5.0"
 
 
@@ -40,31 +37,8 @@ def p50(values: list[float]) -> float:
 
 
 def fetch_library() -> Path:
-    """more-itertools' source tree (pip download, once; kept under :data:`CACHE`)."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    tree = next((p for p in CACHE.glob("more[-_]itertools-*") if p.is_dir()), None)
-    if tree:
-        return tree
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            LIBRARY,
-            "-d",
-            str(CACHE),
-        ],
-        check=True,
-    )
-    archive = next(CACHE.glob("more[-_]itertools-*.tar.gz"))
-    with tarfile.open(archive) as tar:
-        tar.extractall(CACHE, filter="data")
-    return next(p for p in CACHE.glob("more[-_]itertools-*") if p.is_dir())
+    """more-itertools' source tree (pip download, once; kept under the benchmarks' cache)."""
+    return fetch_sdist(LIBRARY, "more[-_]itertools-*")
 
 
 def measure(name, manager, task, repo_path, command, runs, executor_cls):

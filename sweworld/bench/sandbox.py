@@ -50,7 +50,7 @@ from sweworld.bench.sandbox_compare import (
 from sweworld.bench.summary import add_report_arguments, write_summary
 from sweworld.dirs import cache_dir
 
-__all__ = ["add_arguments", "compare", "fetch_django", "run"]
+__all__ = ["add_arguments", "compare", "fetch_django", "fetch_sdist", "run"]
 
 #: Downloaded source distributions (pip download), kept between runs.
 CACHE = cache_dir() / "bench"
@@ -63,10 +63,11 @@ def ms(x: float) -> str:
     return f"{x * 1000:8.2f} ms"
 
 
-def fetch_django() -> Path:
-    """Download and unpack Django's sdist once (PyPI is the only network used)."""
+def fetch_sdist(requirement: str, stem: str) -> Path:
+    """Download and unpack ``requirement``'s sdist once into :data:`CACHE` (PyPI is the only
+    network used); ``stem`` globs its unpacked folder (``[Dd]jango-*``)."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    tree = next((p for p in CACHE.glob("[Dd]jango-*") if p.is_dir()), None)
+    tree = next((p for p in CACHE.glob(stem) if p.is_dir()), None)
     if tree:
         return tree
     subprocess.run(
@@ -79,16 +80,21 @@ def fetch_django() -> Path:
             "--no-deps",
             "--no-binary",
             ":all:",
-            DJANGO,
+            requirement,
             "-d",
             str(CACHE),
         ],
         check=True,
     )
-    archive = next(CACHE.glob("[Dd]jango-*.tar.gz"))
+    archive = next(CACHE.glob(f"{stem}.tar.gz"))
     with tarfile.open(archive) as tar:
         tar.extractall(CACHE, filter="data")
-    return next(p for p in CACHE.glob("[Dd]jango-*") if p.is_dir())
+    return next(p for p in CACHE.glob(stem) if p.is_dir())
+
+
+def fetch_django() -> Path:
+    """Django's source tree (:func:`fetch_sdist`)."""
+    return fetch_sdist(DJANGO, "[Dd]jango-*")
 
 
 def compare(args: argparse.Namespace, source: Path) -> dict:
