@@ -30,8 +30,6 @@ from typing import Any
 
 from sweworld import __version__
 from sweworld.cli_inputs import (  # re-exported: shell, task_commands and callers use them
-    MAX_INPUT_BYTES,  # noqa: F401
-    load_rows_of,  # noqa: F401
     one_line,
     open_session,
     read_actions,
@@ -45,12 +43,6 @@ from sweworld.task_commands import cmd_tasks as _cmd_tasks
 from sweworld.tasks.fields import MODE_HELP, MODES
 
 __all__ = ["build_parser", "main", "read_action", "read_actions", "read_input", "task_from_args"]
-
-
-def _default_tasks() -> str:
-    from sweworld.tasks.toy import toy_tasks_path
-
-    return str(toy_tasks_path())
 
 
 def _add_task_args(p: argparse.ArgumentParser, *, need_id: bool = True) -> None:
@@ -289,12 +281,14 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_simulate(args)
         if args.command in ("reward", "verify", "calibrate"):
             from sweworld.reward import cli as reward_cli
+            from sweworld.world import swr_lm_from_spec
 
+            swr_lm = swr_lm_from_spec(args.model)  # the tests stage's model, loaded if used
             if args.command == "reward":
-                return reward_cli.cmd_reward(args, task_from_args(args))
+                return reward_cli.cmd_reward(args, task_from_args(args), swr_lm=swr_lm)
             if args.command == "verify":
-                return reward_cli.cmd_verify(args)
-            return reward_cli.cmd_calibrate(args)
+                return reward_cli.cmd_verify(args, swr_lm=swr_lm)
+            return reward_cli.cmd_calibrate(args, swr_lm=swr_lm)
         if args.command == "episode":
             from sweworld.env import cli as env_cli
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 __all__ = ["cmd_grade", "cmd_tasks"]
 
@@ -71,11 +72,20 @@ def cmd_grade(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     from sweworld.reward.real import real_reward
+    from sweworld.world import executor_from_spec
 
     patch = read_input(args.patch, "patch file") if args.patch is not None else ""
-    result = real_reward(
-        task, patch, executor=args.executor, timeout=args.timeout, rebuild_env=args.rebuild_env
-    )
+    extra: dict[str, Any] = {}
+    if args.executor in ("local", "docker"):
+        extra["timeout"] = args.timeout
+        if args.rebuild_env and args.executor == "local":
+            extra["rebuild_env"] = True
+    executor = executor_from_spec(args.executor, **extra)
+    try:
+        result = real_reward(task, patch, executor=executor, timeout=args.timeout)
+    finally:
+        if callable(getattr(executor, "close", None)):
+            executor.close()
     if args.show_log:
         print(result.log, file=sys.stderr)
     report = result.report

@@ -9,7 +9,9 @@ as is and left open, a part the world builds is closed by :meth:`World.close`.
 
 This module is THE place where spec strings become objects: executor specs (``outcome``,
 ``simulated``, ``local``, ``scripted:FILE``, a dotted path), language-model specs
-(``embedded``, ``openai:URL#MODEL``, ``replay:FILE``, ...) and their checks.
+(``embedded``, ``openai:URL#MODEL``, ``replay:FILE``, ...; :func:`lm_from_spec`,
+lazily as a :class:`~sweworld.models.LazyLM`; the SWR model: :func:`swr_lm_from_spec`) and
+their checks. The layers below take objects only and refuse spec strings.
 :class:`~sweworld.env.Episode`, :class:`~sweworld.env.EnvPool`, the Ray actors, the world
 service, ``sweworld bench``, ``sweworld data collect`` and the CLI call it; the registries
 themselves (:mod:`sweworld.sandbox.registry`, :mod:`sweworld.models`) stay the definitions.
@@ -36,9 +38,12 @@ __all__ = [
     "build_executor",
     "check_executor_spec",
     "check_lm",
+    "clear_shared_lms",
     "executor_from_spec",
     "lm_from_spec",
     "require_lm",
+    "swr_lm_for",
+    "swr_lm_from_spec",
     "world_names",
 ]
 
@@ -223,18 +228,81 @@ def real_world() -> WorldConfig:
 
 def executor_from_spec(spec: Any = None, **options: Any) -> Any:
     """An executor from a spec (``none``, ``local``, ``outcome:MODEL``, a dotted path, or an
-    instance, returned as is); ``options`` go to its constructor."""
+    instance, returned as is); ``options`` go to its constructor. The LM executors
+    (:data:`LM_EXECUTORS`) get their ``lm=`` option as an object: a spec string or None
+    (the embedded model) becomes ``lm_from_spec(spec or "embedded", lazy=True)``, loaded
+    on the first step that asks the model."""
     from sweworld.sandbox.registry import make_executor
 
+    if isinstance(spec, str) and spec in LM_EXECUTORS:
+        given = options.get("lm")
+        if given is None or isinstance(given, str):
+            options["lm"] = lm_from_spec(given or "embedded", lazy=True)
     return make_executor(spec, **options)
 
 
-def lm_from_spec(spec: Any = None, **options: Any) -> Any:
+def lm_from_spec(spec: Any = None, *, lazy: bool = False, **options: Any) -> Any:
     """A language model from a spec (``embedded``, ``openai:URL#MODEL``, ``replay:FILE``,
-    ...; an LM instance is returned as is); ``options`` go to its backend."""
-    from sweworld.models import make_lm
+    ...; None: ``embedded``; an LM instance is returned as is); ``options`` go to its
+    backend. ``lazy``: a :class:`~sweworld.models.LazyLM` that loads the model on first use
+    (a spec that cannot work then fails there, not here: :func:`check_lm` says it now)."""
+    from sweworld.models import LazyLM, make_lm
 
+    if lazy and (spec is None or isinstance(spec, str)):
+        return LazyLM(spec or "embedded", **options)
     return make_lm(spec, **options)
+
+
+def _in_process(spec: str) -> bool:
+    return spec.startswith(("embedded", "hf:"))
+
+
+def swr_lm_from_spec(spec: str | None = None, *, lazy: bool = True) -> Any:
+    """The SWR model (the reward's tests stage) for ``spec`` (:func:`lm_from_spec`'s forms;
+    None: ``embedded``, with the shipped SWR adapter when present). In-process models
+    (``embedded...``, ``hf:...``) are built once per process and shared (until
+    :func:`clear_shared_lms`; closing the LazyLM leaves them open); a server's client is new
+    each time (its caller closes it).
+    ``lazy`` (default): a :class:`~sweworld.models.LazyLM` that builds it on first use."""
+    text = (spec or "embedded").strip()
+    if lazy:
+        from sweworld.models import LazyLM
+
+        return LazyLM(text, loader=_load_swr_lm, shared=_in_process(text))
+    return _load_swr_lm(text)
+
+
+def swr_lm_for(config: Any) -> Any:
+    """The SWR model an episode config's rewarder needs (:func:`swr_lm_from_spec` of its
+    ``swr_model``, lazy), or None when its reward runs no ``tests`` stage."""
+    stages = getattr(config, "swr_stages", None) or ()
+    if getattr(config, "reward", None) in ("swr", "both") and "tests" in stages:
+        return swr_lm_from_spec(config.swr_model)
+    return None
+
+
+def _load_swr_lm(text: str) -> Any:
+    if not _in_process(text):
+        return lm_from_spec(text)
+    from sweworld.reward.stages.simulated_tests import share_lm
+
+    if text in ("embedded", "embedded:default"):  # the shipped SWR adapter, if any
+
+        def build() -> Any:
+            from sweworld.models.embedded import load_embedded
+
+            return load_embedded(target="swr")
+
+        return share_lm(text, build)
+    return share_lm(text, lambda: lm_from_spec(text))
+
+
+def clear_shared_lms() -> None:
+    """Close and forget the shared in-process SWR models (those :func:`swr_lm_from_spec`
+    loaded)."""
+    from sweworld.reward.stages.simulated_tests import clear_shared_lms as clear
+
+    clear()
 
 
 def check_lm(spec: str | None) -> None:
@@ -291,7 +359,7 @@ def build_executor(config: WorldConfig, lm: Any = None) -> Any:
         check_lm(config.model)
         return executor_from_spec(
             spec,
-            lm=config.model,
+            lm=lm_from_spec(config.model, lazy=True),
             mode=config.mode,
             step_timeout=config.step_timeout_s,
             seed=config.seed,
@@ -329,7 +397,11 @@ def _shared_lm_executor(config: WorldConfig, lm: Any) -> Any:
 
 
 def _is_embedded_lm(spec: Any, lm: Any) -> bool:
+    from sweworld.models import LazyLM
+
     inner = getattr(lm, "wrapped", lm)
+    if isinstance(inner, LazyLM):  # its spec says it, without loading it
+        return inner.spec.startswith("embedded")
     info = getattr(inner, "_extra_info", None)
     if isinstance(info, dict) and info.get("embedded"):
         return True
@@ -355,7 +427,8 @@ class World:
     Args:
         config: what to build (default: :class:`WorldConfig`'s defaults, the outcome world).
         manager: a session manager to use (not closed here); default: one of its own.
-        executor: an executor to use instead of the config's (not closed here).
+        executor: an executor object to use instead of the config's (not closed here; a
+            spec string replaces the config's ``executor``: built and closed here).
         lm: the SWT model, an LM instance or a spec (an instance is shared with the caller:
             not closed here); default: the config's ``model`` when the executor needs one.
         rewarder: an :class:`~sweworld.env.rewards.EpisodeRewarder` to use (not closed).
@@ -374,12 +447,15 @@ class World:
         warm: Any = None,
     ):
         self.config = config or WorldConfig()
+        if isinstance(executor, str):  # a spec: the config's executor, built here
+            self.config, executor = replace(self.config, executor=executor), None
         self._lock = threading.RLock()
         self._manager, self._own_manager = manager, manager is None
         self._executor, self._own_executor = executor, executor is None
         self._rewarder, self._own_rewarder = rewarder, rewarder is None
         self._lm_given = lm
         self._lm: Any = None
+        self._swr_lm: Any = None  # the rewarder's SWR model, when its stages need one
         self._own_lm = True
         self.warm = warm
         self._warm_bound = False
@@ -459,7 +535,10 @@ class World:
             if self._rewarder is None:
                 from sweworld.env.rewards import EpisodeRewarder
 
-                self._rewarder = EpisodeRewarder(self.config.episode_config(), manager=self.manager)
+                self._swr_lm = swr_lm_for(self.config)  # loaded on first use, if needed
+                self._rewarder = EpisodeRewarder(
+                    self.config.episode_config(), swr_lm=self._swr_lm, manager=self.manager
+                )
             return self._rewarder
 
     def built(self, part: str) -> Any:
@@ -496,6 +575,8 @@ class World:
                 parts.append(self._executor)
             if self._own_lm:
                 parts.append(self._lm)
+            if self._own_rewarder:
+                parts.append(self._swr_lm)  # a shared in-process model stays loaded
         for part in parts:
             if part is not None:
                 _close(part)

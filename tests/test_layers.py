@@ -330,6 +330,52 @@ def test_transition_imports_nothing_of_reward() -> None:
     assert hits == []
 
 
+#: The registries' builders: only their own modules define them, only sweworld/world.py
+#: calls them (issue 21: spec strings become objects in one place).
+REGISTRY_BUILDERS = ("make_lm", "make_executor")
+BUILDER_HOME = "sweworld/world.py"
+
+
+def registry_builder_calls(root: Path = ROOT) -> list[Offence]:
+    """Calls of :data:`REGISTRY_BUILDERS` (``make_lm(...)``, ``x.make_executor(...)``)
+    anywhere in the package but :data:`BUILDER_HOME`; their definitions and docstrings are
+    not calls."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        where = str(path.relative_to(root.parent))
+        if where == BUILDER_HOME:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in REGISTRY_BUILDERS:
+                found.append(Offence(where, node.lineno, f"calls {name}( outside {BUILDER_HOME}"))
+    return found
+
+
+def test_only_the_world_calls_the_registries_builders() -> None:
+    found = registry_builder_calls()
+    assert not found, "build it through sweworld.world:\n" + "\n".join(map(str, found))
+
+
+def test_a_builder_call_below_the_world_is_found(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "world.py": "from sweworld.models import make_lm\nlm = make_lm('embedded')\n",
+            "models/__init__.py": '"""``make_lm(spec)``."""\ndef make_lm(spec=None):\n    pass\n',
+            "sandbox/manager.py": "from sweworld.sandbox import registry\n"
+            "x = registry.make_executor('none')\n",
+        },
+    )
+    found = [str(o) for o in registry_builder_calls(root)]
+    assert found == [
+        "sweworld/sandbox/manager.py:2: calls make_executor( outside sweworld/world.py"
+    ]
+
+
 # ------------------------------------------------------------------ the checker can fail
 
 

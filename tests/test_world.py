@@ -255,3 +255,69 @@ def test_an_executor_instance_that_cannot_be_copied_passes_through() -> None:
         assert WorldConfig(executor=executor).episode_config().executor is executor
     finally:
         executor.sock.close()
+
+
+# ------------------------------------------------- specs become objects here, lazily (issue 21)
+
+
+def test_a_lazy_model_keeps_its_spec_and_loads_once_on_first_use(tmp_path):
+    from sweworld.models import LazyLM
+
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text('{"text": "one"}\n{"text": "two"}\n')
+    lazy = lm_from_spec(f"replay:{answers}", lazy=True)
+    assert isinstance(lazy, LazyLM) and not lazy.loaded
+    assert lazy.spec == f"replay:{answers}" and lazy.name == lazy.spec  # nothing loaded
+    assert isinstance(lazy.load(), ReplayLM) and lazy.load() is lazy.wrapped
+    assert lazy.complete([{"role": "user", "content": "hi"}]) == "one"  # forwarded
+    lazy.close()
+    assert not lazy.loaded
+    assert lm_from_spec(None, lazy=True).spec == "embedded"
+    given = ReplayLM([])
+    assert lm_from_spec(given, lazy=True) is given  # an object is used as is
+
+
+def test_an_lm_executor_gets_a_lazy_model_from_the_world():
+    from sweworld.models import LazyLM
+    from sweworld.transition.simulated import EMBEDDED_MAX_TOKENS, SimulatedExecutor
+    from sweworld.world import executor_from_spec
+
+    made = build_executor(WorldConfig(executor="simulated", model="embedded"))
+    assert isinstance(made, SimulatedExecutor) and isinstance(made._lm, LazyLM)
+    assert not made._lm.loaded  # a world that runs no step loads no model
+    assert made.max_tokens == EMBEDDED_MAX_TOKENS  # the embedded budgets, read off the spec
+    plain = executor_from_spec("simulated", lm="replay:none.jsonl")
+    assert plain._lm.spec == "replay:none.jsonl" and plain.max_tokens != EMBEDDED_MAX_TOKENS
+    assert executor_from_spec("simulated")._lm.spec == "embedded"  # None: the embedded model
+    assert SimulatedExecutor().max_tokens == EMBEDDED_MAX_TOKENS  # None: the embedded model
+    with pytest.raises(TypeError, match="lm_from_spec"):
+        SimulatedExecutor("embedded")
+
+
+def test_the_swr_model_is_lazy_and_in_process_models_are_shared(tmp_path, monkeypatch):
+    import sweworld.reward.stages.simulated_tests as st
+    from sweworld.world import clear_shared_lms, swr_lm_from_spec
+
+    built = []
+
+    def fake_lm(spec, **_):
+        built.append(spec)
+        return ReplayLM([], name=spec)
+
+    monkeypatch.setattr("sweworld.world.lm_from_spec", fake_lm)
+    first, second = swr_lm_from_spec("hf:/models/x"), swr_lm_from_spec("hf:/models/x")
+    assert built == []  # nothing loaded yet
+    assert first.load() is second.load() and built == ["hf:/models/x"]  # one per process
+    first.close()  # a shared model stays loaded for the others
+    assert "hf:/models/x" in st._SHARED
+    clear_shared_lms()
+    assert st._SHARED == {}
+    server = swr_lm_from_spec("openai:http://x#m", lazy=False)
+    assert server is not swr_lm_from_spec("openai:http://x#m", lazy=False)  # not shared
+
+
+def test_the_real_reward_and_the_sandbox_take_executor_objects(toy_task):
+    from sweworld.reward.real import real_reward
+
+    with pytest.raises(TypeError, match="executor_from_spec"):
+        real_reward(toy_task, "", executor="local")

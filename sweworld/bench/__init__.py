@@ -4,7 +4,7 @@ Every benchmark writes one folder (:mod:`.output`: resumable ``rows.jsonl``,
 ``report.json``, ``report.md``, plots from :mod:`.plots`); BENCHMARKS.md is rendered from
 the committed ``benchmarks/results/**/report.json`` (:mod:`.render`).
 
-- :mod:`.swt_eval` (+ :mod:`.swt_figures`): SWT on recorded real transitions, several
+- :mod:`.swt_run` (+ :mod:`.swt_figures`): SWT on recorded real transitions, several
   models, oracle and blind, floors beside;
 - :mod:`.swr_eval` (+ :mod:`.swr_figures`): SWR against real labels: classification and
   calibration metrics per stage and combined, floors, best-of-N;

@@ -24,7 +24,7 @@ from sweworld.console import plain
 
 #: benchmark name -> module with ``add_arguments(parser)`` and ``run(args)``.
 BENCHMARKS: dict[str, str] = {
-    "swt": "sweworld.bench.swt_eval",
+    "swt": "sweworld.bench.swt_run",
     "swr": "sweworld.bench.swr_eval",
     "tts": "sweworld.bench.tts",
     "e2e": "sweworld.bench.e2e",

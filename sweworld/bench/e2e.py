@@ -26,15 +26,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sweworld.bench.e2e_report import DESCRIPTION, mean, median, write_report
+from sweworld.bench.e2e_report import DESCRIPTION, write_report
 
 __all__ = [
     "DESCRIPTION",
     "add_arguments",
     "is_outcome_world",
     "load_task_rows",
-    "mean",
-    "median",
     "run",
     "write_report",
 ]

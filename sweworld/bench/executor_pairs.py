@@ -80,7 +80,7 @@ def _metrics(agreements: Sequence[Mapping[str, Any]]) -> list[Any]:
 def _floor(rows: Sequence[Mapping[str, Any]], reference: str) -> list[dict[str, Any]]:
     """The floor's agreement with the reference on every step the reference ran."""
     from sweworld.bench.similarity import compare_results
-    from sweworld.execution.base import ExecutionResult
+    from sweworld.sandbox.executor import ExecutionResult
 
     out = []
     empty = ExecutionResult("", "", 0)

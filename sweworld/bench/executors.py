@@ -187,7 +187,7 @@ def _shorten(text: str, keep: int = KEEP_CHARS) -> str:
 def run_step(session: Any, step: Any, deadline: float) -> dict[str, Any]:
     """Run ``step`` in ``session``: its files written, its command run (within
     ``deadline`` seconds); the result as a row entry (outputs shortened)."""
-    from sweworld.execution.base import ExecutionResult
+    from sweworld.sandbox.executor import ExecutionResult
 
     started = time.perf_counter()
     try:
@@ -355,7 +355,7 @@ def _row(task: Any, step: Any, names: Sequence[str], entries: Mapping[str, Any])
     }
     if step.recorded is not None and ok:
         from sweworld.bench.similarity import compare_results
-        from sweworld.execution.base import ExecutionResult
+        from sweworld.sandbox.executor import ExecutionResult
 
         rec = step.recorded
         recorded = ExecutionResult(rec["stdout"], rec["stderr"], rec["exit_code"])

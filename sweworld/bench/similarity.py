@@ -1,7 +1,7 @@
 """How close a predicted execution result is to the real one.
 
 One piece of code for every SWT benchmark (:mod:`sweworld.bench.swt_live` on live toy runs,
-:mod:`sweworld.bench.swt_eval` on recorded held-out examples):
+:mod:`sweworld.bench.swt_run` on recorded held-out examples):
 
 - exit-code agreement (equal codes);
 - per-test status agreement: the fraction of tests, over the tests either side names, whose

@@ -33,45 +33,22 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sweworld.bench.output import at_least
-from sweworld.bench.swr_scoring import (  # re-exported: the helpers' earlier home
+from sweworld.bench.swr_scoring import (  # bon_groups, candidate_row, task_of: read here by tts
     BON_SIZES,
-    FLOOR_NAMES,
-    best_of_n_table,
     bon_groups,
     bon_tasks,
     candidate_row,
-    classification,
-    exact_stops,
-    floor_scores,
-    gold_files_score,
-    latency,
-    metrics_of,
     sample_candidates,
-    score_records,
-    stage_score,
     task_of,
 )
 from sweworld.data.schema import SWRRecord
 
 __all__ = [
-    "BON_SIZES",
-    "FLOOR_NAMES",
     "TITLE",
     "add_arguments",
-    "best_of_n_table",
     "bon_groups",
-    "bon_tasks",
     "candidate_row",
-    "classification",
-    "exact_stops",
-    "floor_scores",
-    "gold_files_score",
-    "latency",
-    "metrics_of",
     "run",
-    "sample_candidates",
-    "score_records",
-    "stage_score",
     "task_of",
     "unit_key",
     "usable_pairs",
@@ -157,7 +134,10 @@ def _score_all(
                        samples=args.samples, calibration=args.calibration,
                        verdict="default" if learned else None)  # fmt: skip
     try:
-        model = RewardModel(config)
+        from sweworld.world import swr_lm_from_spec
+
+        lm = swr_lm_from_spec(config.model) if "tests" in stages else None
+        model = RewardModel(config, lm=lm, close_lm=True)
     except Exception as exc:  # a model that does not load: said, the others still run
         out.skip(f"{spec} {mode}: could not load ({type(exc).__name__})", len(todo))
         print(f"{spec} {mode}: could not load: {type(exc).__name__}: {exc}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sweworld.bench.sampling import stratified_order, stratified_sample
@@ -29,7 +29,6 @@ __all__ = [
     "latency",
     "metrics_of",
     "sample_candidates",
-    "score_records",
     "stage_score",
     "task_of",
 ]
@@ -269,25 +268,6 @@ def latency(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "p95_s": percentile(values, 95),
         "total_s": sum(values),
     }
-
-
-def score_records(
-    model: Any,
-    records: Sequence[tuple[SWRRecord, Any]],
-    *,
-    base_dir: bool,
-    on_row: Callable[[int, dict[str, Any]], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Rows of :func:`candidate_row` for ``(record, task)`` pairs scored by ``model`` (a
-    ``RewardModel``)."""
-    rows = []
-    for i, (record, task) in enumerate(records):
-        result = model.score(task, record.patch, base_dir=True if base_dir else None)
-        row = candidate_row(record, result)
-        rows.append(row)
-        if on_row is not None:
-            on_row(i, row)
-    return rows
 
 
 # ------------------------------------------------------------------------------ command line

@@ -385,12 +385,12 @@ def run(args: argparse.Namespace) -> int:
     """Run ``sweworld bench swr-stages``."""
 
     from sweworld.reward.model import RewardModel, SWRConfig
-    from sweworld.world import lm_from_spec
+    from sweworld.world import lm_from_spec, swr_lm_from_spec
 
     modes = [m for m in args.modes.split(",") if m]
     sets = [s for s in args.sets.split(",") if s]
     report: dict[str, Any] = {"model": args.model, "samples": args.samples}
-    lm = lm_from_spec(args.model) if args.model else None
+    lm = lm_from_spec(args.model) if args.model else swr_lm_from_spec(None)
 
     def reward_model(mode: str, stages: tuple[str, ...] = STAGES) -> RewardModel:
         return RewardModel(

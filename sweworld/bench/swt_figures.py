@@ -1,8 +1,8 @@
-"""The tables and plots of ``sweworld bench swt`` (:mod:`sweworld.bench.swt_eval`).
+"""The tables and plots of ``sweworld bench swt`` (:mod:`sweworld.bench.swt_run`).
 
 :func:`write_report` turns the rows done so far (one per model spec, mode and record) and
 the floors (scored on the same sample, no model) into the report's figures: the overall
-table (every figure of :func:`~sweworld.bench.swt_eval.summarize`), exit-code agreement by
+table (every figure of :func:`~sweworld.bench.swt_scoring.summarize`), exit-code agreement by
 command kind (with a bar plot) and by repository, and the summary kept in ``report.json``.
 """
 

@@ -119,8 +119,13 @@ def run(args: argparse.Namespace) -> int:
     skipped: list[tuple[str, str, str, str, str]] = []
     for mode in args.modes.split(","):
         from sweworld.transition.simulated import DEFAULT_SCHEDULE
+        from sweworld.world import lm_from_spec
 
-        sim = SimulatedExecutor(args.model, mode=mode, schedule=DEFAULT_SCHEDULE[: args.attempts])
+        sim = SimulatedExecutor(
+            lm_from_spec(args.model, lazy=True),
+            mode=mode,
+            schedule=DEFAULT_SCHEDULE[: args.attempts],
+        )
         rows = []
         t0 = time.perf_counter()
         for task in tasks:

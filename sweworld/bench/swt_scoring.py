@@ -1,7 +1,7 @@
-"""The scoring of ``sweworld bench swt`` (:mod:`sweworld.bench.swt_eval`): records, the
-model's predictions, floors, per-record scores and summaries. Read by the runner
-(:mod:`sweworld.bench.swt_run`) and the figures (:mod:`sweworld.bench.swt_figures`);
-imports neither (the imports point one way).
+"""The scoring of ``sweworld bench swt``: records, the model's predictions, floors,
+per-record scores and summaries. Read by the runner (:mod:`sweworld.bench.swt_run`) and
+the figures (:mod:`sweworld.bench.swt_figures`); imports neither (the imports point one
+way).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 import shlex
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,10 +28,8 @@ __all__ = [
     "GenerationSettings",
     "ModelPrediction",
     "base_floor_row",
-    "evaluate_model",
     "floor_summaries",
     "generation_settings",
-    "load_test_records",
     "predict",
     "sample_records",
     "score_record",
@@ -56,15 +54,6 @@ BASE_FLOOR = "status at base (test statuses only)"
 #: The prefill in-process models get (``SimulatedExecutor`` prefills this for
 #: ``TransformersLM`` backends; its method is private, so the rule is repeated here).
 PREFILL = '{"stdout": "'
-
-
-def load_test_records(
-    folders: Iterable[str], split: str = "test"
-) -> tuple[list[SWTRecord], dict[str, Any]]:
-    """SWT records of ``split`` from every folder (:func:`~sweworld.bench.records.load_records`)."""
-    from sweworld.bench.records import load_records
-
-    return load_records(folders, "swt", split)
 
 
 def select_records(
@@ -120,8 +109,9 @@ def generation_settings(spec: str, lm: Any, mode: str) -> GenerationSettings:
     """The settings a :class:`SimulatedExecutor` made from ``spec`` would use with ``lm``
     (read from the executor, not repeated here; it does not load a model)."""
     from sweworld.transition.simulated import SimulatedExecutor
+    from sweworld.world import lm_from_spec
 
-    sim = SimulatedExecutor(spec, mode=mode)
+    sim = SimulatedExecutor(lm_from_spec(spec, lazy=True), mode=mode)  # never loaded here
     prefill = ""
     if sim.prefill and not sim.with_reasoning:
         from sweworld.models.transformers_lm import TransformersLM
@@ -364,31 +354,6 @@ def floor_summaries(
     if known is not None:
         out[BASE_FLOOR] = summarize([base_floor_row(r, known, labeled) for r in records])
     return out
-
-
-def evaluate_model(
-    lm: Any,
-    records: Sequence[SWTRecord],
-    mode: str,
-    settings: GenerationSettings,
-    *,
-    on_row: Callable[[int, dict[str, Any]], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Rows of one model in one mode over ``records`` (``on_row(i, row)`` after each)."""
-    rows = []
-    for i, record in enumerate(records):
-        answer = predict(lm, record, mode, settings)
-        row = score_record(record, answer.prediction)
-        row.update(
-            source=answer.source,
-            fallback_reason=answer.fallback_reason,
-            latency_s=answer.latency_s,
-            attempts=len(answer.attempts),
-        )
-        rows.append(row)
-        if on_row is not None:
-            on_row(i, row)
-    return rows
 
 
 # ------------------------------------------------------------------------------ command line

@@ -209,6 +209,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--embedded-steps", type=at_least(1), default=2, help="for embedded* models"
     )
     parser.add_argument("--step-timeout", type=_seconds, default=300.0, help="seconds per step")
+    parser.add_argument(
+        "--compare", action="store_true",
+        help="before vs after: the step cells on --baseline's tree and on this one, "
+        "alternating --rounds times (medians)",
+    )  # fmt: skip
+    parser.add_argument("--baseline", default=None, help="commit measured as 'before'")
+    parser.add_argument("--rounds", type=at_least(1), default=3, help="rounds per side")
     from sweworld.bench.throughput_serve import add_hostile_arguments
 
     add_hostile_arguments(parser)
@@ -265,6 +272,10 @@ def run(args: argparse.Namespace) -> int:
         from sweworld.bench.throughput_serve import run_hostile
 
         return run_hostile(args)
+    if getattr(args, "compare", False):
+        from sweworld.bench.throughput_compare import run_compare
+
+        return run_compare(args)
     from sweworld.tasks import load_tasks
     from sweworld.tasks.toy import toy_tasks_path
 

@@ -252,7 +252,7 @@ def measure_sessions(tasks: Sequence[Any], live: int, churn: int, root: Path) ->
     while those live, the ``live`` closed; memory per live session (see the module doc)."""
     from sweworld.sandbox.manager import SessionManager
 
-    manager = SessionManager(runtime_root=root / f"sessions-{live}", executor="none")
+    manager = SessionManager(runtime_root=root / f"sessions-{live}")  # no executor
     try:
         for task in tasks:
             manager.checkout(task)  # the shared base checkout: built once, not timed

@@ -6,7 +6,7 @@ Data: the ``--split`` (default ``test``: repositories never trained on) of SWR d
 grouped by task. A task counts when, after the exclusions, it has at least two candidates
 with both labels; the others are counted by reason (one candidate, all resolved, none
 resolved, no candidate). By default candidates that *are* the gold patch (kind ``gold``, or
-the same normalized diff as the task's gold patch) are left out: the oracle-mode verifier
+the same normalised change as the task's gold patch) are left out: the oracle-mode verifier
 reads the gold patch, so keeping them would make its choice trivial (``--include-gold``
 keeps them, e.g. for ``--modes blind``). Groups of N per task by
 :func:`sweworld.bench.swr_eval.bon_groups` (every subset when there are at most
@@ -268,8 +268,8 @@ def _description(args: argparse.Namespace) -> str:
             "Candidates that are the gold patch were kept (--include-gold): fair in blind "
             "mode only, the oracle-mode verifier reads the gold patch. "
             if args.include_gold
-            else "Candidates that are the gold patch (kind gold, or the same normalized "
-            "diff) were left out: the oracle-mode verifier reads the gold patch. "
+            else "Candidates that are the gold patch (kind gold, or the same normalised "
+            "change) were left out: the oracle-mode verifier reads the gold patch. "
         )
         + "Caveat: few tasks have mixed labels, so the intervals are wide; a task "
         "contributes several overlapping groups."
@@ -411,7 +411,7 @@ def _score_all(
 ) -> None:
     """Score every candidate not yet in the rows, model by model and mode by mode."""
     from sweworld.reward.model import RewardModel, SWRConfig
-    from sweworld.reward.stages.simulated_tests import clear_shared_lms
+    from sweworld.world import clear_shared_lms
 
     for spec in specs:
         for mode in modes:
@@ -434,7 +434,11 @@ def _score_all(
                     calibration=calibration,
                     verdict="default" if learned else None,
                 )
-                model = RewardModel(config)
+                from sweworld.world import swr_lm_from_spec
+
+                runs_tests = "tests" in (config.stages or ())
+                lm = swr_lm_from_spec(config.model) if runs_tests else None
+                model = RewardModel(config, lm=lm, close_lm=True)
             except Exception as exc:  # a model that cannot be made: said, the others run
                 out.skip(f"verifier {spec} ({mode}) not loaded: {type(exc).__name__}: {exc}"[:200])
                 continue

@@ -24,10 +24,8 @@ independent).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +40,6 @@ __all__ = [
     "GroupValues",
     "bootstrap_mean_ci",
     "majority_value",
-    "normalized_diff",
     "oracle_value",
     "patch_class",
     "random_value",
@@ -53,69 +50,24 @@ __all__ = [
 ]
 
 SELECTOR_BASELINES = ("random", "majority", "oracle")
-#: A hunk header; a count of more than 12 digits is no real hunk (and ``int`` refuses
-#: strings of over 4,300 digits), so such a line is read as any other line.
-_HUNK = re.compile(r"^@@ -\d+(?:,(\d{1,12}))? \+\d+(?:,(\d{1,12}))? @@")
-_SPACE = re.compile(r"\s+")
-
-
-def _header_path(line: str) -> str:
-    path = line[4:].split("\t", 1)[0].strip()
-    if path.startswith(("a/", "b/")):
-        path = path[2:]
-    return path
-
-
-def normalized_diff(patch: str) -> str:
-    """The change a unified diff makes, in a canonical text, so that equivalent diffs
-    compare equal: per file (by its new path; the old one for a deletion), only the
-    added and removed lines, each with its whitespace runs collapsed to one space and its
-    ends stripped (blank ones dropped); context lines, hunk headers (line numbers),
-    ``index`` / mode lines and the order of the files are ignored. Linear in the patch."""
-    files: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    old_path = ""
-    old_left = new_left = 0
-    for line in (patch or "").splitlines():
-        if old_left > 0 or new_left > 0:  # inside a hunk: its counts say where it ends
-            tag = line[:1]
-            if tag == "\\":  # "\ No newline at end of file"
-                continue
-            if tag in ("-", " ", ""):
-                old_left -= 1
-            if tag in ("+", " ", ""):
-                new_left -= 1
-            text = _SPACE.sub(" ", line[1:]).strip()
-            if tag in ("+", "-") and text and current is not None:
-                current.append(tag + text)
-            continue
-        if line.startswith("--- "):
-            old_path = _header_path(line)
-        elif line.startswith("+++ "):
-            path = _header_path(line)
-            if path == "/dev/null":
-                path = old_path
-            current = files.setdefault(path, [])
-        elif line.startswith("diff --git "):
-            parts = line.split(" ")
-            current = files.setdefault(_header_path("    " + parts[-1]), [])
-        else:
-            match = _HUNK.match(line)
-            if match:
-                old_left = int(match.group(1)) if match.group(1) is not None else 1
-                new_left = int(match.group(2)) if match.group(2) is not None else 1
-                if current is None:
-                    current = files.setdefault("", [])
-    return "\n".join(f"=== {path}\n" + "\n".join(lines) for path, lines in sorted(files.items()))
 
 
 def patch_class(patch: str) -> str:
-    """The equivalence class of a candidate: a short hash of :func:`normalized_diff`
-    (``"empty"`` for a patch that changes nothing)."""
-    text = normalized_diff(patch)
-    if not text.strip() or all(not line or line.startswith("=== ") for line in text.split("\n")):
+    """The equivalence class of a candidate: the semantic stage's
+    :func:`~sweworld.reward.stages.semantic.change_signature` of the patch read alone (hunks
+    scope, no checkout, so every verifier and the majority see the same classes): per file,
+    the removed and added lines without comments, trailing spaces and blank lines, inner
+    whitespace collapsed (indentation is code), hunks whose two sides normalise to the same
+    code dropped; file order and hunk line numbers ignored. ``"empty"`` for a patch that
+    changes nothing; a patch that is no unified diff is classed by its own text."""
+    from sweworld.reward.candidate import view_candidate
+    from sweworld.reward.stages.semantic import change_signature
+
+    view = view_candidate(patch or "")
+    if view.empty:
         return "empty"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    signature = change_signature(view)
+    return "empty" if signature == change_signature(view_candidate("")) else signature[:16]
 
 
 # ------------------------------------------------------------------------------ selectors
@@ -371,15 +323,17 @@ def report_figures(
             main_rows,
             "Each group is N candidates of one task; the rate is the mean over groups of the "
             "chosen candidate's real label. random: the expected rate of a uniform pick (the "
-            "floor); majority: a member of the largest class of equivalent patches (same "
-            "normalized diff: added/removed lines with whitespace collapsed, context lines, "
-            "hunk line numbers and file order ignored), tied classes averaged; oracle: 1 when "
-            "some candidate resolves (the ceiling). verifier: the highest SWR score, ties "
-            "broken by the larger equivalence class, then by the candidate's position in a "
-            "seeded order that ignores labels; 'ties averaged' gives tied top scores a uniform "
-            "pick instead. Candidates whose scoring failed are left out of the verifier's "
-            "choice; since failures need not be independent of the label (a patch too large "
-            "for the prompt fails, and is more often a wrong one), 'failure = random pick' "
+            "floor); majority: a member of the largest class of equivalent patches (the "
+            "semantic stage's change signature: removed/added code without comments, blank "
+            "lines and inner whitespace, hunks whose sides normalise to the same code "
+            "dropped, hunk line numbers and file order ignored), tied classes averaged; "
+            "oracle: 1 when some candidate resolves (the ceiling). verifier: the highest SWR "
+            "score, ties broken by the larger equivalence class, then by the candidate's "
+            "position in a seeded order that ignores labels; 'ties averaged' gives tied top "
+            "scores a uniform pick instead. Candidates whose scoring failed are left out of "
+            "the verifier's choice; since failures need not be independent of the label (a "
+            "patch too large for the prompt fails, and is more often a wrong one), 'failure = "
+            "random pick' "
             "gives every group holding a failed candidate the random expectation instead. "
             "95% CIs: percentile bootstrap (2,000 resamples) over tasks, a task's groups "
             "together; the gain is paired with random on the same groups." + few_tasks,

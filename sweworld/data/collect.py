@@ -36,15 +36,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sweworld.data.collector import Collector, CollectStats, ExecutorFailed, Guard, PolicyFailed
+from sweworld.data.collector import Collector, CollectStats, Guard
 from sweworld.data.policies import Policy, make_policy_factory
 from sweworld.data.schema import DEFAULT_HELDOUT_REPOS
 from sweworld.data.store import RecordStore, finalize
 
 __all__ = [
     "CollectStats",
-    "ExecutorFailed",
-    "PolicyFailed",
     "add_arguments",
     "collect",
     "load_collect_tasks",
@@ -130,7 +128,12 @@ def collect(
         session_config=session_config,
         max_steps=int(max_steps),
         label=label,
-        label_executor=executor if isinstance(executor, str) else truth,
+        # a fresh executor with the label deadline for the real labels (built by the world)
+        label_executor=(
+            executor_from_spec(executor, timeout=label_timeout)
+            if executor in ("local", "docker")
+            else truth
+        ),
         label_timeout=label_timeout,
         executor_name=executor if isinstance(executor, str) else getattr(truth, "name", "?"),
         echo=echo,

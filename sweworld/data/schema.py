@@ -24,7 +24,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 __all__ = [
     "DEFAULT_HELDOUT_REPOS",
@@ -61,8 +61,6 @@ DEFAULT_HELDOUT_REPOS: tuple[str, ...] = (
 #: ``trajectory``: no repository was available; the context holds what the trajectory
 #: itself showed (problem, history, command), not the workspace. Marked, never mixed up.
 STATE_SOURCES = ("replay", "live", "trajectory")
-
-CommandKind = Literal["pytest", "unittest", "python_script", "python_c", "python_module", "other"]
 
 
 def command_kind(command: str) -> str:

@@ -32,7 +32,6 @@ from sweworld.env.episode import (
     EpisodeError,
     EpisodeFinished,
     StepOutcome,
-    build_executor,
     coerce_task,
 )
 from sweworld.env.pool import EnvPool, PoolError, RolloutResult
@@ -57,7 +56,6 @@ __all__ = [
     "RolloutResult",
     "StepOutcome",
     "WarmSessions",
-    "build_executor",
     "coerce_task",
     "first_observation",
     "prompt_messages",

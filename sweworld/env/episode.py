@@ -47,8 +47,7 @@ from sweworld.env.stepping import (
     truncate_text,
 )
 from sweworld.tasks.schema import Task
-from sweworld.world import World, WorldConfig
-from sweworld.world import build_executor as build_world_executor
+from sweworld.world import World
 
 __all__ = [
     "Episode",
@@ -56,18 +55,11 @@ __all__ = [
     "EpisodeError",
     "EpisodeFinished",
     "StepOutcome",
-    "build_executor",
     "coerce_task",
     "truncate_text",
 ]
 
 log = logging.getLogger(__name__)
-
-
-def build_executor(config: EpisodeConfig) -> Any:
-    """The executor an episode config names (kept for callers of the old API: the world
-    builds it, :func:`sweworld.world.build_executor`)."""
-    return build_world_executor(WorldConfig.from_episode(config))
 
 
 _ids = itertools.count(1)
@@ -87,7 +79,8 @@ class Episode:
         manager: a :class:`~sweworld.sandbox.manager.SessionManager` to open sessions with
             (shared by a pool); one is made and closed with the episode otherwise.
         executor: an executor instance to use (shared by a pool); built from the config
-            otherwise.
+            otherwise. A spec string (``"local"``) is the config's ``executor``: the world
+            builds it.
         rewarder: an :class:`EpisodeRewarder` (shared by a pool); built otherwise.
         world: a :class:`~sweworld.world.World` whose parts (manager, executor, rewarder)
             the episode uses and leaves open (a pool's, a service's); otherwise the episode
@@ -111,6 +104,8 @@ class Episode:
         world: World | str | None = None,
         **overrides: Any,
     ):
+        if isinstance(executor, str):  # a spec: EpisodeConfig.executor, built by the world
+            overrides["executor"], executor = executor, None
         if world is None or isinstance(world, str):  # EpisodeConfig.world: a service's URL
             if world is not None:
                 overrides["world"] = world

@@ -54,15 +54,13 @@ from sweworld.env.rollouts import (
     policy_timed_out,
 )
 from sweworld.env.workers import CallTimeout, IdleThreadPool, call_with_deadline, idle_seconds
-from sweworld.world import World, WorldConfig
-from sweworld.world import build_executor as build_world_executor
+from sweworld.world import World
 
 __all__ = [
     "EnvPool",
     "PoolError",
     "RolloutResult",
     "SlotPool",
-    "build_pool_executor",
     "check_policy_timeout",
     "session_config",
 ]
@@ -89,13 +87,6 @@ class PoolError(EpisodeError):
         )
         self.errors = errors
         self.results = results
-
-
-def build_pool_executor(config: EpisodeConfig, lm: Any) -> Any:
-    """The executor a pool shares (kept for callers of the old API: the world builds it,
-    :func:`sweworld.world.build_executor`): for ``simulated`` / ``hybrid``, built around
-    ``lm`` (an LM instance, typically a :class:`~sweworld.env.batching.BatchingLM`)."""
-    return build_world_executor(WorldConfig.from_episode(config), lm)
 
 
 def session_config(config: EpisodeConfig) -> Any:

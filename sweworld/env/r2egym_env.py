@@ -253,8 +253,13 @@ class RepoEnv:
                 from sweworld.sandbox.manager import SessionManager
 
                 manager, self._own_manager = SessionManager(), True
+            from sweworld.world import swr_lm_for
+
             rewarder = EpisodeRewarder(
-                self.config, manager=manager, real_timeout_s=float(reward_timeout)
+                self.config,
+                swr_lm=swr_lm_for(self.config),
+                manager=manager,
+                real_timeout_s=float(reward_timeout),
             )
             self._own_rewarder = True
         self.reward_timeout = reward_timeout

@@ -64,9 +64,13 @@ class EpisodeRewarder:
         config: the episode config (``reward``, ``reward_preset``, ``mode``, ``swr_*``).
         reward_model: a :class:`~sweworld.reward.model.RewardModel` to use for SWR (one is
             made from the config on first use otherwise).
+        swr_lm: the SWR model object of that reward model's ``tests`` stage (needed only
+            when ``swr_stages`` has it; not closed here): the world passes
+            ``sweworld.world.swr_lm_from_spec(config.swr_model)``.
         manager: a session manager for the real test run (one per call otherwise).
-        real_executor: what runs the tests for ``real`` / ``both`` (``local``, ``docker``
-            or an executor).
+        real_executor: the executor object that runs the tests for ``real`` / ``both``
+            (None: a local executor; ``sweworld.world.executor_from_spec("docker")`` builds
+            another).
         real_timeout_s: deadline of the real test run.
         deadline_s: how long an episode waits for :meth:`score` before it ends the episode
             with reason ``error`` (default: :func:`reward_deadline` of the two above).
@@ -77,14 +81,16 @@ class EpisodeRewarder:
         config: EpisodeConfig | None = None,
         *,
         reward_model: Any = None,
+        swr_lm: Any = None,
         manager: Any = None,
-        real_executor: Any = "local",
+        real_executor: Any = None,
         real_timeout_s: float = 1800.0,
         deadline_s: float | None = None,
     ):
         self.config = config or EpisodeConfig()
         self.deadline_s = deadline_s or reward_deadline(self.config, real_timeout_s)
         self._reward_model = reward_model
+        self.swr_lm = swr_lm
         self.manager = manager
         self.real_executor = real_executor
         self.real_timeout_s = real_timeout_s
@@ -106,7 +112,9 @@ class EpisodeRewarder:
                 }
                 if cfg.swr_stages is not None:
                     options["stages"] = cfg.swr_stages
-                self._reward_model = RewardModel(SWRConfig(**options), manager=self.manager)
+                self._reward_model = RewardModel(
+                    SWRConfig(**options), lm=self.swr_lm, manager=self.manager
+                )
             return self._reward_model
 
     def score(self, task: Any, patch: str, *, steps: int, submitted: bool) -> FinalReward:

@@ -106,7 +106,11 @@ class _SharedBackends:
         key = _key(config, _REWARD_KEYS) + f"|{id(manager)}"
         with self._lock:
             if key not in self._rewarders:
-                self._rewarders[key] = EpisodeRewarder(config, manager=manager)
+                from sweworld.world import swr_lm_for
+
+                self._rewarders[key] = EpisodeRewarder(
+                    config, swr_lm=swr_lm_for(config), manager=manager
+                )
             return self._rewarders[key]
 
 

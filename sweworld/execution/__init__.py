@@ -4,13 +4,13 @@ Imports: :mod:`sweworld.tasks` and :mod:`sweworld.sandbox` (whose ``Executor`` p
 these implement); nothing above.
 """
 
-from sweworld.execution.base import (
+from sweworld.execution.scripted import ScriptedExecutor, ScriptedRule
+from sweworld.sandbox.executor import (
     ExecutionRequest,
     ExecutionResult,
     Executor,
     NoExecutor,
 )
-from sweworld.execution.scripted import ScriptedExecutor, ScriptedRule
 
 __all__ = [
     "ExecutionRequest",

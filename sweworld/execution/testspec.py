@@ -24,8 +24,6 @@ from sweworld.tasks.environment import task_environment
 from sweworld.tasks.swebench_specs import (
     DJANGO_REPO,
     SWEBENCH_SPECS,
-    harness_spec,
-    is_swebench_repo,
 )
 
 __all__ = [
@@ -33,8 +31,6 @@ __all__ = [
     "NON_TEST_EXTS",
     "SWEBENCH_TEST_COMMANDS",
     "TestSpec",
-    "harness_test_command",
-    "is_swebench_repo",
     "test_directives",
     "test_spec",
 ]
@@ -69,17 +65,6 @@ def _field(task: Any, name: str) -> Any:
 
 def _repo_of(task: Any) -> str:
     return str(_field(task, "repo") or "")
-
-
-def harness_test_command(repo: str, version: str | None) -> str | None:
-    """The harness's ``test_cmd`` for ``repo`` at ``version``, without directives.
-
-    None for a repository the harness has no command for. An unknown (or missing) version
-    of a known repository gets the command of the repository's most recent version in the
-    harness table (the harness itself would fail with a ``KeyError``).
-    """
-    spec = harness_spec(repo, version)
-    return spec.test_command if spec is not None else None
 
 
 def test_directives(task: Any) -> list[str]:

@@ -15,8 +15,9 @@
   ``factory(ARG, **kwargs)``
 
 Only :mod:`sweworld.world` calls :func:`make_lm` with a spec string; everything above the
-models asks the world. Heavy imports (torch, transformers, httpx) happen only when a
-backend is built.
+models asks the world (``sweworld.world.lm_from_spec(spec, lazy=True)`` gives a
+:class:`LazyLM`: the spec kept, the model loaded on first use). Heavy imports (torch,
+transformers, httpx) happen only when a backend is built.
 
 Imports: tasks, sandbox (the registry, for backends registered by name) and
 execution; nothing above (transition, reward and everything else call it).
@@ -25,6 +26,8 @@ execution; nothing above (transition, reward and everything else call it).
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +58,7 @@ __all__ = [
     "LMError",
     "LMTimeout",
     "LMUnavailable",
+    "LazyLM",
     "Messages",
     "OpenAILM",
     "RecordingLM",
@@ -135,6 +139,96 @@ def make_lm(spec: str | LM | None = None, **kwargs: Any) -> LM:
 
         return load_object(target)(rest, **kwargs)
     raise ValueError(f"unknown LM spec {text!r}; expected {SPEC_FORMS}")
+
+
+class LazyLM:
+    """An LM proxy built from a spec: the model is loaded on first use (thread-safe, once).
+
+    Made by ``sweworld.world.lm_from_spec(spec, lazy=True)`` for the executors that may
+    never call their model (a world that runs no step loads none). ``spec`` is kept (the
+    executors read it: the embedded model's small budgets); ``loader(spec)`` builds the
+    model (default: :func:`make_lm` with ``options``). ``generate``, ``count_tokens``,
+    ``choice_logprobs``, ``exact_tokens``, ``context_window``, ``_extra_info`` and any other
+    attribute are the loaded model's (reading one loads it); ``name`` is the spec until the
+    model is loaded. :meth:`close` closes the loaded model, if any (not a ``shared`` one,
+    which its loader's owner closes); the proxy cannot load again after it.
+    """
+
+    def __init__(
+        self,
+        spec: str | None = None,
+        *,
+        loader: Callable[[str], Any] | None = None,
+        shared: bool = False,
+        **options: Any,
+    ):
+        if spec is not None and not isinstance(spec, str):
+            raise TypeError(f"a LazyLM is built from a spec string, not {type(spec).__name__}")
+        self.spec = (spec or "embedded").strip()
+        self._loader = loader
+        self._shared = shared
+        self._options = options
+        self._model: Any = None
+        self._closed = False
+        self._load_lock = threading.Lock()
+
+    def load(self) -> Any:
+        """The model (loaded now if it was not)."""
+        with self._load_lock:
+            if self._model is None:
+                if self._closed:
+                    raise LMUnavailable(f"the model {self.spec!r} was closed")
+                build = self._loader or make_lm
+                model = build(self.spec, **self._options)
+                if isinstance(model, LazyLM):  # a loader that answers lazily: its model
+                    model = model.load()
+                self._model = model
+            return self._model
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is loaded (nothing is loaded to answer)."""
+        return self._model is not None
+
+    @property
+    def wrapped(self) -> Any:
+        """The loaded model (as a :class:`~sweworld.env.batching.BatchingLM`'s ``wrapped``)."""
+        return self.load()
+
+    @property
+    def name(self) -> str:
+        model = self._model
+        return str(getattr(model, "name", self.spec)) if model is not None else self.spec
+
+    @property
+    def context_window(self) -> int:
+        return int(getattr(self.load(), "context_window", 0))
+
+    def generate(self, requests: Any, **options: Any) -> Any:
+        return self.load().generate(requests, **options)
+
+    def count_tokens(self, text: str) -> int:
+        return self.load().count_tokens(text)
+
+    def choice_logprobs(self, messages: Any, choices: Any, **options: Any) -> Any:
+        return self.load().choice_logprobs(messages, choices, **options)
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__") or attribute in ("_model", "_loader", "_options", "_shared"):
+            raise AttributeError(attribute)  # copy, pickle and half-built proxies
+        return getattr(self.load(), attribute)
+
+    def close(self) -> None:
+        """Close the loaded model, if any (a model never loaded is never loaded now)."""
+        with self._load_lock:
+            model, self._model, self._closed = self._model, None, True
+        closer = None if self._shared else getattr(model, "close", None)
+        if callable(closer):
+            closer()
+
+    def __repr__(self) -> str:
+        state = "loaded" if self.loaded else "not loaded"
+        return f"LazyLM({self.spec!r}, {state})"
 
 
 def check_lm_spec(spec: str | None) -> None:

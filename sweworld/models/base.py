@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,8 +38,6 @@ from typing import Any, Protocol, runtime_checkable
 from sweworld.models.text import valid_messages, valid_text
 
 Messages = list[dict[str, str]]
-
-FINISH_REASONS = ("stop", "length", "timeout")
 
 
 @dataclass
@@ -269,10 +266,6 @@ class BaseLM:
     def close(self) -> None:
         return None
 
-    def generate_one(self, request: GenerationRequest) -> list[Generation]:
-        """The ``n`` generations of one request."""
-        return self.generate([request])[0]
-
     def complete(self, messages: Messages, **options: Any) -> str:
         """The text of one generation for ``messages`` (options as in GenerationRequest)."""
         return self.generate([GenerationRequest(messages=messages, **options)])[0][0].text
@@ -404,14 +397,3 @@ def make_token_counter(tokenizer: Any) -> Callable[[str], int]:
         return lambda text: int(tokenizer(text))
     raise TypeError(f"not a tokenizer: {tokenizer!r} (a folder, an object with encode, or a "
                     "function text -> count)")  # fmt: skip
-
-
-class Stopwatch:
-    """Wall time since creation (``elapsed``), for latencies."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-
-    @property
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start

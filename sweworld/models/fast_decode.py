@@ -8,7 +8,6 @@
 - :func:`quantize_int8`: dynamic int8 quantization of the ``nn.Linear`` layers (weights
   int8 per channel, activations quantized per call), for CPU inference. A LoRA adapter must
   be merged into the weights first (``merge_and_unload``); the caller does that.
-- :func:`common_prefix`: how many leading tokens two prompts share (prompt caching).
 - :func:`growing_layer_class`: a KV-cache layer that appends in place.
 """
 
@@ -16,13 +15,11 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
     "QUANTIZE_CHOICES",
     "JSONEndWatch",
-    "common_prefix",
     "growing_layer_class",
     "quantize_int8",
 ]
@@ -110,15 +107,6 @@ class JSONEndWatch:
         else:
             self.off = True
         return self.done
-
-
-def common_prefix(first: Sequence[int], second: Sequence[int]) -> int:
-    """How many leading items ``first`` and ``second`` share."""
-    limit = min(len(first), len(second))
-    count = 0
-    while count < limit and first[count] == second[count]:
-        count += 1
-    return count
 
 
 def quantize_int8(model: Any) -> Any:

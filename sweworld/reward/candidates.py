@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,6 @@ __all__ = [
     "MINI_SWE_AGENT_SOURCE",
     "Candidate",
     "CandidateLoadError",
-    "candidate_stats",
     "dedupe_candidates",
     "load_candidates",
     "load_verified_labelled",
@@ -114,47 +113,6 @@ def write_predictions(
         text = json.dumps(rows, indent=2) + "\n"
     out.write_text(text, encoding="utf-8")
     return out
-
-
-def candidate_stats(
-    candidates: Mapping[str, Sequence[Candidate]], tasks: Iterable[Task] | None = None
-) -> dict[str, Any]:
-    """Counts over a candidate set: tasks, candidates, positives / negatives / unlabelled,
-    tasks with >= 2 candidates, tasks with both labels (``mixed``), by source and (when
-    ``tasks`` give the repositories) per repository."""
-    repo_of = {task.instance_id: task.repo for task in tasks or ()}
-
-    def empty() -> dict[str, int]:
-        keys = ("tasks", "candidates", "positives", "negatives", "unlabelled", "ge2", "mixed")
-        return dict.fromkeys(keys, 0)
-
-    total = empty()
-    per_repo: dict[str, dict[str, int]] = {}
-    by_source: dict[str, dict[str, int]] = {}
-    for instance_id, group in candidates.items():
-        buckets = [total]
-        if repo_of:
-            buckets.append(per_repo.setdefault(repo_of.get(instance_id, "?"), empty()))
-        labels = [c.label for c in group]
-        pos = sum(1 for label in labels if label is True)
-        neg = sum(1 for label in labels if label is False)
-        for bucket in buckets:
-            bucket["tasks"] += 1
-            bucket["candidates"] += len(group)
-            bucket["positives"] += pos
-            bucket["negatives"] += neg
-            bucket["unlabelled"] += len(group) - pos - neg
-            bucket["ge2"] += int(len(group) >= 2)
-            bucket["mixed"] += int(pos > 0 and neg > 0)
-        for candidate in group:
-            counts = by_source.setdefault(candidate.source, {"candidates": 0, "positives": 0})
-            counts["candidates"] += 1
-            counts["positives"] += int(candidate.label is True)
-    result: dict[str, Any] = dict(total)
-    result["by_source"] = dict(sorted(by_source.items()))
-    if repo_of:
-        result["per_repo"] = dict(sorted(per_repo.items()))
-    return result
 
 
 # ------------------------------------------------------------------------------------------

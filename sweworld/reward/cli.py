@@ -175,6 +175,17 @@ def _config(args: argparse.Namespace) -> Any:
     )
 
 
+def _reward_model(config: Any, args: argparse.Namespace, swr_lm: Any) -> Any:
+    """The reward model of a command: ``swr_lm`` (the SWR model object the entry point built
+    from ``--model`` through ``sweworld.world``) goes to the tests stage when it runs, and
+    is closed with the model (a shared in-process model stays loaded)."""
+    from sweworld.reward.model import RewardModel
+
+    if "tests" not in config.stages:
+        swr_lm = None
+    return RewardModel(config, lm=swr_lm, close_lm=True, repo_path=args.repo_path)
+
+
 def progress(items: Iterable[T], what: str, total: int) -> Iterator[T]:
     """``items`` with a tqdm bar on stderr when stderr is a terminal (silent otherwise)."""
     try:
@@ -205,19 +216,19 @@ def _short_log(result: dict[str, Any], limit: int = 4000) -> dict[str, Any]:
     return result
 
 
-def cmd_reward(args: argparse.Namespace, task: Any) -> int:
-    from sweworld.reward.model import RewardModel
-
+def cmd_reward(args: argparse.Namespace, task: Any, *, swr_lm: Any = None) -> int:
+    """``sweworld reward``; ``swr_lm``: the tests stage's model object (see
+    :func:`_reward_model`)."""
     patch = _read_patch(args.patch)
-    with RewardModel(_config(args), repo_path=args.repo_path) as model:
+    with _reward_model(_config(args), args, swr_lm) as model:
         result = model.score(task, patch, steps=args.steps)
     print(json.dumps(_short_log(result.to_dict()), indent=2, default=str))
     return 0
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
+def cmd_verify(args: argparse.Namespace, *, swr_lm: Any = None) -> int:
+    """``sweworld verify``; ``swr_lm`` as for :func:`cmd_reward`."""
     from sweworld.reward.candidates import load_candidates, write_predictions
-    from sweworld.reward.model import RewardModel
     from sweworld.reward.verifier import Verifier
     from sweworld.tasks import load_tasks
 
@@ -233,7 +244,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             "(--mode blind chooses as at test time, without them)",
             file=sys.stderr,
         )
-    with RewardModel(_config(args), repo_path=args.repo_path) as model:
+    with _reward_model(_config(args), args, swr_lm) as model:
         verifier = Verifier(model, vote_weight=args.vote_weight)
         selections = {}
         for instance_id, cands in progress(candidates.items(), "verify", len(candidates)):
@@ -254,10 +265,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_calibrate(args: argparse.Namespace) -> int:
+def cmd_calibrate(args: argparse.Namespace, *, swr_lm: Any = None) -> int:
+    """``sweworld calibrate``; ``swr_lm`` as for :func:`cmd_reward`."""
     from sweworld.reward.calibration import save_calibration
     from sweworld.reward.candidates import load_candidates
-    from sweworld.reward.model import RewardModel, default_calibration_path, fit_from_results
+    from sweworld.reward.model import default_calibration_path, fit_from_results
     from sweworld.tasks import load_tasks
 
     tasks = {t.instance_id: t for t in load_tasks(args.tasks, split=args.split)}
@@ -265,7 +277,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     config = _config(args)
     config.calibration = None
     results, labels = [], []
-    with RewardModel(config, repo_path=args.repo_path) as model:
+    with _reward_model(config, args, swr_lm) as model:
         for instance_id, cands in candidates.items():
             if instance_id not in tasks:
                 continue

@@ -91,8 +91,9 @@ __all__ = [
 class RewardModel:
     """Score candidate patches with the SWR stages.
 
-    ``lm``: an LM instance for the tests stage (shared across calls; made from
-    ``config.model`` on first use otherwise). ``manager``: a
+    ``lm``: the LM object of the tests stage (shared across calls), needed when the
+    stages include ``tests``: ``sweworld.world.swr_lm_from_spec(config.model)`` builds
+    it (lazily); ``close_lm``: close it with this model (else the caller does). ``manager``: a
     :class:`~sweworld.sandbox.manager.SessionManager` whose cached base checkouts to use
     (so stages see whole files); without one, checkouts are built from the repository's
     local source (no sandbox needed).
@@ -104,6 +105,7 @@ class RewardModel:
         config: SWRConfig | None = None,
         *,
         lm: Any = None,
+        close_lm: bool = False,
         manager: Any = None,
         repo_path: str | Path | None = None,
         calibrator: Any = None,
@@ -113,8 +115,14 @@ class RewardModel:
             config = SWRConfig(**overrides)
         elif overrides:
             raise TypeError("pass either a config or keyword overrides, not both")
+        if isinstance(lm, str) or (lm is None and "tests" in config.stages):
+            raise TypeError(
+                f"the tests stage needs an LM object (lm=), not {lm!r}: build it with "
+                f"sweworld.world.swr_lm_from_spec({config.model!r})"
+            )
         self.config = config
         self._lm = lm
+        self._close_lm = close_lm
         self._manager = manager
         self.repo_path = repo_path
         self._checkouts: dict[tuple[Any, ...], tuple[Path | None, str | None]] = {}
@@ -163,7 +171,7 @@ class RewardModel:
                     from sweworld.reward.stages.simulated_tests import SimulatedTestsStage
 
                     made[name] = SimulatedTestsStage(
-                        self._lm if self._lm is not None else self.config.model,
+                        self._lm,
                         samples=self.config.samples,
                         temperature=self.config.temperature,
                         seed=self.config.seed,
@@ -470,11 +478,15 @@ class RewardModel:
         return out
 
     def close(self) -> None:
-        """Release the tests stage's model."""
+        """Release the stages (and the tests stage's model with ``close_lm``)."""
         for stage in (self._stages or {}).values():
             close = getattr(stage, "close", None)
             if callable(close):
                 close()
+        lm, self._lm = (self._lm, None) if self._close_lm else (None, self._lm)
+        closer = getattr(lm, "close", None)
+        if callable(closer):
+            closer()
 
     def __enter__(self) -> RewardModel:
         return self

@@ -94,7 +94,7 @@ def real_reward(
     patch: str | None,
     *,
     manager: Any = None,
-    executor: Any = "local",
+    executor: Any = None,
     timeout: float = 1800.0,
     history: str = "none",
     rebuild_env: bool = False,
@@ -102,9 +102,17 @@ def real_reward(
     """Verify ``patch`` (a unified diff, or None / "" for the unchanged base) on ``task``.
 
     ``manager``: a :class:`~sweworld.sandbox.manager.SessionManager` to reuse (one is made
-    and closed otherwise). ``executor``: what runs the tests for real. ``rebuild_env``
-    rebuilds a cached environment (``local`` only).
+    and closed otherwise). ``executor``: the executor object that runs the tests for real
+    (None: a :class:`~sweworld.execution.local.LocalExecutor` with ``timeout``, made here;
+    ``sweworld.world.executor_from_spec("docker", timeout=...)`` builds another from a
+    spec; a spec string is refused with ``TypeError``). ``rebuild_env`` rebuilds a cached
+    environment (the default local executor only).
     """
+    if isinstance(executor, str):
+        raise TypeError(
+            f"real_reward takes an executor object, not the spec {executor!r}: build it with "
+            "sweworld.world.executor_from_spec(spec, timeout=...)"
+        )
     from sweworld.sandbox.bwrap import SandboxLimits
     from sweworld.sandbox.manager import SessionManager
     from sweworld.sandbox.session import SessionConfig
@@ -143,11 +151,11 @@ def real_reward(
         )
 
     config = SessionConfig(limits=SandboxLimits(timeout=timeout))
-    if executor in ("local", "docker"):
-        from sweworld.sandbox.registry import make_executor
+    own_executor = executor is None
+    if executor is None:
+        from sweworld.execution.local import LocalExecutor
 
-        extra = {"rebuild_env": True} if rebuild_env and executor == "local" else {}
-        executor = make_executor(executor, timeout=timeout, **extra)
+        executor = LocalExecutor(timeout=timeout, rebuild_env=rebuild_env)
     try:
         with manager.open(task, executor=executor, history=history, config=config) as session:
             if patch:
@@ -195,6 +203,8 @@ def real_reward(
     finally:
         if own:
             manager.close_all()
+        if own_executor and callable(getattr(executor, "close", None)):
+            executor.close()
 
 
 def _not_executed(run: Any, calls: list[dict[str, Any]]) -> tuple[str, str] | None:

@@ -32,7 +32,6 @@ from sweworld.sandbox.bwrap_pump import OutputPump, RawRun
 from sweworld.sandbox.launch import (
     BASE_ENV,
     SANDBOX_PATH,
-    SHELL_OWN_ENV,
     SandboxUnavailable,
     bwrap_path,
     launcher_env,
@@ -45,7 +44,7 @@ from sweworld.sandbox.limits import (
     descriptor_message,
     out_of_descriptors,
 )
-from sweworld.sandbox.shims import CTL, SANDBOX_DIR, SERVER_SCRIPT
+from sweworld.sandbox.shims import CTL, SERVER_SCRIPT
 from sweworld.sandbox.workspace import remove_tree
 
 log = logging.getLogger(__name__)
@@ -450,9 +449,7 @@ def _kill(proc: subprocess.Popen) -> None:
 
 __all__ = [
     "BASE_ENV",
-    "SANDBOX_DIR",
     "SANDBOX_PATH",
-    "SHELL_OWN_ENV",
     "PidsCgroup",
     "RawRun",
     "SandboxLimits",

@@ -125,8 +125,9 @@ class NoExecutor:
             stderr=(
                 f"sweworld: no executor: `{request.command}` needs execution, and this session "
                 "was opened without an executor, so it was not run. File operations still run "
-                "for real. Open the session with an executor (for example executor='scripted', "
-                "'local' or 'simulated') to run or predict it.\n"
+                "for real. Open the session with an executor (for example "
+                "executor=sweworld.world.executor_from_spec('local'), or 'outcome' or "
+                "'simulated') to run or predict it.\n"
             ),
             exit_code=NO_EXECUTOR_EXIT_CODE,
             info={"executor": self.name, "executed": False},

@@ -22,6 +22,7 @@ from typing import Any
 
 from sweworld.dirs import control_dir, runtime_dir
 from sweworld.sandbox.backends import make_workspace, resolve_backend
+from sweworld.sandbox.executor import Executor, NoExecutor
 from sweworld.sandbox.launch import SandboxUnavailable, bwrap_path
 from sweworld.sandbox.limits import (
     PidsCgroup,
@@ -29,7 +30,6 @@ from sweworld.sandbox.limits import (
     descriptor_message,
     out_of_descriptors,
 )
-from sweworld.sandbox.registry import make_executor
 from sweworld.sandbox.repos import BaseCheckout, find_repo_source, materialize
 from sweworld.sandbox.session import Session, SessionConfig
 from sweworld.sandbox.tools import ToolConfig
@@ -51,8 +51,13 @@ class SessionManager:
     Args:
         backend: ``auto`` (overlay where this process may mount, else copy), ``overlay`` or
             ``copy``; see :mod:`sweworld.sandbox.workspace`.
-        executor: default executor for new sessions: a short name (``none``, ``scripted``),
-            ``scripted:FILE``, a dotted path, or an :class:`~sweworld.execution.Executor`.
+        executor: default executor object for new sessions (an
+            :class:`~sweworld.sandbox.executor.Executor`; None: the no-op executor, which
+            answers every execution command with "not available"). A spec string
+            (``local``, ``outcome``, ...) is refused with ``TypeError``: build it with
+            ``sweworld.world.executor_from_spec(spec)``, or give the spec to
+            :class:`~sweworld.env.Episode` / ``EpisodeConfig``, which build it through the
+            world.
         limits: default resource limits for commands, the disk quota of each session
             (``disk_mb``, default 1 GiB or ``$SWEWORLD_DISK_MB``) and its snapshot limit
             (``max_snapshots``) included.
@@ -88,7 +93,7 @@ class SessionManager:
         self.sessions_dir.mkdir(parents=True, exist_ok=True)
         self.control_root = control_dir()
         self.backend = resolve_backend(backend, self.sessions_dir)
-        self.default_executor = executor
+        self.default_executor = _executor_object(executor)
         self.default_config = SessionConfig(
             limits=limits or SandboxLimits(),
             tools=tools or ToolConfig(),
@@ -157,12 +162,13 @@ class SessionManager:
     ) -> Session:
         """Open a new session on ``task`` (a :class:`~sweworld.tasks.Task`) or on a repository.
 
-        The executor defaults to the manager's; pass ``executor=`` to override it.
+        The executor defaults to the manager's; pass an executor object as ``executor=``
+        to override it (a spec string raises ``TypeError``, as for the manager).
         """
+        exec_obj = _executor_object(executor) if executor is not None else self.default_executor
         base = self.checkout(
             task, repo=repo, base_commit=base_commit, repo_path=repo_path, history=history
         )
-        exec_obj = make_executor(executor if executor is not None else self.default_executor)
         return self._new_session(base, exec_obj, config or self.default_config, task)
 
     def _new_session(
@@ -347,6 +353,22 @@ def _close_fds(fds: list[int]) -> None:
         with contextlib.suppress(OSError):
             os.close(fd)
     fds.clear()
+
+
+def _executor_object(executor: Any) -> Any:
+    """``executor`` as a session's executor: an object as is, None as the no-op executor;
+    a spec string is for the world to build (``TypeError``, saying how)."""
+    if executor is None:
+        return NoExecutor()
+    if isinstance(executor, str):
+        raise TypeError(
+            f"the sandbox takes executor objects, not the spec {executor!r}: build it with "
+            "sweworld.world.executor_from_spec(spec) (or give the spec to Episode / "
+            "EpisodeConfig, which build it through the world)"
+        )
+    if not isinstance(executor, Executor):
+        raise TypeError(f"{executor!r} does not implement the Executor protocol")
+    return executor
 
 
 def _raise_fd_limit() -> None:

@@ -108,13 +108,6 @@ class SandboxPaths:
         table.sort(key=lambda item: len(item[0]), reverse=True)
         self._mounts = table
         self._roots = tuple(_join(list(parts)) for parts, _ in table)
-        # Host directories of the mounts, as given and as the kernel sees them (the mount
-        # directories themselves are trusted, so taking their realpath is fine).
-        self._host_dirs: list[tuple[str, tuple[str, ...]]] = []
-        for parts, host in table:
-            for variant in {os.path.normpath(str(host)), os.path.realpath(str(host))}:
-                self._host_dirs.append((variant, parts))
-        self._host_dirs.sort(key=lambda item: len(item[0]), reverse=True)
         self.workdir = self.normalize(workdir, "/")
 
     # ------------------------------------------------------------------ helpers
@@ -225,15 +218,6 @@ class SandboxPaths:
         if host is None:  # pragma: no cover - resolve() already checked
             raise self._outside(str(path))
         return host
-
-    def to_sandbox(self, host: Path | str) -> str:
-        """The sandbox path of a host path that lies inside one of the mounts."""
-        text = os.path.normpath(os.path.abspath(str(host)))
-        for host_dir, parts in self._host_dirs:
-            if text == host_dir or text.startswith(host_dir.rstrip("/") + "/"):
-                rest = text[len(host_dir) :].strip("/")
-                return _join([*parts, *_split(rest)])
-        raise PathOutsideWorkspace(str(host), sorted(self._roots))
 
     def read_file(self, path: str, cwd: str | None = None, *, limit: int) -> bytes | None:
         """The bytes of the regular file at ``path``, or None when it is missing, not a

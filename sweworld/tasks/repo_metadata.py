@@ -25,9 +25,8 @@ import tomllib
 
 import sweworld.pyast as pyast
 
-__all__ = ["RepoMetadata", "read_metadata", "requirement_name"]
+__all__ = ["RepoMetadata", "read_metadata"]
 
-_REQ_NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _MAX_BYTES = 1_000_000
 
 
@@ -58,13 +57,6 @@ class RepoMetadata:
     def declares_package(self) -> bool:
         """Whether any packaging metadata was found."""
         return bool(self.python_requires or self.requirements or self.console_scripts)
-
-
-def requirement_name(requirement: str) -> str | None:
-    """The distribution name of a requirement string (``"numpy>=1.2; python_version<'3'"``
-    -> ``numpy``), or None."""
-    match = _REQ_NAME_RE.match(requirement)
-    return match.group(1) if match else None
 
 
 def _read(path: Path) -> str | None:

@@ -35,7 +35,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sweworld.tasks.fields import (
-    COMMON_FIELDS,
     META_KEY,
     SOURCE_KEY,
     SWEBENCH_FIELDS,
@@ -50,7 +49,6 @@ from sweworld.tasks.fields import (
 )
 from sweworld.tasks.patches import files_in_patch
 from sweworld.tasks.sources import (
-    R2EGYM_REPOS,
     SWESMITH_MARKERS,
     parse_pytest_summary,
     r2egym_fields,
@@ -58,8 +56,6 @@ from sweworld.tasks.sources import (
 )
 
 __all__ = [
-    "COMMON_FIELDS",
-    "R2EGYM_REPOS",
     "SWEBENCH_FIELDS",
     "TASK_SOURCES",
     "Task",

@@ -22,7 +22,6 @@ __all__ = [
     "SWEBENCH_SPECS",
     "HarnessSpec",
     "harness_spec",
-    "is_swebench_repo",
     "repo_python",
     "runner_of_command",
 ]
@@ -256,11 +255,6 @@ SWEBENCH_SPECS: Mapping[str, Mapping[str, HarnessSpec]] = {
 
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", version))
-
-
-def is_swebench_repo(repo: str | None) -> bool:
-    """Whether the harness has an environment for ``repo`` (``owner/name``, any case)."""
-    return bool(repo) and str(repo).strip().lower() in SWEBENCH_SPECS
 
 
 def harness_spec(repo: str | None, version: object) -> HarnessSpec | None:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["METADATA_FILE", "export_adapter", "export_merged", "prompt_version", "read_metadata"]
+__all__ = ["METADATA_FILE", "export_adapter", "export_merged", "prompt_version"]
 
 METADATA_FILE = "sweworld-adapter.json"
 
@@ -97,11 +97,3 @@ def export_merged(model: Any, tokenizer: Any, out: str | Path) -> Path:
     merged.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
     return out
-
-
-def read_metadata(folder: str | Path) -> dict[str, Any] | None:
-    """An adapter folder's ``sweworld-adapter.json``, or None."""
-    try:
-        return json.loads((Path(folder) / METADATA_FILE).read_text())
-    except (OSError, ValueError):
-        return None

@@ -139,6 +139,14 @@ def _fit(learner: str, X: np.ndarray, y: np.ndarray, args: Any) -> tuple[Any, li
         X = np.where(np.isnan(X) & ~known.any(axis=0), 0.0, X)
         est.fit(X, y)
         return est, fill.tolist()
+    if learner == "prior":  # the base rate: a linear head with no weights
+        est = LogisticRegression()
+        rate = float(np.clip(np.mean(y), 1e-6, 1 - 1e-6))
+        est.coef_ = np.zeros((1, X.shape[1]))
+        est.intercept_ = np.asarray([math.log(rate / (1 - rate))])
+        est.classes_ = np.asarray([0, 1])
+        est._sweworld_scale = (np.zeros(X.shape[1]), np.ones(X.shape[1]))
+        return est, fill.tolist()
     Xf = np.where(np.isnan(X), fill, X)
     mean, std = Xf.mean(axis=0), Xf.std(axis=0)
     std = np.where(std > 1e-9, std, 1.0)
@@ -200,6 +208,55 @@ def _calibration(p: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     body = fit(best, p, y) if len(set(y.tolist())) == 2 else {"kind": "none"}
     body["oof_brier_halves"] = {k: round(v / 2, 4) for k, v in scores.items()}
     return body
+
+
+def choose_learner(
+    oofs: dict[str, np.ndarray], y: np.ndarray
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The learner to ship from out-of-fold (by repository) scores: the best ROC AUC, with
+    its calibration; but the base rate (``"prior"``, no calibration) when that learner
+    learned nothing that carries across repositories: its AUC's 95% interval (Hanley and
+    McNeil) reaches 0.5, or its calibrated cross-fitted Brier score is no better than the
+    base rate's. Returns (learner, calibration, figures)."""
+    labels = y.astype(bool)
+    aucs = {name: _metrics(labels, oof)["roc_auc"] or 0.0 for name, oof in oofs.items()}
+    chosen = max(sorted(aucs), key=lambda name: aucs[name])
+    cal = _calibration(oofs[chosen], y)
+    learner_brier = min(cal.get("oof_brier_halves", {}).values(), default=math.inf)
+    prior_brier = _prior_brier_halves(y)
+    low = aucs[chosen] - 1.96 * _auc_se(aucs[chosen], int(labels.sum()), int((~labels).sum()))
+    selection = {
+        "by_auc": chosen, "auc": round(aucs[chosen], 4), "auc_low": round(low, 4),
+        "calibrated_brier": learner_brier, "prior_brier": prior_brier,
+    }  # fmt: skip
+    if low <= 0.5 or prior_brier <= learner_brier:
+        chosen, cal = "prior", {"kind": "none"}
+    selection["chosen"] = chosen
+    return chosen, cal, selection
+
+
+def _auc_se(auc: float, positives: int, negatives: int) -> float:
+    """Hanley and McNeil's standard error of a ROC AUC."""
+    if positives < 1 or negatives < 1:
+        return math.inf
+    q1, q2 = auc / (2 - auc), 2 * auc * auc / (1 + auc)
+    var = (
+        auc * (1 - auc) + (positives - 1) * (q1 - auc * auc) + (negatives - 1) * (q2 - auc * auc)
+    ) / (positives * negatives)
+    return math.sqrt(max(var, 0.0))
+
+
+def _prior_brier_halves(y: np.ndarray) -> float:
+    """The base rate's Brier score on the calibration's two halves (fitted on one, scored
+    on the other), comparable with ``oof_brier_halves``."""
+    rng = np.random.default_rng(0)
+    half = rng.random(len(y)) < 0.5
+    total = 0.0
+    for a, b in ((half, ~half), (~half, half)):
+        if not a.any() or not b.any():
+            return math.inf
+        total += float(np.mean((float(np.mean(y[a])) - y[b]) ** 2))
+    return round(total / 2, 4)
 
 
 def _groups(rows: Sequence[Any]) -> np.ndarray:
@@ -287,16 +344,13 @@ def train_mode(cands: list[Any], mode: str, heldout: set[str], args: Any) -> tup
         raise ValueError(f"{mode}: the training candidates have one label only")
     learners = LEARNERS if args.learner == "both" else (args.learner,)
     figures: dict[str, Any] = {"mode": mode, "train_rows": len(fit_rows), "learners": {}}
-    best: tuple[float, str] = (-1.0, learners[0])
     oofs = {}
     for learner in learners:
-        oof = _oof(learner, X, y, groups, args)
-        oofs[learner] = oof
-        auc = _metrics(y.astype(bool), oof)["roc_auc"] or 0.0
-        figures["learners"][learner] = {"oof_by_repository": _metrics(y.astype(bool), oof)}
-        best = max(best, (auc, learner))
-    chosen = best[1]
-    cal = _calibration(oofs[chosen], y)
+        oofs[learner] = _oof(learner, X, y, groups, args)
+        figures["learners"][learner] = {
+            "oof_by_repository": _metrics(y.astype(bool), oofs[learner])
+        }
+    chosen, cal, figures["selection"] = choose_learner(oofs, y)
     est, fill = _fit(chosen, X, y, args)
     entry = {"head": _body(est), "fill": fill, "calibration": cal, "learner": chosen}
     from sweworld.reward.verdict import calibrate
@@ -310,7 +364,7 @@ def train_mode(cands: list[Any], mode: str, heldout: set[str], args: Any) -> tup
     labels = [c.resolved for c in test]
     table = {f"verdict ({chosen})": _metrics(labels, score(test))}
     for learner in learners:
-        if learner != chosen:
+        if learner != chosen:  # the others, for comparison (the prior: as 'majority')
             e2, f2 = _fit(learner, X, y, args)
             c2 = _calibration(oofs[learner], y)
             table[f"verdict ({learner})"] = _metrics(labels, score(test, e2, f2, c2))
@@ -353,7 +407,11 @@ def _loro(cands: list[Any], mode: str, learner: str, args: Any) -> dict[str, Any
         if len(set(y.tolist())) < 2:
             continue
         groups = _groups(train)
-        cal = _calibration(_oof(learner, X, y, groups, args), y)
+        cal = (
+            {"kind": "none"}
+            if learner == "prior"
+            else _calibration(_oof(learner, X, y, groups, args), y)
+        )
         est, fill = _fit(learner, X, y, args)
         live = [c for c in test if c.hard[mode] is None]
         raw = _raw(est, fill, _matrix(live, mode)) if live else np.zeros(0)

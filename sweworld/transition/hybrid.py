@@ -221,8 +221,10 @@ def hybrid(
     seed: int = 0,
 ) -> HybridExecutor:
     """The registry's ``hybrid``: SWT for most commands, every k-th one run locally
-    (``step_timeout``: the simulated steps' deadline; None: the simulator's default;
-    ``seed``: the simulator's)."""
+    (``lm``: the SWT model object, as :class:`SimulatedExecutor` takes it; built from a
+    spec by ``sweworld.world.executor_from_spec("hybrid", lm=SPEC)``; ``step_timeout``:
+    the simulated steps' deadline; None: the simulator's default; ``seed``: the
+    simulator's)."""
     from sweworld.execution.local import LocalExecutor
     from sweworld.transition.simulated import SimulatedExecutor
 

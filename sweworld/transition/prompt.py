@@ -4,8 +4,7 @@
 messages (a system message and one user message whose sections always come in the same
 order, each between ``<name>`` and ``</name>`` lines); :func:`render_target` writes what the
 model must answer (compact JSON, keys ``stdout``, ``stderr``, ``exit_code``, with
-``reasoning`` first when asked); :func:`training_example` stores both, with the context
-fields, as one JSON-serialisable row (the SWT training example of the design card).
+``reasoning`` first when asked).
 
 Change :data:`PROMPT_VERSION` whenever the text a model sees changes: a model is trained
 for one version.
@@ -16,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sweworld.transition.context import CONTEXT_FIELDS, SWTContext
+from sweworld.transition.context import SWTContext
 from sweworld.transition.types import Prediction
 
 __all__ = [
@@ -26,7 +25,6 @@ __all__ = [
     "render_target",
     "swt_json_schema",
     "system_prompt",
-    "training_example",
 ]
 
 PROMPT_VERSION = "swt-v1"
@@ -151,26 +149,3 @@ def render_target(pred: Prediction, *, with_reasoning: bool = False) -> str:
     data["stderr"] = pred.stderr
     data["exit_code"] = int(pred.exit_code)
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-
-def training_example(
-    context: SWTContext, pred: Prediction, *, with_reasoning: bool = False
-) -> dict[str, Any]:
-    """One SWT training row: the prompt messages, the target text, every context field
-    (strings; ``truncated`` as a JSON string so that rows share one schema), the command.
-
-    JSON-serialisable and flat, for ``datasets.Dataset.from_list``.
-    """
-    row: dict[str, Any] = {
-        "prompt_version": PROMPT_VERSION,
-        "context_version": context.version,
-        "mode": context.mode,
-        "messages": build_messages(context, with_reasoning=with_reasoning),
-        "target": render_target(pred, with_reasoning=with_reasoning),
-    }
-    for name in CONTEXT_FIELDS:
-        row[name] = getattr(context, name)
-    row["command"] = context.command
-    row["cwd"] = context.cwd
-    row["truncated"] = json.dumps(context.truncated, sort_keys=True)
-    return row

@@ -38,6 +38,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from sweworld.models import LazyLM
 from sweworld.models.text import valid_text
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
 from sweworld.transition.step_state import (
@@ -89,8 +90,11 @@ EMBEDDED_BUDGETS = {
 EMBEDDED_MAX_TOKENS = 256
 
 
-def _is_embedded(spec: Any) -> bool:
-    return spec is None or (isinstance(spec, str) and spec.startswith("embedded"))
+def _is_embedded(lm: Any) -> bool:
+    """Whether ``lm`` is the embedded model by its spec (a :class:`~sweworld.models.LazyLM`'s
+    ``spec``; an LM made elsewhere is not known to be, the world says so itself)."""
+    spec = getattr(lm, "spec", None) if isinstance(lm, LazyLM) else None
+    return isinstance(spec, str) and spec.startswith("embedded")
 
 
 def request_time_left(request: Any, limit: float | None) -> float | None:
@@ -111,9 +115,11 @@ class SimulatedExecutor:
     """Predicts execution with a language model (the embedded default unless told otherwise).
 
     Args:
-        lm: an :class:`~sweworld.models.base.LM` or a spec for ``make_lm``
-            (``"embedded"``, ``"openai:URL#MODEL"``, ``"hf:PATH+ADAPTER"``, ``"replay:FILE"``);
-            loaded on first use.
+        lm: an :class:`~sweworld.models.base.LM` object; a :class:`~sweworld.models.LazyLM`
+            (``sweworld.world.lm_from_spec(spec, lazy=True)``) is loaded on first use, and
+            its ``spec`` says whether it is the embedded model (short budgets). None: the
+            embedded model, loaded on first use. A spec string is refused (``TypeError``):
+            build it with ``sweworld.world.lm_from_spec``.
         mode: ``"blind"`` (no gold patch, test patch or test lists in the context) or
             ``"oracle"``.
         context: a :class:`~sweworld.transition.context.ContextConfig` (budgets).
@@ -150,11 +156,15 @@ class SimulatedExecutor:
             raise ValueError(f"step_timeout must be a positive number of seconds or None, "
                              f"not {step_timeout!r}")  # fmt: skip
         self.step_timeout = step_timeout
-        self._lm_spec = lm
-        self._lm: Any = None if lm is None or isinstance(lm, str) else lm
+        if isinstance(lm, str):
+            raise TypeError(
+                f"SimulatedExecutor takes an LM object, not the spec {lm!r}: build it with "
+                "sweworld.world.lm_from_spec(spec, lazy=True)"
+            )
+        self._lm: Any = LazyLM("embedded") if lm is None else lm
         self.mode = mode
         self._context_config = context
-        embedded = _is_embedded(lm)
+        embedded = _is_embedded(self._lm)
         self.max_tokens = max_tokens or (EMBEDDED_MAX_TOKENS if embedded else 512)
         self._small_context = embedded and context is None
         self.schedule = tuple(schedule) or DEFAULT_SCHEDULE
@@ -164,24 +174,20 @@ class SimulatedExecutor:
         self.cache = cache or PredictionCache()
         self._memory: dict[str, SessionMemory] = {}
         self._lock = threading.Lock()
-        self._lm_lock = threading.Lock()
         self._stalled = 0  # workers of timed-out steps still running (under _lock)
 
     # ------------------------------------------------------------------ model
 
     @property
     def lm(self) -> Any:
-        with self._lm_lock:
-            if self._lm is None:
-                from sweworld.models import make_lm
-
-                self._lm = make_lm(self._lm_spec)
-            return self._lm
+        """The model; a :class:`~sweworld.models.LazyLM` is loaded now and its model
+        returned (what the backend checks below read: ``max_time``, transformers)."""
+        lm = self._lm
+        return lm.load() if isinstance(lm, LazyLM) else lm
 
     @property
     def model_name(self) -> str:
-        lm = self._lm
-        return getattr(lm, "name", str(self._lm_spec or "embedded"))
+        return str(getattr(self._lm, "name", "embedded"))
 
     def context_config(self) -> Any:
         """The context budgets; counted with the model's tokenizer when the loaded model has

@@ -25,8 +25,8 @@ from sweworld.bench.executor_steps import test_ids as read_test_ids
 from sweworld.bench.executors import select_simulated
 from sweworld.cli import main as cli_main
 from sweworld.data.schema import SWTRecord
-from sweworld.execution.base import ExecutionResult
 from sweworld.execution.docker import swebench_image_name
+from sweworld.sandbox.executor import ExecutionResult
 from tests.conftest import requires_sandbox
 
 TOY = "sweworld__stockroom-1"

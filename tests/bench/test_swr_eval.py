@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sweworld.bench.swr_eval import (
+from sweworld.bench.swr_scoring import (
     best_of_n_table,
     bon_groups,
     bon_tasks,

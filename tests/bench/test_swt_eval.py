@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sweworld.bench.swt_eval import (
+from sweworld.bench.swt_scoring import (
     GenerationSettings,
     floor_summaries,
     generation_settings,

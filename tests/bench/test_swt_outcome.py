@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from sweworld.bench.similarity import mean_interval, wilson_interval
-from sweworld.bench.swt_eval import BASE_FLOOR, floor_summaries, score_record
 from sweworld.bench.swt_outcome import (
     base_statuses,
     command_argv,
@@ -21,6 +20,7 @@ from sweworld.bench.swt_outcome import (
     session_order,
     status_at_base,
 )
+from sweworld.bench.swt_scoring import BASE_FLOOR, floor_summaries, score_record
 from sweworld.cli import main as cli_main
 from sweworld.data.record import test_statuses as statuses_of
 from sweworld.data.schema import SWTRecord, command_kind, to_json

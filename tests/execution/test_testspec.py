@@ -12,16 +12,20 @@ from sweworld.execution.testspec import (
     NON_TEST_EXTS,
     SWEBENCH_TEST_COMMANDS,
     TestSpec,
-    harness_test_command,
-    is_swebench_repo,
     test_directives,
     test_spec,
 )
 from sweworld.tasks import Task
+from sweworld.tasks.swebench_specs import SWEBENCH_SPECS, harness_spec
 from tests.conftest import shared_data_dir
 
 DJANGO = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
 SYMPY = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"
+
+
+def harness_test_command(repo: str, version: str | None) -> str | None:
+    spec = harness_spec(repo, version)
+    return spec.test_command if spec is not None else None
 
 
 def diff(*paths: str) -> str:
@@ -79,7 +83,7 @@ def test_swebench_commands_by_version():
     for repo in ("psf/requests", "pytest-dev/pytest", "scikit-learn/scikit-learn"):
         assert harness_test_command(repo, None) == "pytest -rA"
     assert harness_test_command("sweworld/stockroom", "1.0") is None
-    assert is_swebench_repo("Django/Django") and not is_swebench_repo("sweworld/stockroom")
+    assert "sweworld/stockroom" not in SWEBENCH_SPECS
 
 
 def test_unknown_version_gets_the_latest_command():
@@ -158,7 +162,7 @@ def lite_rows() -> dict[str, Task]:
 def test_every_lite_row_gets_a_command(lite_rows):
     for t in lite_rows.values():
         spec = test_spec(t)
-        assert is_swebench_repo(t.repo), t.instance_id
+        assert t.repo.lower() in SWEBENCH_SPECS, t.instance_id
         assert spec.command.strip() and spec.directives, t.instance_id
         assert spec.command.endswith(" ".join(spec.directives))
         assert spec.parser in PARSERS

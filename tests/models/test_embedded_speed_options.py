@@ -9,7 +9,7 @@ import time
 import pytest
 
 from sweworld.models import GenerationRequest
-from sweworld.models.fast_decode import JSONEndWatch, common_prefix
+from sweworld.models.fast_decode import JSONEndWatch
 
 
 def fed(prefix: str, *pieces: str) -> JSONEndWatch:
@@ -60,12 +60,6 @@ def test_watch_is_linear():
         watch.feed(piece)
     assert watch.feed("0]}")
     assert time.perf_counter() - started < 5.0
-
-
-def test_common_prefix():
-    assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
-    assert common_prefix([], [1]) == 0
-    assert common_prefix([1, 2], [1, 2]) == 2
 
 
 # ---------------------------------------------------------------- with the real model

@@ -107,7 +107,7 @@ def test_the_default_reward_is_the_verdict_and_loads_no_lm(toy_task, mode, monke
     def no_lm(*a, **k):  # pragma: no cover - failing is the point
         raise AssertionError("the default reward must not load a language model")
 
-    monkeypatch.setattr(st, "shared_lm", no_lm)
+    monkeypatch.setattr(st, "share_lm", no_lm)
     scorer = RewardModel(SWRConfig(mode=mode))
     assert "tests" not in scorer.stages()
     result = scorer.score(toy_task, toy_task.patch)

@@ -542,3 +542,19 @@ def test_sandbox_survives_the_exit_of_the_thread_that_started_it(session):
     assert started == [0]
     assert results[0].exit_code == 0, results[0]
     assert results[0].stdout == "ok\n"
+
+
+def test_the_sandbox_takes_executor_objects_not_specs(manager, toy_task, tmp_path):
+    """A spec string is for the world to build (issue 21); None is the no-op executor."""
+    from sweworld.sandbox.executor import NoExecutor
+    from sweworld.sandbox.manager import SessionManager
+
+    with pytest.raises(TypeError, match=r"sweworld\.world\.executor_from_spec"):
+        manager.open(toy_task, executor="local")
+    with pytest.raises(TypeError, match=r"sweworld\.world\.executor_from_spec"):
+        SessionManager(runtime_root=tmp_path / "runtime", executor="none")
+    with pytest.raises(TypeError, match="Executor protocol"):
+        manager.open(toy_task, executor=object())
+    assert isinstance(manager.default_executor, NoExecutor)
+    with manager.open(toy_task) as session:
+        assert isinstance(session.executor, NoExecutor)

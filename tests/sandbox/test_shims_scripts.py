@@ -7,8 +7,8 @@ repository's setup.cfg, not installed in the sandbox) was answered ``command not
 
 from __future__ import annotations
 
-from sweworld.execution.base import ExecutionResult
 from sweworld.execution.scripted import ScriptedExecutor
+from sweworld.sandbox.executor import ExecutionResult
 from tests.conftest import requires_sandbox
 
 pytestmark = requires_sandbox

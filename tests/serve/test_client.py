@@ -36,7 +36,7 @@ from sweworld.serve.client import (  # noqa: E402
     WorldUnavailable,
 )
 from sweworld.serve.world.app import create_app  # noqa: E402
-from sweworld.serve.world.config import WorldConfig  # noqa: E402
+from sweworld.serve.world.config import ServiceConfig  # noqa: E402
 from sweworld.tasks.toy import toy_tasks_path  # noqa: E402
 
 TOKEN = "client-test-token-1"
@@ -61,7 +61,7 @@ def serving(tmp_path, **options):
     options.setdefault("tokens", (TOKEN, OTHER))
     options.setdefault("episode", EpisodeConfig(executor="local", reward="real", max_steps=20))
     options.setdefault("tasks", str(toy_tasks_path()))  # task rows: only the server's own
-    config = WorldConfig(runtime_root=str(tmp_path / "runtime"), **options)
+    config = ServiceConfig(runtime_root=str(tmp_path / "runtime"), **options)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning"))

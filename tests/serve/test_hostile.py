@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 from sweworld.env import EpisodeConfig
 from sweworld.sandbox.repos import git
 from sweworld.serve.world.app import create_app
-from sweworld.serve.world.config import WorldConfig
+from sweworld.serve.world.config import ServiceConfig
 from sweworld.tasks.toy import ensure_toy_repo, toy_tasks_path
 
 pytestmark = requires_sandbox
@@ -44,7 +44,7 @@ def serve(tmp_path):
     def make(episode: dict | None = None, **options) -> TestClient:
         episode_cfg = EpisodeConfig(**{"executor": "none", "reward": "none", **(episode or {})})
         root = tmp_path / f"runtime{len(clients)}"
-        config = WorldConfig(tokens=(TOKEN_A, TOKEN_B), episode=episode_cfg,
+        config = ServiceConfig(tokens=(TOKEN_A, TOKEN_B), episode=episode_cfg,
                              tasks=str(toy_tasks_path()), runtime_root=str(root),
                              **options)  # fmt: skip
         client = TestClient(create_app(config), raise_server_exceptions=False)
@@ -375,7 +375,7 @@ def test_clients_cannot_raise_limits_or_turn_on_what_the_operator_did_not_choose
     assert same.status_code == 200
     strict.delete(f"{V1}/{same.json()['episode_id']}", headers=A)
     with pytest.raises(ValueError, match="client_config_keys"):
-        WorldConfig(tokens=(TOKEN_A,), client_config_keys={"max_steps", "no_such_key"})
+        ServiceConfig(tokens=(TOKEN_A,), client_config_keys={"max_steps", "no_such_key"})
 
 
 def test_infinity_and_nan_are_refused_everywhere(serve):

@@ -475,12 +475,12 @@ def test_gate_checks_the_token_before_the_body_and_no_auth_stays_open(tmp_path):
 
     from sweworld.env import EpisodeConfig
     from sweworld.serve.world.app import create_app
-    from sweworld.serve.world.config import WorldConfig
+    from sweworld.serve.world.config import ServiceConfig
 
     episode = EpisodeConfig(executor="none", reward="none")
-    closed = create_app(WorldConfig(tokens=(TOKEN,), episode=episode, tasks=TASKS,
+    closed = create_app(ServiceConfig(tokens=(TOKEN,), episode=episode, tasks=TASKS,
                                     runtime_root=str(tmp_path / "a")))  # fmt: skip
-    opened = create_app(WorldConfig(no_auth=True, episode=episode, tasks=TASKS,
+    opened = create_app(ServiceConfig(no_auth=True, episode=episode, tasks=TASKS,
                                     runtime_root=str(tmp_path / "b")))  # fmt: skip
     with TestClient(closed, raise_server_exceptions=False) as client:
         denied = client.get("/v1/episodes/w-none")

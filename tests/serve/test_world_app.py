@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from sweworld.env import EpisodeConfig
 from sweworld.serve.world.app import create_app
-from sweworld.serve.world.config import WorldConfig
+from sweworld.serve.world.config import ServiceConfig
 
 pytestmark = requires_sandbox
 
@@ -41,7 +41,7 @@ def serve(tmp_path):
     def make(episode: dict | None = None, **options) -> TestClient:
         episode_cfg = EpisodeConfig(**{"executor": "none", "reward": "none", **(episode or {})})
         root = tmp_path / f"runtime{len(clients)}"
-        config = WorldConfig(
+        config = ServiceConfig(
             tokens=(TOKEN_A, TOKEN_B), episode=episode_cfg, tasks=TASKS,
             runtime_root=str(root), **options,
         )  # fmt: skip
@@ -289,7 +289,7 @@ def test_draining_refuses_new_calls(serve):
 
 def test_config_needs_a_token():
     with pytest.raises(ValueError, match="token"):
-        WorldConfig()
-    assert WorldConfig(no_auth=True).no_auth
+        ServiceConfig()
+    assert ServiceConfig(no_auth=True).no_auth
     with pytest.raises(ValueError, match="idle_timeout_s"):
-        WorldConfig(tokens=(TOKEN_A,), idle_timeout_s=float("inf"))
+        ServiceConfig(tokens=(TOKEN_A,), idle_timeout_s=float("inf"))

@@ -28,7 +28,7 @@ import uvicorn  # noqa: E402
 from sweworld.env import EpisodeConfig  # noqa: E402
 from sweworld.serve.world import server  # noqa: E402
 from sweworld.serve.world.app import JsonErrors, create_app  # noqa: E402
-from sweworld.serve.world.config import WorldConfig  # noqa: E402
+from sweworld.serve.world.config import ServiceConfig  # noqa: E402
 from sweworld.serve.world.connections import (  # noqa: E402
     ConnectionLimits,
     ConnectionTracker,
@@ -46,7 +46,7 @@ TOY_ID = "sweworld__stockroom-1"
 @pytest.fixture
 def live(tmp_path):
     """A uvicorn server in a thread on a free loopback port: ``(base_url, app)``."""
-    config = WorldConfig(
+    config = ServiceConfig(
         tokens=(TOKEN,),
         episode=EpisodeConfig(executor="none", reward="none"),
         tasks=TASKS,

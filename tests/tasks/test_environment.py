@@ -11,7 +11,7 @@ import pytest
 
 from sweworld.tasks import Task
 from sweworld.tasks.environment import HOST_PYTHON, TaskEnvironment, task_environment
-from sweworld.tasks.repo_metadata import read_metadata, requirement_name
+from sweworld.tasks.repo_metadata import read_metadata
 from sweworld.tasks.swebench_specs import harness_spec
 from tests.conftest import shared_data_dir
 
@@ -146,7 +146,6 @@ def test_repository_metadata_static_sources(tmp_path):
     assert read_metadata(tmp_path / "dyn").requirements_static is False
     _write(tmp_path / "kw", {"setup.py": "from setuptools import setup\nsetup(**kwargs)\n"})
     assert read_metadata(tmp_path / "kw").requirements_static is False
-    assert requirement_name("numpy>=1.2; python_version<'3'") == "numpy"
 
 
 def test_toy_repository(toy_tasks):

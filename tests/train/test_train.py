@@ -84,7 +84,9 @@ def test_the_reward_stage_uses_the_swr_adapter_by_default(swr_adapter, monkeypat
     monkeypatch.setitem(embedded_module.DEFAULT_ADAPTERS, "swr", swr_adapter)
     clear_shared_lms()
     try:
-        stage = SimulatedTestsStage(samples=1, decoding="constrained")
+        from sweworld.world import swr_lm_from_spec
+
+        stage = SimulatedTestsStage(swr_lm_from_spec(None), samples=1, decoding="constrained")
         from sweworld.tasks.schema import Task
 
         # one listed test: two short scoring passes after the prompt

@@ -71,3 +71,23 @@ def test_train_verdict_writes_a_model_and_prints_figures(verdict_data, tmp_path,
     # the features cache is reused: a second run featurises nothing
     assert main([*args, "--features", str(features), "--learner", "logreg"]) == 0
     assert "(0 to featurise)" in capsys.readouterr().err
+
+
+def test_a_learner_worse_than_the_base_rate_ships_the_base_rate():
+    """Out-of-fold scores with no signal: their AUC's interval reaches 0.5, so the base rate
+    ships; with a signal the learner with the better AUC is kept, calibrated."""
+    import numpy as np
+
+    from sweworld.train.verdict import choose_learner
+
+    rng = np.random.default_rng(7)  # not the halves' seed: labels independent of the split
+    y = (rng.random(600) < 0.85).astype(int)
+    noise = {"logreg": rng.random(600), "hgb": rng.random(600)}
+    chosen, cal, selection = choose_learner(noise, y)
+    assert chosen == selection["chosen"] == "prior" and cal == {"kind": "none"}
+    assert selection["auc_low"] <= 0.5
+    signal = {"logreg": noise["logreg"], "hgb": np.clip(y * 0.6 + rng.random(600) * 0.4, 0, 1)}
+    chosen, cal, selection = choose_learner(signal, y)
+    assert chosen == selection["by_auc"] == "hgb" and cal["kind"] in ("isotonic", "platt")
+    assert selection["calibrated_brier"] < selection["prior_brier"]
+    assert selection["auc_low"] > 0.5

@@ -12,18 +12,15 @@ from sweworld.sandbox.executor import ExecutionRequest
 from sweworld.sandbox.workspace import WorkspaceChanges
 from sweworld.tasks import load_tasks
 from sweworld.transition.context import (
-    CONTEXT_FIELDS,
     ContextConfig,
     HistoryItem,
     SWTContext,
     build_context,
 )
 from sweworld.transition.prompt import (
-    PROMPT_VERSION,
     build_messages,
     render_target,
     system_prompt,
-    training_example,
 )
 from sweworld.transition.types import Prediction, WorkspaceView
 
@@ -146,34 +143,6 @@ def test_render_target():
     assert Prediction.from_dict(json.loads(text)) == Prediction("héllo\n", "warn\n", 1)
 
 
-def test_training_example_round_trips_through_json(view, slug_task):
+def test_reasoning_is_asked_for_in_the_system_prompt(view, slug_task):
     ctx = _context(view, slug_task, mode="oracle")
-    pred = Prediction(stdout="1 passed\n", stderr="", exit_code=0)
-    row = training_example(ctx, pred)
-    again = json.loads(json.dumps(row, ensure_ascii=False))
-    assert again == row
-    assert row["prompt_version"] == PROMPT_VERSION == "swt-v1"
-    assert row["context_version"] == ctx.version
-    assert row["target"] == render_target(pred)
-    assert row["messages"] == build_messages(ctx)
-    assert row["command"] == ctx.command
-    assert row["mode"] == "oracle"
-    for name in CONTEXT_FIELDS:
-        assert row[name] == getattr(ctx, name)
-        assert isinstance(row[name], str)
-    assert json.loads(row["truncated"]) == ctx.truncated
-    with_r = training_example(ctx, Prediction(stdout="x", reasoning="r"), with_reasoning=True)
-    assert json.loads(with_r["target"])["reasoning"] == "r"
-    assert "reasoning" in with_r["messages"][0]["content"]
-
-
-def test_training_examples_share_one_schema(view, slug_task):
-    rows = [
-        training_example(_context(view, slug_task, mode=mode), Prediction(stdout=mode))
-        for mode in ("blind", "oracle")
-    ]
-    assert list(rows[0]) == list(rows[1])
-    datasets = pytest.importorskip("datasets")
-    ds = datasets.Dataset.from_list(rows)
-    assert ds[1]["target"] == rows[1]["target"]
-    assert ds[0]["messages"] == rows[0]["messages"]
+    assert "reasoning" in build_messages(ctx, with_reasoning=True)[0]["content"]

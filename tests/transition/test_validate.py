@@ -28,11 +28,10 @@ from sweworld.transition.facts import Facts, compute_facts, parse_command
 from sweworld.transition.types import Prediction, WorkspaceView
 from sweworld.transition.validate import (
     FALLBACK_EXIT_CODE,
+    FALLBACK_MARKER,
     MAX_OUTPUT_CHARS,
     check_prediction,
     conservative_prediction,
-    fallback_info,
-    is_fallback,
     parse_prediction,
     parse_pytest_summary,
 )
@@ -727,15 +726,13 @@ def test_conservative_prediction_for_pytest(tmp_path, toy):
     request, facts = _facts(root, tmp_path, ["pytest", "tests/test_money.py", "-k", "format"])
     pred = conservative_prediction(request, facts)
     assert pred.exit_code == FALLBACK_EXIT_CODE
-    assert is_fallback(pred)
+    assert pred.reasoning.startswith(FALLBACK_MARKER)
     assert pred.stdout == ""
     assert "could not be simulated" in pred.stderr
     assert "pytest would collect 5 tests" in pred.stderr
     assert "tests/test_money.py::test_format[0-$0.00]" in pred.stderr
     # No outcome is claimed, so a grader finds no passing test in it.
     assert "PASSED" not in pred.stderr and "passed" not in pred.stderr
-    info = fallback_info(facts, [])
-    assert info["fallback"] is True and info["simulated"] is False
 
 
 def test_conservative_prediction_uses_what_is_exact(tmp_path, toy):
@@ -743,12 +740,11 @@ def test_conservative_prediction_uses_what_is_exact(tmp_path, toy):
     request, facts = _facts(root, tmp_path, ["python", "nope.py"])
     pred = conservative_prediction(request, facts)
     assert (pred.stderr, pred.exit_code) == (facts.exact.stderr, 2)
-    assert is_fallback(pred)
+    assert pred.reasoning.startswith(FALLBACK_MARKER)
     request, facts = _facts(root, tmp_path, ["python"])
     pred = conservative_prediction(request, facts)
     assert "interactive" in pred.stderr and pred.exit_code == 2
     request, facts = _facts(root, tmp_path, ["python", "-c", "import os\nprint(os.getcwd())"])
     pred = conservative_prediction(request, facts)
     assert pred.exit_code == FALLBACK_EXIT_CODE and pred.stdout == ""
-    assert not is_fallback(Prediction(stdout="x"))
     assert conservative_prediction(request, None).exit_code == FALLBACK_EXIT_CODE

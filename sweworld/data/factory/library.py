@@ -13,7 +13,7 @@ from pathlib import Path
 from sweworld.data.factory import mutate, transitions
 from sweworld.data.store import RecordStore
 
-__all__ = ["first_parsing", "library_roots", "read_sources", "relevant_test_files"]
+__all__ = ["first_parsing", "read_sources", "relevant_test_files"]
 
 
 def relevant_test_files(module_path: str, tests: dict[str, str]) -> list[str]:
@@ -32,18 +32,6 @@ def relevant_test_files(module_path: str, tests: dict[str, str]) -> list[str]:
                 found.append(path)
                 break
     return sorted(found) or sorted(tests)
-
-
-def library_roots(paths: Iterable[str]) -> list[str]:
-    """The top-level import names of the library's modules (a ``src/`` layout looked
-    through)."""
-    roots = set()
-    for path in paths:
-        parts = path.split("/")
-        if parts[0] == "src" and len(parts) > 1:
-            parts = parts[1:]
-        roots.add(parts[0].removesuffix(".py"))
-    return sorted(roots)
 
 
 def read_sources(

@@ -32,7 +32,6 @@ from typing import Any
 from sweworld.data.factory import issue_text, labels, mutate, run_tests, source, tasks, transitions
 from sweworld.data.factory.library import (
     first_parsing,
-    library_roots,
     read_sources,
     relevant_test_files,
 )
@@ -46,7 +45,6 @@ __all__ = [
     "FactoryError",
     "append_task_row",
     "first_parsing",
-    "library_roots",
     "make_tasks",
     "read_sources",
     "relevant_test_files",

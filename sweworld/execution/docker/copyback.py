@@ -53,7 +53,6 @@ from sweworld.execution.docker.sync import (
 from sweworld.sandbox.executor import ExecutionRequest
 
 _MAX_NAMED = 20  # skipped paths named in the info
-_KINDS = {"f": "file", "d": "dir", "l": "link"}
 
 
 @dataclass

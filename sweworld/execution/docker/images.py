@@ -51,12 +51,10 @@ from typing import Any
 from sweworld.dirs import cache_dir
 from sweworld.execution.docker.base_image import (  # re-exported: the base's names
     ACTIVATE_SHIM,
-    BASE_PACKAGES,
     ENV_PREFIX,
     HOST_MOUNT,
     IMAGE_KEY_LABEL,
     LAYOUT,
-    MIRROR,
     PIP_CACHE_MOUNT,
     PIP_OWN_SETTINGS,
     SUITE,
@@ -75,10 +73,8 @@ from sweworld.sandbox.launch import BUILD_PASSTHROUGH
 
 __all__ = [
     "ACTIVATE_SHIM",
-    "BASE_PACKAGES",
     "ENV_PREFIX",
     "LAYOUT",
-    "MIRROR",
     "SUITE",
     "TEST_IMAGE",
     "VENV_PATH",

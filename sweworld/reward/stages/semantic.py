@@ -51,7 +51,6 @@ logger.addHandler(logging.NullHandler())
 __all__ = [
     "SemanticStage",
     "change_signature",
-    "equivalence_classes",
     "gold_equivalent",
     "normalize_line",
     "normalize_source",
@@ -327,15 +326,6 @@ def change_signature(view: CandidateView) -> str:
     if not states:
         return _digest("nochange")
     return _digest(mode + "\0" + json.dumps(sorted(states.items()), ensure_ascii=False))
-
-
-def equivalence_classes(views: list[CandidateView]) -> list[list[int]]:
-    """Indices of ``views`` grouped by :func:`change_signature`, groups in order of their
-    first member (for best-of-N voting)."""
-    groups: dict[str, list[int]] = {}
-    for index, view in enumerate(views):
-        groups.setdefault(change_signature(view), []).append(index)
-    return list(groups.values())
 
 
 def gold_equivalent(candidate: CandidateView, gold: CandidateView | None) -> bool | None:

@@ -50,9 +50,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from sweworld.models import LazyLM
 from sweworld.reward.stages.model_view import model_view_patch
 from sweworld.reward.stages.swr_samples import (
     REPORT_STOPS,
@@ -85,7 +86,7 @@ __all__ = [
     "RESOLVED_CHOICES",
     "SimulatedTestsStage",
     "clear_shared_lms",
-    "shared_lm",
+    "share_lm",
     "shown_candidate_patch",
 ]
 
@@ -97,27 +98,14 @@ _SHARED: dict[str, Any] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def _is_in_process(spec: str) -> bool:
-    return spec.startswith(("embedded", "hf:"))
-
-
-def shared_lm(spec: str | None = None) -> Any:
-    """The LM for ``spec`` (``make_lm``'s forms); in-process models (``embedded...``,
-    ``hf:...``) are built once per process and shared, since loading one costs seconds."""
-    from sweworld.models import make_lm
-
-    text = (spec or DEFAULT_LM_SPEC).strip()
-    if not _is_in_process(text):
-        return make_lm(text)
+def share_lm(key: str, build: Callable[[], Any]) -> Any:
+    """The model shared in this process under ``key`` (a spec), made by ``build()`` the
+    first time: in-process SWR models load in seconds, so every rewarder of the process
+    shares one (``sweworld.world.swr_lm_from_spec`` builds them through here)."""
     with _SHARED_LOCK:
-        lm = _SHARED.get(text)
+        lm = _SHARED.get(key)
         if lm is None:
-            if text in ("embedded", "embedded:default"):  # the shipped SWR adapter, if any
-                from sweworld.models.embedded import load_embedded
-
-                lm = _SHARED[text] = load_embedded(target="swr")
-            else:
-                lm = _SHARED[text] = make_lm(text)
+            lm = _SHARED[key] = build()
         return lm
 
 
@@ -170,9 +158,10 @@ class SimulatedTestsStage:
     the SWR model writes (see the module docstring).
 
     Args:
-        lm: an LM instance (kept; shared with the caller), a ``make_lm`` spec (built on
-            first use; in-process models are shared per process, see :func:`shared_lm`), or
-            None for :data:`DEFAULT_LM_SPEC` (the embedded model).
+        lm: an LM object (kept, shared with the caller, never closed here):
+            ``sweworld.world.swr_lm_from_spec(spec)`` builds one from a spec (lazily; the
+            in-process models shared per process, see :func:`share_lm`). A spec string or
+            None is refused (``TypeError``).
         samples: reports per candidate; 1 is one greedy report, more are sampled at
             ``temperature`` with ``seed`` (one request, ``n=samples``).
         temperature: sampling temperature when ``samples > 1``.
@@ -224,9 +213,12 @@ class SimulatedTestsStage:
             raise ValueError(f"samples must be at least 1, got {samples}")
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
-        self._spec = lm if isinstance(lm, str) or lm is None else None
-        self._lm: Any = None if self._spec is not None or lm is None else lm
-        self._owned = False
+        if lm is None or isinstance(lm, str):
+            raise TypeError(
+                f"SimulatedTestsStage takes an LM object, not {lm!r}: build it with "
+                f"sweworld.world.swr_lm_from_spec(spec) (default spec {DEFAULT_LM_SPEC!r})"
+            )
+        self._lm: Any = lm
         self.samples = int(samples)
         self.temperature = float(temperature)
         self.seed = int(seed)
@@ -245,17 +237,15 @@ class SimulatedTestsStage:
 
     @property
     def lm(self) -> Any:
-        """The language model (built on first use from the spec)."""
-        with self._lock:
-            if self._lm is None:
-                spec = (self._spec or DEFAULT_LM_SPEC).strip()
-                self._lm = shared_lm(spec)
-                self._owned = not _is_in_process(spec)
-            return self._lm
+        """The language model; a :class:`~sweworld.models.LazyLM` is loaded now and its
+        model returned (the backend checks read it: in-process, log-probabilities)."""
+        lm = self._lm
+        return lm.load() if isinstance(lm, LazyLM) else lm
 
     def _is_embedded(self, lm: Any) -> bool:
-        if self._spec is not None or self._lm is None:
-            return (self._spec or DEFAULT_LM_SPEC).startswith("embedded")
+        spec = getattr(self._lm, "spec", None) if isinstance(self._lm, LazyLM) else None
+        if isinstance(spec, str):
+            return spec.startswith("embedded")
         info = getattr(lm, "_extra_info", None)
         if isinstance(info, Mapping) and info.get("embedded"):
             return True
@@ -589,11 +579,5 @@ class SimulatedTestsStage:
         )
 
     def close(self) -> None:
-        """Close the model if this stage built it (shared and given models stay open)."""
-        with self._lock:
-            lm, owned = self._lm, self._owned
-            if owned:
-                self._lm = None
-                self._owned = False
-        if owned and lm is not None:
-            lm.close()
+        """Nothing to release: the model is the caller's (shared and given models stay
+        open)."""

@@ -1,6 +1,6 @@
 """SWR's learned part: the prompt, the answer format and its parser (stage 4, simulated tests).
 
-- :func:`build_swr_prompt` / :func:`build_swr_messages`: the versioned prompt
+- :func:`build_swr_prompt`: the versioned prompt
   (:data:`SWR_FORMAT_VERSION`), oracle or blind, with per-section token budgets
   (:class:`SWRPromptConfig`, :data:`EMBEDDED_SWR_CONFIG` for the embedded model);
 - :func:`swr_target`: the answer a model is trained to write,
@@ -25,7 +25,6 @@ from sweworld.reward.swr.prompt import (
     SWR_REASONING_PREFILL,
     SWRPrompt,
     SWRPromptConfig,
-    build_swr_messages,
     build_swr_prompt,
     swr_resolved_prefix,
     swr_status_prefix,
@@ -44,7 +43,6 @@ __all__ = [
     "ParsedReport",
     "SWRPrompt",
     "SWRPromptConfig",
-    "build_swr_messages",
     "build_swr_prompt",
     "constrained_reports",
     "normalize_status",

@@ -62,7 +62,6 @@ __all__ = [
     "SWR_REASONING_PREFILL",
     "SWRPrompt",
     "SWRPromptConfig",
-    "build_swr_messages",
     "build_swr_prompt",
     "swr_report_schema",
     "swr_resolved_prefix",
@@ -417,22 +416,6 @@ def build_swr_prompt(
         truncated={n: results[n][1] for n in names if results[n][1] > 0},
         prompt_tokens=tok(system) + tok(user),
     )
-
-
-def build_swr_messages(
-    task: Any,
-    candidate_patch: str,
-    *,
-    mode: str = "oracle",
-    config: SWRPromptConfig | None = None,
-    base_dir: str | Path | None = None,
-    count_tokens: Callable[[str], int] | None = None,
-) -> Messages:
-    """The chat messages of :func:`build_swr_prompt` (``[system, user]``)."""
-    return build_swr_prompt(
-        task, candidate_patch, mode=mode, config=config, base_dir=base_dir,
-        count_tokens=count_tokens,
-    ).messages  # fmt: skip
 
 
 def swr_target(tests: Mapping[str, Any], resolved: bool, reasoning: str | None = None) -> str:

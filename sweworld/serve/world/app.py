@@ -31,9 +31,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sweworld.serve.world import schemas as s
 from sweworld.serve.world.auth import ANONYMOUS, TokenSet
-from sweworld.serve.world.handler import WorldConfig, WorldError, WorldHandler
+from sweworld.serve.world.handler import ServiceConfig, WorldError, WorldHandler
 
-__all__ = ["OPEN_PATHS", "Gate", "JsonErrors", "WorldConfig", "create_app"]
+__all__ = ["OPEN_PATHS", "Gate", "JsonErrors", "ServiceConfig", "create_app"]
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ class JsonErrors:
                 await _send_json(send, 500, "internal", "the request was not answered")
 
 
-def create_app(config: WorldConfig, handler: WorldHandler | None = None) -> FastAPI:
+def create_app(config: ServiceConfig, handler: WorldHandler | None = None) -> FastAPI:
     """The world service's app (``handler`` is made from ``config`` when not given; the
     app closes it at shutdown either way)."""
     world = handler if handler is not None else WorldHandler(config)

@@ -1,4 +1,4 @@
-"""The world service's configuration (:class:`WorldConfig`)."""
+"""The world service's configuration (:class:`ServiceConfig`)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from sweworld.env import EpisodeConfig
 from sweworld.serve.world.policy import ALL_CLIENT_KEYS, CODE_KEYS, DEFAULT_CLIENT_KEYS
 
-__all__ = ["SESSION_FDS", "WorldConfig", "check_disk_budget", "sessions_that_fit"]
+__all__ = ["SESSION_FDS", "ServiceConfig", "check_disk_budget", "sessions_that_fit"]
 
 
 @dataclass
-class WorldConfig:
+class ServiceConfig:
     """How the world service runs.
 
     Attributes:

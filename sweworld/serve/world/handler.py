@@ -52,7 +52,7 @@ from sweworld.env import Episode, EpisodeConfig, EpisodeError
 from sweworld.serve.world import schemas as s
 from sweworld.serve.world.auth import RateWindow
 from sweworld.serve.world.components import Components, ConfigsExhausted, Lease
-from sweworld.serve.world.config import WorldConfig
+from sweworld.serve.world.config import ServiceConfig
 from sweworld.serve.world.policy import (
     ALL_CLIENT_KEYS,
     PolicyError,
@@ -71,12 +71,12 @@ from sweworld.serve.world.replies import (
     text_safe,
 )
 
-__all__ = ["CLIENT_KEYS", "WorldConfig", "WorldError", "WorldHandler"]
+__all__ = ["CLIENT_KEYS", "ServiceConfig", "WorldError", "WorldHandler"]
 
 log = logging.getLogger(__name__)
 
 #: Every override key a client may name at all (the operator's allow-list decides which
-#: it may change: :attr:`WorldConfig.allowed_client_keys`).
+#: it may change: :attr:`ServiceConfig.allowed_client_keys`).
 CLIENT_KEYS = ALL_CLIENT_KEYS
 
 
@@ -84,13 +84,13 @@ class WorldHandler:
     """The service's episodes and the calls on them (see the module docstring).
 
     Args:
-        config: the service's :class:`WorldConfig`.
+        config: the service's :class:`ServiceConfig`.
         manager: a session manager to share (one is made under ``runtime_root`` otherwise,
             and closed by :meth:`drain`).
         metrics: a metrics object (``episode_opened``, ``step_done``, ...; made otherwise).
     """
 
-    def __init__(self, config: WorldConfig, *, manager: Any = None, metrics: Any = None):
+    def __init__(self, config: ServiceConfig, *, manager: Any = None, metrics: Any = None):
         self.config = config
         if metrics is None:
             from sweworld.serve.world.metrics import Metrics

@@ -1,13 +1,13 @@
 """What a client of the world service may ask for: episode-config overrides, task rows, text.
 
 The world service runs episodes with the configuration its operator chose
-(:attr:`WorldConfig.episode`). A client sends overrides; this module decides which it may
+(:attr:`ServiceConfig.episode`). A client sends overrides; this module decides which it may
 send, by three rules:
 
 - a value equal to the server's own is always accepted (a client that sends its whole
   config);
 - any other value needs its key in the operator's allow-list
-  (:attr:`WorldConfig.client_config_keys`, ``--client-config-keys``; the default,
+  (:attr:`ServiceConfig.client_config_keys`, ``--client-config-keys``; the default,
   :data:`DEFAULT_CLIENT_KEYS`, holds the keys that change neither code, models nor what
   the server spends beyond the operator's limits);
 - an allowed value is bounded by the server's: a limit may be lowered, never raised or

@@ -269,10 +269,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
-    """The :class:`~sweworld.serve.world.config.WorldConfig` the options describe."""
+    """The :class:`~sweworld.serve.world.config.ServiceConfig` the options describe."""
     from sweworld.env import EpisodeConfig
     from sweworld.serve.world.auth import read_tokens_file
-    from sweworld.serve.world.config import WorldConfig
+    from sweworld.serve.world.config import ServiceConfig
     from sweworld.tasks.toy import toy_tasks_path
 
     tokens = list(args.token or [])
@@ -289,7 +289,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         max_wall_s=args.max_wall,
         max_observation_chars=args.max_observation_chars,
     )
-    return WorldConfig(
+    return ServiceConfig(
         tokens=tuple(tokens),
         no_auth=args.no_auth,
         episode=episode,

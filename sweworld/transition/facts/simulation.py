@@ -98,20 +98,6 @@ def assigned_names(target: ast.AST, value: ast.AST) -> list[str]:
     raise StopProgram
 
 
-def _target_names(target: ast.AST) -> list[str] | None:
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        out: list[str] = []
-        for elt in target.elts:
-            names = _target_names(elt)
-            if names is None:
-                return None
-            out.extend(names)
-        return out
-    return None
-
-
 def contains_bytes(value: Any) -> bool:
     if isinstance(value, (bytes, bytearray)):
         return True

@@ -25,6 +25,7 @@ runner's own format. The ledger of each session holds the outcomes this executor
 from __future__ import annotations
 
 import posixpath
+import re
 import threading
 import time
 from pathlib import Path
@@ -40,6 +41,7 @@ from sweworld.transition.outcome.features import (
     shlex_join,
     step_features,
 )
+from sweworld.transition.outcome.fixtures import environment_plugins, setup_errors
 from sweworld.transition.outcome.graded import graded_ids, graded_state, graded_tests
 from sweworld.transition.outcome.model import OutcomeModel
 from sweworld.transition.outcome.render import (
@@ -56,6 +58,8 @@ __all__ = ["DEFAULT_MODEL", "OutcomeExecutor", "outcome_with_lm"]
 #: The shipped model (trained by ``sweworld train outcome``; see its README).
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "adapters" / "outcome-default" / "model.json"
 _MAX_TESTS = 5000
+#: A command that may install packages (the environment's plugins are then unknown).
+_INSTALLS = re.compile(r"\binstall\b|\bsetup\.py\s+develop\b")
 
 
 class OutcomeExecutor:
@@ -132,6 +136,8 @@ class OutcomeExecutor:
         state = FileState.from_dirs(
             request.workspace or Path("/nonexistent"), request.base, changed, request.tmp
         )
+        if _INSTALLS.search(" ".join(argv)):
+            self._ledger(request.session_id).installed = True
         exact = self._exact(request, kind, state, info)
         if exact is not None:
             info["latency_s"] = round(time.perf_counter() - start, 6)
@@ -171,7 +177,9 @@ class OutcomeExecutor:
         info.update(route="outcome-model", exit_class=exit_cls, exception=exception)
         if kind in TEST_RUNNER_KINDS:
             graded = self._graded(request.task, state, ids, info)
-            result = self._tests(ids, step, state, ledger, exit_cls, exception, info, graded)
+            result = self._tests(
+                ids, step, state, ledger, exit_cls, exception, info, graded, request.task
+            )
         else:
             result = self._script(request, step, state, exit_cls, exception, info)
         key = shlex_join(argv)
@@ -264,13 +272,23 @@ class OutcomeExecutor:
         exception: str,
         info: dict[str, Any],
         graded: dict[str, str] | None = None,
+        task: Any = None,
     ) -> ExecutionResult:
         cache: dict[str, Any] = {}
         rows = [per_test_features(step, t, state, ledger, cache) for t in ids]
         _, predicted = self.model.decide_tests(step.values, rows, self.mode)
+        plugins = None if ledger.installed else environment_plugins(task)
+        setup = {
+            t: e
+            for t, e in setup_errors(state.text, ids, plugins, argv=step.info.argv).items()
+            if not graded or t not in graded  # the reward's decision stays the one truth
+        }
+        if setup:  # exact: pytest cannot resolve these tests' fixtures
+            info["setup_errors"] = len(setup)
         statuses: dict[str, str] = {}
         for test, status in zip(ids, predicted, strict=True):
             status = graded.get(test, status) if graded else status
+            status = "ERROR" if test in setup else status
             statuses[test] = status
             if status in ("FAILED", "ERROR") and step.values[step_index("exitfirst")]:
                 break
@@ -293,6 +311,7 @@ class OutcomeExecutor:
                 quiet=bool(step.info.pytest and step.info.pytest.verbosity < 0),
                 collection_errors=errors if exit_cls == "2" else (),
                 deselected=int(info.get("deselected", 0)),
+                setup_errors=setup,
             )
             if exit_cls == "2" and errors:
                 code = 2
@@ -382,13 +401,14 @@ class OutcomeExecutor:
 
 
 def outcome_with_lm(
-    lm: Any = "embedded",
+    lm: Any,
     mode: str = "oracle",
     model: str | Path | OutcomeModel | None = None,
     **simulated: Any,
 ) -> OutcomeExecutor:
     """The hybrid world (executor name ``outcome-lm``): the outcome model decides every
-    step, and the language model ``lm`` writes the printed text of a script whose output the
+    step, and the language model ``lm`` (an LM object: :func:`sweworld.world.lm_from_spec`
+    builds one from a spec) writes the printed text of a script whose output the
     session has not seen (``info["text_source"] == "lm"``). ``simulated``: options of
     :class:`~sweworld.transition.simulated.SimulatedExecutor` (``step_timeout``, ``seed``)."""
     from sweworld.transition.simulated import SimulatedExecutor

@@ -141,11 +141,15 @@ def _imports(tree: ast.Module, rel: str) -> list[str]:
 
 @dataclass
 class Ledger:
-    """What a session saw earlier: last exit code by command, last status by test id."""
+    """What a session saw earlier: last exit code by command, last status by test id,
+    whether it may have installed packages."""
 
     exits: dict[str, int] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)
     steps: int = 0
+    #: a command of the session may have installed packages (the environment's plugins
+    #: are no longer known)
+    installed: bool = False
 
     def record(self, command: str, exit_code: int, statuses: Mapping[str, str]) -> None:
         self.exits[command] = int(exit_code)

@@ -131,24 +131,67 @@ class Head:
     def classes(self) -> list[str]:
         return list(self.body["classes"])
 
-    def _tree_raw(self, X: np.ndarray, tree: dict[str, list]) -> np.ndarray:
-        feature = np.asarray(tree["feature"], dtype=np.int64)
-        threshold = np.asarray(tree["threshold"], dtype=float)
-        missing_left = np.asarray(tree["missing_left"], dtype=bool)
-        left = np.asarray(tree["left"], dtype=np.int64)
-        right = np.asarray(tree["right"], dtype=np.int64)
-        leaf = np.asarray(tree["leaf"], dtype=bool)
-        value = np.asarray(tree["value"], dtype=float)
-        node = np.zeros(len(X), dtype=np.int64)
-        rows = np.arange(len(X))
-        for _ in range(len(feature)):
+    def _forest(self) -> tuple[np.ndarray, ...]:
+        """Every tree's nodes in flat arrays (children offset to the flat index), built once:
+        (feature, threshold, missing_left, left, right, leaf, value, roots, class of each
+        tree, most nodes of one tree)."""
+        cached = self.__dict__.get("_flat")
+        if cached is not None:
+            return cached
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in
+                                              ("feature", "threshold", "missing_left", "left",
+                                               "right", "leaf", "value")}  # fmt: skip
+        roots, classes, offset, biggest = [], [], 0, 1
+        for iteration in self.body["trees"]:
+            for j, tree in enumerate(iteration):
+                n = len(tree["feature"])
+                if n == 0 or any(len(tree[k]) != n for k in parts):
+                    raise ValueError("a tree whose node lists differ in length")
+                for key, dtype in (
+                    ("feature", np.int64),
+                    ("threshold", float),
+                    ("missing_left", bool),
+                    ("leaf", bool),
+                    ("value", float),
+                ):
+                    parts[key].append(np.asarray(tree[key], dtype=dtype))  # fmt: skip
+                for key in ("left", "right"):
+                    child = np.asarray(tree[key], dtype=np.int64)
+                    inner = ~parts["leaf"][-1]
+                    if inner.any() and (child[inner].min() < 0 or child[inner].max() >= n):
+                        raise ValueError("a tree whose children point outside it")
+                    parts[key].append(np.clip(child, 0, n - 1) + offset)
+                roots.append(offset)
+                classes.append(j)
+                offset += n
+                biggest = max(biggest, n)
+        arrays = [np.concatenate(parts[k]) for k in parts]
+        flat = (*arrays, np.asarray(roots, dtype=np.int64), np.asarray(classes, dtype=np.int64),
+                biggest)  # fmt: skip
+        self.__dict__["_flat"] = flat
+        return flat
+
+    def _trees_raw(self, X: np.ndarray, k: int) -> np.ndarray:
+        """The summed leaf values of every tree, per class: all trees walked at once."""
+        feature, threshold, missing_left, left, right, leaf, value, roots, cls, biggest = (
+            self._forest()
+        )
+        if len(feature) and (feature.max() >= X.shape[1] or feature.min() < 0):
+            raise ValueError("a tree reads a feature the input does not have")
+        node = np.broadcast_to(roots, (len(X), len(roots))).copy()
+        rows = np.arange(len(X))[:, None]
+        for _ in range(biggest):
             active = ~leaf[node]
             if not active.any():
                 break
             x = X[rows, feature[node]]
             go_left = np.where(np.isnan(x), missing_left[node], x <= threshold[node])
             node = np.where(active, np.where(go_left, left[node], right[node]), node)
-        return value[node]
+        raw = np.zeros((len(X), k))
+        leaves = value[node]
+        for j in range(k):
+            raw[:, j] = leaves[:, cls == j].sum(axis=1)
+        return raw
 
     def proba(self, X: np.ndarray) -> np.ndarray:
         """Class probabilities, shape (n, len(classes))."""
@@ -158,9 +201,8 @@ class Head:
         if body["kind"] == "trees":
             baseline = np.asarray(body["baseline"], dtype=float)
             raw = np.tile(baseline, (len(X), 1))
-            for iteration in body["trees"]:
-                for j, tree in enumerate(iteration):
-                    raw[:, j] += self._tree_raw(X, tree)
+            if body["trees"]:
+                raw += self._trees_raw(X, raw.shape[1])
         else:
             if body.get("mean") is not None:
                 X = (X - np.asarray(body["mean"])) / np.asarray(body["std"])

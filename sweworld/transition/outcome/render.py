@@ -18,6 +18,7 @@ import ast
 import posixpath
 import warnings
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import sweworld.pyast as pyast
 from sweworld.execution.log_render import render_django_log
@@ -37,8 +38,14 @@ _COUNT_WORDS = (
     ("FAILED", "failed"),
     ("PASSED", "passed"),
     ("SKIPPED", "skipped"),
-    ("ERROR", "error"),
 )
+#: pytest's own fixtures as its "available fixtures" line lists them (pytest 7).
+_AVAILABLE = (
+    "cache", "capfd", "capfdbinary", "caplog", "capsys", "capsysbinary", "doctest_namespace",
+    "monkeypatch", "pytestconfig", "record_property", "record_testsuite_property",
+    "record_xml_attribute", "recwarn", "tmp_path", "tmp_path_factory", "tmpdir",
+    "tmpdir_factory",
+)  # fmt: skip
 _LETTER = {"PASSED": ".", "FAILED": "F", "ERROR": "E", "SKIPPED": "s"}
 
 
@@ -104,10 +111,28 @@ def _failure_section(test_id: str, exception: str, source: str | None) -> list[s
     return out
 
 
+def _setup_error_section(test_id: str, error: Any, rootdir: str) -> list[str]:
+    """pytest's ERRORS block of a test whose fixture cannot be resolved."""
+    path, _, rest = test_id.partition("::")
+    name = ".".join(rest.split("::")) if rest else path
+    where = f"{rootdir}/{path}"
+    return [
+        _banner(f"ERROR at setup of {name}", "_"),
+        f"file {where}, line {error.line}",
+        f"      {error.signature}",
+        f"E       {error.message}",
+        f">       available fixtures: {', '.join(_AVAILABLE)}",
+        ">       use 'pytest --fixtures [testpath]' for help on them.",
+        "",
+        f"{where}:{error.line}",
+    ]
+
+
 def render_pytest(
     statuses: Mapping[str, str],
     *,
     exceptions: Mapping[str, str] | None = None,
+    setup_errors: Mapping[str, Any] | None = None,
     sources: Mapping[str, str | None] | None = None,
     report_chars: str = "",
     quiet: bool = False,
@@ -121,8 +146,11 @@ def render_pytest(
     """pytest's output for ``statuses`` (``{test id: PASSED|FAILED|ERROR|SKIPPED}``, in run
     order). ``report_chars``: the ``-r`` letters (``A`` lists every test);
     ``collection_errors``: files whose collection failed (an interrupted run);
-    ``deselected``: tests collected but not selected (``-k``, ``-m``, ``--deselect``)."""
+    ``deselected``: tests collected but not selected (``-k``, ``-m``, ``--deselect``);
+    ``setup_errors``: tests that error at setup on a fixture (a
+    :class:`~sweworld.transition.outcome.fixtures.SetupError` each), shown in ``ERRORS``."""
     exceptions = exceptions or {}
+    setup_errors = {t: e for t, e in (setup_errors or {}).items() if statuses.get(t) == "ERROR"}
     sources = sources or {}
     out: list[str] = []
     if not quiet:
@@ -148,12 +176,14 @@ def render_pytest(
         done += len(letters)
         head = "".join(letters) if quiet else f"{path} {''.join(letters)}"
         out.append(f"{head:<{_WIDTH - 7}}[{int(100 * done / total):>3}%]")
-    if collection_errors:
+    if collection_errors or setup_errors:
         out += ["", _banner("ERRORS")]
         for path in collection_errors:
             exc = exceptions.get(path, "ImportError")
             out += [_banner(f"ERROR collecting {path}", "_"), f"E   {exc}"]
-    failing = [t for t, s in statuses.items() if s in ("FAILED", "ERROR")]
+        for test, error in setup_errors.items():
+            out += _setup_error_section(test, error, rootdir)
+    failing = [t for t, s in statuses.items() if s in ("FAILED", "ERROR") and t not in setup_errors]
     if failing:
         out += ["", _banner("FAILURES")]
         for test in failing:
@@ -177,6 +207,8 @@ def render_pytest(
                 continue
             exc = exceptions.get(test, "AssertionError")
             suffix = f" - {exc}" if status in ("FAILED", "ERROR") else ""
+            if test in setup_errors:
+                suffix = ""  # pytest names a fixture error without a message
             summary.append(f"{status} {test}{suffix}")
     summary += [f"ERROR {path}" for path in collection_errors]
     if summary:
@@ -184,11 +216,12 @@ def render_pytest(
     counts = {s: 0 for s, _ in _COUNT_WORDS}
     for status in statuses.values():
         counts[status] = counts.get(status, 0) + 1
+    counts["ERROR"] = counts.get("ERROR", 0) + n_err
     parts = [f"{counts[s]} {w}" for s, w in _COUNT_WORDS if counts.get(s)]
-    if n_err:
-        parts.append(f"{n_err} error{'s' if n_err != 1 else ''}")
-    if deselected:
+    if deselected:  # pytest's order: failed, passed, skipped, deselected, ..., errors
         parts.append(f"{deselected} deselected")
+    if counts["ERROR"]:
+        parts.append(f"{counts['ERROR']} error{'s' if counts['ERROR'] != 1 else ''}")
     text = ", ".join(parts) if parts else "no tests ran"
     if collection_errors:
         out.append(

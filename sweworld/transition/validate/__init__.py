@@ -20,8 +20,6 @@ from sweworld.transition.validate.fallback import (
     FALLBACK_EXIT_CODE,
     FALLBACK_MARKER,
     conservative_prediction,
-    fallback_info,
-    is_fallback,
 )
 from sweworld.transition.validate.parsing import MAX_ANSWER_CHARS, parse_prediction
 from sweworld.transition.validate.pytest_output import PytestSummary, parse_pytest_summary
@@ -35,8 +33,6 @@ __all__ = [
     "PytestSummary",
     "check_prediction",
     "conservative_prediction",
-    "fallback_info",
-    "is_fallback",
     "parse_prediction",
     "parse_pytest_summary",
 ]

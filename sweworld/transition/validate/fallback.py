@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
 from typing import Any
 
 from sweworld.sandbox.executor import NO_EXECUTOR_EXIT_CODE
@@ -12,7 +11,6 @@ from sweworld.transition.facts import (
     Facts,
 )
 from sweworld.transition.types import Prediction
-from sweworld.transition.validate.records import Issue
 
 #: Exit code of :func:`conservative_prediction`: the command was not executed (the same
 #: code the project uses for "refused or no executor").
@@ -40,7 +38,7 @@ def conservative_prediction(request: Any, facts: Facts | None) -> Prediction:
     What is known is still given: an exact answer (:attr:`Facts.exact`) or a hint is
     returned as is; otherwise the message lists the tests pytest would collect, syntax
     errors and missing imports found, in stderr. ``reasoning`` starts with
-    :data:`FALLBACK_MARKER`; put :func:`fallback_info` in the result's ``info``.
+    :data:`FALLBACK_MARKER`.
     """
     if facts is not None and facts.hint:
         return Prediction(
@@ -91,18 +89,3 @@ def _known_facts_lines(facts: Facts) -> list[str]:
             + (":\n" + shown + more if tests else ".")
         )
     return lines
-
-
-def is_fallback(pred: Prediction) -> bool:
-    """Whether ``pred`` came from :func:`conservative_prediction`."""
-    return (pred.reasoning or "").startswith(FALLBACK_MARKER)
-
-
-def fallback_info(facts: Facts | None, issues: Sequence[Issue] = ()) -> dict[str, Any]:
-    """The ``info`` flags of a fallback answer (for ``ExecutionResult.info``)."""
-    return {
-        "fallback": True,
-        "simulated": False,
-        "exact": bool(facts is not None and (facts.exact is not None or facts.hint)),
-        "issues": [issue.code for issue in issues],
-    }

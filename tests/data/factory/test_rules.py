@@ -7,7 +7,7 @@ import json
 from sweworld.data.factory.issue_text import error_lines, find_repro_call, problem_statement
 from sweworld.data.factory.labels import test_edit_patch
 from sweworld.data.factory.mutate import mutations
-from sweworld.data.factory.pipeline import library_roots, relevant_test_files
+from sweworld.data.factory.pipeline import relevant_test_files
 from sweworld.data.factory.run_tests import RunOutcome
 from sweworld.data.factory.tasks import Screened, judge, make_row, mutant_patch
 from sweworld.data.factory.transitions import agent_commands, module_name, repro_script
@@ -129,7 +129,6 @@ def test_candidates_commands_and_module_names() -> None:
     assert test_edit_patch(TEST, "t.py", "t.py::test_missing") == ""
     assert module_name("src/pkg/sub/__init__.py") == "pkg.sub"
     assert module_name("inflection.py") == "inflection"
-    assert library_roots(["src/pkg/a.py", "mod.py", "pkg2/__init__.py"]) == ["mod", "pkg", "pkg2"]
     cmds = agent_commands("t.py::test_a", "t.py", "pkg.core", None, "buggy")
     assert cmds[0] == "python -m pytest t.py::test_a" and "python -m pytest -x -q" in cmds
     assert len(agent_commands("t.py::test_a", "t.py", "pkg", None, "wrong")) == 2

@@ -13,10 +13,11 @@ import pytest
 
 from sweworld.models import ContextTooLong, LMUnavailable, ReplayLM
 from sweworld.models.base import BaseLM, Generation
-from sweworld.reward.stages.simulated_tests import SimulatedTestsStage, shared_lm
+from sweworld.reward.stages.simulated_tests import SimulatedTestsStage
 from sweworld.reward.swr import SWR_PREFILL, SWRPromptConfig, swr_target
 from sweworld.reward.types import CandidateView, ChangedFile, RewardContext
 from sweworld.tasks.toy import toy_data_dir
+from sweworld.world import swr_lm_from_spec
 
 
 def context(task, patch=None, mode="oracle", base_dir=True) -> RewardContext:
@@ -152,7 +153,9 @@ def test_lm_errors_give_error_verdicts(toy_tasks):
     assert "LMUnavailable" in result.message and "unavailable" in result.evidence["error"]
     exhausted = SimulatedTestsStage(ReplayLM([]), samples=1).run(context(task))
     assert exhausted.verdict == "error"
-    broken_spec = SimulatedTestsStage("nonsense:spec", samples=1).run(context(task))
+    broken_spec = SimulatedTestsStage(swr_lm_from_spec("nonsense:spec"), samples=1).run(
+        context(task)
+    )
     assert broken_spec.verdict == "error" and "no SWR model" in broken_spec.message
     no_task = SimulatedTestsStage(ReplayLM([report(task)]), samples=1).run(
         RewardContext(task=None, candidate=CandidateView(patch=task.patch))
@@ -334,12 +337,21 @@ def test_lm_from_a_spec_string(toy_tasks, tmp_path):
     recorded = tmp_path / "answers.jsonl"
     answer = swr_target({task.FAIL_TO_PASS[0]: "PASSED"}, True)
     recorded.write_text(json.dumps({"text": answer}) + "\n")
-    stage = SimulatedTestsStage(f"replay:{recorded}", samples=1, use_logprobs=False)
-    assert stage._lm is None  # built on first use
+    lazy = swr_lm_from_spec(f"replay:{recorded}")
+    stage = SimulatedTestsStage(lazy, samples=1, use_logprobs=False)
+    assert not lazy.loaded  # built on first use
     result = stage.run(context(task))
-    assert result.score == 1.0 and isinstance(stage.lm, ReplayLM)
-    assert shared_lm(f"replay:{recorded}") is not stage.lm  # only in-process models are shared
+    assert result.score == 1.0 and isinstance(stage.lm, ReplayLM) and lazy.loaded
+    # only in-process models are shared
+    assert swr_lm_from_spec(f"replay:{recorded}", lazy=False) is not stage.lm
     stage.close()
+    lazy.close()
+
+
+@pytest.mark.parametrize("spec", [None, "embedded", "replay:x.jsonl"])
+def test_a_spec_is_for_the_world_to_build(spec):
+    with pytest.raises(TypeError, match="swr_lm_from_spec"):
+        SimulatedTestsStage(spec)
 
 
 # ---------------------------------------------------------------- the embedded model
@@ -359,16 +371,16 @@ def embedded_lm():
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # robust on a shared machine (see tests/transition/test_lm.py)
-    yield shared_lm("embedded")
+    yield swr_lm_from_spec("embedded", lazy=False)
     torch.set_num_threads(threads)
 
 
 @pytest.mark.slow
 def test_embedded_model_gives_a_probability_in_bounded_time(toy_tasks, embedded_lm):
     task = toy_tasks[0]
-    assert shared_lm("embedded") is embedded_lm  # one model per process
+    assert swr_lm_from_spec("embedded", lazy=False) is embedded_lm  # one model per process
     started = time.perf_counter()
-    oracle = SimulatedTestsStage("embedded", samples=1).run(context(task))
+    oracle = SimulatedTestsStage(swr_lm_from_spec("embedded"), samples=1).run(context(task))
     assert oracle.verdict in ("pass", "fail"), oracle.message
     assert 0.0 <= oracle.score <= 1.0
     assert oracle.evidence["decoding"] == "constrained"

@@ -4,26 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from sweworld.execution.log_parsers import parse_pytest_log
 from sweworld.sandbox.registry import make_executor
-from sweworld.train.outcome import train_heads
-from sweworld.train.outcome_data import BaseCheckouts, load_rows
 from sweworld.transition.outcome.executor import OutcomeExecutor
 from sweworld.transition.outcome.model import OutcomeModel
-
-
-@pytest.fixture(scope="module")
-def calc_model(calc_data, tmp_path_factory) -> Path:
-    cache = tmp_path_factory.mktemp("bases")
-    rows = load_rows([calc_data["data"]], BaseCheckouts([calc_data["repo"]], cache))
-    model = OutcomeModel(
-        train_heads(rows, "hgb", 20, 0), {"trained_kinds": sorted({r.kind for r in rows})}
-    )
-    return model.save(tmp_path_factory.mktemp("model") / "model.json")
 
 
 def last_info(outcome) -> dict:

@@ -172,3 +172,37 @@ def test_heads_per_mode_are_used_for_their_mode() -> None:
     assert model.predict_exit(row, "oracle") == ["1"]
     assert model.predict_exit(row, "blind") == ["0"]
     assert model.predict_exception(row, "blind") == ["none"]
+
+
+def test_hostile_trees_are_refused_or_bounded() -> None:
+    """A tree whose child points outside it is refused with a clear error; a tree whose
+    children loop back is walked a bounded number of steps (no hang)."""
+
+    def head(left: list[int], right: list[int]) -> Head:
+        tree = {
+            "feature": [0, 0, 0],
+            "threshold": [0.5, 0.0, 0.0],
+            "missing_left": [1, 0, 0],
+            "left": left,
+            "right": right,
+            "leaf": [0, 1, 1],
+            "value": [0.0, -1.0, 1.0],
+        }
+        return Head({"kind": "trees", "baseline": [0.0], "trees": [[tree]], "classes": ["0", "1"]})
+
+    X = np.asarray([[0.0], [1.0], [np.nan]])
+    p = head([1, 0, 0], [2, 0, 0]).proba(X)[:, 1]
+    np.testing.assert_allclose(p, 1 / (1 + np.exp([1.0, -1.0, 1.0])))
+    with pytest.raises(ValueError, match="outside"):
+        head([7, 0, 0], [2, 0, 0]).proba(X)
+    looping = {
+        "feature": [0],
+        "threshold": [0.5],
+        "missing_left": [1],
+        "left": [0],
+        "right": [0],
+        "leaf": [0],
+        "value": [0.25],
+    }
+    body = {"kind": "trees", "baseline": [0.0], "trees": [[looping]], "classes": ["0", "1"]}
+    assert Head(body).proba(X).shape == (3, 2)
