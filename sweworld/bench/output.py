@@ -389,7 +389,9 @@ def command_line(argv: Sequence[str] | None) -> str:
     name = program.name
     if program.parent.name == "sweworld" and name in ("__main__.py", "cli.py"):
         name = "sweworld"
-    return " ".join([name, *(sys.argv[1:] if argv is None else argv)])
+    import shlex
+
+    return " ".join([name, *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
 
 
 def _line_progress(items: Iterable[T], total: int | None, desc: str) -> Iterator[T]:

@@ -52,7 +52,7 @@ def _tasks_file(args: argparse.Namespace) -> Path:
 
 def _run_side(tree: Path, args: argparse.Namespace, folder: Path) -> None:
     argv = [
-        sys.executable, "-m", "sweworld.cli", "bench", "throughput", "--out", str(folder),
+        sys.executable, "-m", "sweworld", "bench", "throughput", "--out", str(folder),
         "--fresh", "--no-sessions", "--models", args.models, "--real", args.real,
         "--concurrency", args.concurrency, "--steps", str(args.steps),
         "--tasks", str(_tasks_file(args)),

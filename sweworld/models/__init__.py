@@ -171,17 +171,29 @@ class LazyLM:
         self._model: Any = None
         self._closed = False
         self._load_lock = threading.Lock()
+        self._loading: int | None = None  # the thread running the loader, while it runs
 
     def load(self) -> Any:
-        """The model (loaded now if it was not)."""
+        """The model (loaded now if it was not). A load that raises leaves the proxy
+        unloaded (the next use tries again and raises again); a loader that answers None or
+        loads this proxy again (itself, directly or through other proxies) raises
+        :class:`LMUnavailable` instead of returning None or deadlocking."""
+        if self._loading == threading.get_ident():
+            raise LMUnavailable(f"the loader of {self.spec!r} loads the same proxy again")
         with self._load_lock:
             if self._model is None:
                 if self._closed:
                     raise LMUnavailable(f"the model {self.spec!r} was closed")
                 build = self._loader or make_lm
-                model = build(self.spec, **self._options)
-                if isinstance(model, LazyLM):  # a loader that answers lazily: its model
-                    model = model.load()
+                self._loading = threading.get_ident()
+                try:
+                    model = build(self.spec, **self._options)
+                    if isinstance(model, LazyLM):  # a loader that answers lazily: its model
+                        model = model.load()
+                finally:
+                    self._loading = None
+                if model is None:
+                    raise LMUnavailable(f"the loader of {self.spec!r} returned no model")
                 self._model = model
             return self._model
 
@@ -214,7 +226,16 @@ class LazyLM:
         return self.load().choice_logprobs(messages, choices, **options)
 
     def __getattr__(self, attribute: str) -> Any:
-        if attribute.startswith("__") or attribute in ("_model", "_loader", "_options", "_shared"):
+        if attribute.startswith("__") or attribute in (
+            "_model",
+            "_loader",
+            "_options",
+            "_shared",
+            "_closed",
+            "_load_lock",
+            "_loading",
+            "spec",
+        ):
             raise AttributeError(attribute)  # copy, pickle and half-built proxies
         return getattr(self.load(), attribute)
 

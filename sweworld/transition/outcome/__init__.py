@@ -5,6 +5,10 @@
   parse/import reachability, oracle relation to the gold patch, the session's ledger);
 * :mod:`.model`: the heads (exit class, exception type, per-test status), exported from
   scikit-learn to JSON and evaluated with numpy (no pickle);
+* :mod:`.collect`: the tests a command collects (one function for the executor, the
+  training labels and the benchmarks); :mod:`.graded`: the task's graded tests decided once
+  (one state, one truth); :mod:`.fixtures`: tests that certainly error at setup on a fixture
+  pytest cannot resolve (exact, where the environment's plugins are known);
 * :mod:`.render`: pytest output and Python tracebacks from a predicted outcome;
 * :mod:`.executor`: :class:`OutcomeExecutor`, the Executor protocol over all of it
   (registered as ``outcome``).

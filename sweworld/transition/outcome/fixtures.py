@@ -18,11 +18,26 @@ from elsewhere, parametrize names that are not literals or are indirect.
 from __future__ import annotations
 
 import ast
+import contextlib
 import posixpath
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from sweworld.transition.outcome.fixtures_ast import (
+    IMPORTED,
+    Dynamic,
+    arg_names,
+    bound_names,
+    check_outcome_marks,
+    evaluated,
+    fixture_scope,
+    is_mark,
+    module_checks,
+    parametrized,
+    pytestmark_of,
+)
 
 __all__ = [
     "BUILTIN_FIXTURES",
@@ -48,6 +63,7 @@ BUILTIN_FIXTURES = frozenset(
         "record_property",
         "record_testsuite_property",
         "record_xml_attribute",
+        "record_xml_property",
         "recwarn",
         "request",
         "subtests",
@@ -65,7 +81,16 @@ BUILTIN_FIXTURES = frozenset(
 HARNESS_PLUGINS: Mapping[str, frozenset[str]] = {"psf/requests": frozenset()}
 
 _MAX_DEPTH = 64
-_PLUGIN_OPTION = re.compile(r"(?:^|\s)-p\s*(?!no:)[\w.]")
+_MAX_CLASSES = 16  # nested classes of a node id, classes of one hierarchy
+# ``-p name`` in a command, an ini file or a TOML list (``["-p", "x"]``); ``-p no:x`` is fine
+_PLUGIN_OPTION = re.compile(r"(?<![\w-])-p[\s\"',]*(?!no:)[\w.]")
+# options that change where fixtures, plugins or the configuration come from
+_OTHER_CONFIG = re.compile(
+    r"(?<![\w-])(?:-c|--config-file|--noconftest|--confcutdir|--rootdir|-o|--override-ini"
+    r"|--pyargs|--import-mode|-P|--runxfail)(?![\w-])|PYTEST_ADDOPTS|PYTEST_PLUGINS"
+)
+_INI_FILES = ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg",
+              "pyproject.toml")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -95,150 +120,40 @@ def environment_plugins(task: Any) -> frozenset[str] | None:
     return HARNESS_PLUGINS.get(str(repo or "").strip().lower())
 
 
-class _Dynamic(Exception):
-    """A source of fixtures that the AST cannot settle."""
+class _Body:
+    """Where the names of one module or class body are bound: the last top-level ``def`` or
+    ``class`` of each name, and the names bound any other way (whose value is unknown)."""
+
+    def __init__(self, body: Sequence[ast.stmt]):
+        self.defs: dict[str, ast.stmt] = {}
+        self.other: set[str] = set()
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.defs[stmt.name] = stmt
+                for part in evaluated(stmt):
+                    self.other.update(bound_names(part))
+            else:
+                self.other.update(bound_names(stmt))
+
+    def get(self, name: str, kind: type | tuple[type, ...]) -> Any:
+        node = self.defs.get(name)
+        if name in self.other or not isinstance(node, kind):
+            raise Dynamic(f"{name!r} is not plainly defined")
+        return node
 
 
-_IMPORTED = ("imported",)  # a name bound by an import: possibly a fixture, deps unknown
-
-
-def _is_fixture_decorator(node: ast.expr) -> bool:
-    target = node.func if isinstance(node, ast.Call) else node
-    if isinstance(target, ast.Name):
-        return target.id in ("fixture", "yield_fixture")
-    if isinstance(target, ast.Attribute):
-        return target.attr in ("fixture", "yield_fixture")
-    return False
-
-
-def _arg_names(node: ast.FunctionDef | ast.AsyncFunctionDef, *, method: bool) -> list[str]:
-    """The arguments pytest fills with fixtures: without defaults, without ``self``."""
-    args = node.args
-    positional = [*args.posonlyargs, *args.args]
-    if args.defaults:
-        positional = positional[: len(positional) - len(args.defaults)]
-    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
-    if method and not static and positional:
-        positional = positional[1:]
-    keyword = [a for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None]
-    return [a.arg for a in [*positional, *keyword]]
-
-
-def _is_mark(node: ast.expr) -> bool:
-    """``pytest.mark.x``, ``mark.x`` or a call of one (it leaves the signature alone)."""
-    target = node.func if isinstance(node, ast.Call) else node
-    while isinstance(target, ast.Attribute):
-        if target.attr == "mark":
+def _is_generator(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    stack: list[ast.AST] = list(func.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
             return True
-        target = target.value
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
     return False
 
 
-def _plain(node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-    """Raise for a decorator that may change the arguments pytest sees (``mock.patch``
-    fills some; a custom wrapper may hide them)."""
-    for deco in node.decorator_list:
-        if not (_is_mark(deco) or _is_fixture_decorator(deco)) and not (
-            isinstance(deco, ast.Name) and deco.id in ("staticmethod", "classmethod")
-        ):
-            raise _Dynamic("a decorator that may change the signature")
-
-
-def _fixture_name(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
-    for deco in node.decorator_list:
-        if not _is_fixture_decorator(deco):
-            continue
-        if isinstance(deco, ast.Call):
-            for kw in deco.keywords:
-                if kw.arg == "name":
-                    if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
-                        return kw.value.value
-                    raise _Dynamic("a fixture named by an expression")
-        return node.name
-    return None
-
-
-def _scope(body: Sequence[ast.stmt], *, method: bool) -> dict[str, Any]:
-    """Fixture name -> its arguments (or :data:`_IMPORTED`) for one module or class body."""
-    out: dict[str, Any] = {}
-    for stmt in body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if stmt.name == "pytest_generate_tests":
-                raise _Dynamic("pytest_generate_tests")
-            name = _fixture_name(stmt)
-            if name is not None:
-                _plain(stmt)
-                out[name] = tuple(_arg_names(stmt, method=method))
-        elif isinstance(stmt, ast.ImportFrom):
-            for alias in stmt.names:
-                if alias.name == "*":
-                    raise _Dynamic("a star import")
-                out.setdefault(alias.asname or alias.name, _IMPORTED)
-        elif isinstance(stmt, ast.Import):
-            for alias in stmt.names:
-                out.setdefault(alias.asname or alias.name.split(".")[0], _IMPORTED)
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            if any(isinstance(t, ast.Name) and t.id == "pytest_plugins" for t in targets):
-                raise _Dynamic("pytest_plugins")
-            if stmt.value is not None and any(
-                isinstance(n, ast.Call) and _is_fixture_decorator(n) for n in ast.walk(stmt.value)
-            ):
-                raise _Dynamic("a fixture made by assignment")
-        elif not isinstance(stmt, ast.ClassDef):
-            # if / try / with / for: what it may bind counts as available, deps unknown
-            for inner in ast.walk(stmt):
-                if isinstance(inner, ast.ImportFrom) and any(a.name == "*" for a in inner.names):
-                    raise _Dynamic("a star import")
-                if isinstance(inner, (ast.Import, ast.ImportFrom)):
-                    for alias in inner.names:
-                        out.setdefault((alias.asname or alias.name).split(".")[0], _IMPORTED)
-                elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    name = _fixture_name(inner)
-                    if name is not None:
-                        out.setdefault(name, _IMPORTED)
-                elif isinstance(inner, ast.Name) and inner.id == "pytest_plugins":
-                    raise _Dynamic("pytest_plugins")
-    return out
-
-
-def _parametrized(decorators: Iterable[ast.expr]) -> set[str]:
-    """Argument names given by ``parametrize`` marks (raises for what is not literal)."""
-    names: set[str] = set()
-    for deco in decorators:
-        if not isinstance(deco, ast.Call):
-            continue
-        func = deco.func
-        if not (isinstance(func, ast.Attribute) and func.attr == "parametrize"):
-            continue
-        if any(kw.arg == "indirect" for kw in deco.keywords):
-            raise _Dynamic("indirect parametrization")
-        first = (
-            deco.args[0]
-            if deco.args
-            else next((kw.value for kw in deco.keywords if kw.arg == "argnames"), None)
-        )
-        try:
-            value = ast.literal_eval(first) if first is not None else None
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            raise _Dynamic("parametrize names that are not literals") from None
-        if isinstance(value, str):
-            names |= {n.strip() for n in value.split(",") if n.strip()}
-        elif isinstance(value, (list, tuple)) and all(isinstance(n, str) for n in value):
-            names |= set(value)
-        else:
-            raise _Dynamic("parametrize names that are not literals")
-    return names
-
-
-def _pytestmark(body: Sequence[ast.stmt]) -> list[ast.expr]:
-    for stmt in body:
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "pytestmark" for t in stmt.targets
-        ):
-            value = stmt.value
-            return list(value.elts) if isinstance(value, (ast.List, ast.Tuple)) else [value]
-    return []
+_ClassPath = tuple[list[dict[str, Any]], frozenset[str], _Body]
 
 
 class _Module:
@@ -246,53 +161,99 @@ class _Module:
 
     def __init__(self, tree: ast.Module):
         self.tree = tree
-        self.scope = _scope(tree.body, method=False)
-        self.marks = _pytestmark(tree.body)
-        self.classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+        declared = module_checks(tree)
+        self.scope = fixture_scope(tree.body, method=False)
+        self.scope.update(dict.fromkeys(declared, IMPORTED))
+        marks = pytestmark_of(tree.body)
+        check_outcome_marks(marks)
+        self.params = frozenset(parametrized(marks))
+        self.body = _Body(tree.body)
+        self._paths: dict[tuple[str, ...], _ClassPath | None] = {}
 
-    def find(self, parts: Sequence[str]) -> tuple[Any, list[dict[str, Any]], set[str]]:
+    def classes(self, names: tuple[str, ...]) -> _ClassPath:
+        """For the classes ``names`` (outermost first): their scopes (innermost first), the
+        names their parametrize marks give and the body of the innermost (bases merged)."""
+        if names not in self._paths:
+            self._paths[names] = None  # raised below: undecided for every test in it
+            if not names:
+                self._paths[names] = ([], self.params, self.body)
+            else:
+                scopes, params, body = self.classes(names[:-1])
+                cls = body.get(names[-1], ast.ClassDef)
+                if not cls.name.startswith("Test"):
+                    raise Dynamic("a class pytest does not collect")
+                mro = self._mro(cls, nested=len(names) > 1)
+                merged: dict[str, Any] = {}
+                members: list[ast.stmt] = []
+                found = set(params)
+                for klass in mro:  # most derived first
+                    merged = {**fixture_scope(klass.body, method=True), **merged}
+                    members[:0] = klass.body  # a base's members first: the derived win
+                    marks = [*klass.decorator_list, *pytestmark_of(klass.body)]
+                    if not all(map(is_mark, klass.decorator_list)) or klass.keywords:
+                        raise Dynamic("a class decorator or metaclass")
+                    check_outcome_marks(marks)
+                    found |= parametrized(marks)
+                members_body = _Body(members)
+                if {"__init__", "__new__"} & (members_body.defs.keys() | members_body.other):
+                    raise Dynamic("a class with a constructor (pytest does not collect it)")
+                self._paths[names] = ([merged, *scopes], frozenset(found), members_body)
+        found_path = self._paths[names]
+        if found_path is None:
+            raise Dynamic("an undecided class")
+        return found_path
+
+    def find(self, parts: Sequence[str]) -> tuple[Any, list[dict[str, Any]], frozenset[str]]:
         """The test function of a node id's inner parts, the class scopes around it
         (innermost first) and the names its parametrize marks give."""
-        params = _parametrized(self.marks)
-        scopes: list[dict[str, Any]] = []
-        body: Sequence[ast.stmt] = self.tree.body
-        classes = self.classes
-        for name in parts[:-1]:
-            cls = classes.get(name)
-            if cls is None:
-                raise _Dynamic("a class the module does not define")
-            merged: dict[str, Any] = {}
-            members: list[ast.stmt] = []
-            for klass in self._mro(cls):
-                merged = {**_scope(klass.body, method=True), **merged}
-                members += klass.body
-                params |= _parametrized([*klass.decorator_list, *_pytestmark(klass.body)])
-            scopes.insert(0, merged)
-            body = members
-            classes = {s.name: s for s in members if isinstance(s, ast.ClassDef)}
-        func = next(
-            (s for s in body
-             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == parts[-1]),
-            None,
-        )  # fmt: skip
-        if func is None:
-            raise _Dynamic("a test the module does not define")
-        _plain(func)
-        params |= _parametrized(func.decorator_list)
-        return func, scopes, params
+        if len(parts) > _MAX_CLASSES:
+            raise Dynamic("classes nested too deep")
+        scopes, params, body = self.classes(tuple(parts[:-1]))
+        func = body.get(parts[-1], ast.FunctionDef)  # async tests: not run by plain pytest
+        if not func.name.startswith("test") or _is_generator(func):
+            raise Dynamic("a function pytest does not run as a plain test")
+        if not all(
+            is_mark(d) or (isinstance(d, ast.Name) and d.id == "staticmethod")
+            for d in func.decorator_list
+        ):
+            raise Dynamic("a decorator that may change the test")
+        check_outcome_marks(func.decorator_list)
+        return func, scopes, params | parametrized(func.decorator_list)
 
-    def _mro(self, cls: ast.ClassDef, depth: int = 0) -> list[ast.ClassDef]:
-        if depth > 16:
-            raise _Dynamic("a deep class hierarchy")
-        out = [cls]
-        for base in cls.bases:
-            if isinstance(base, ast.Name) and base.id == "object":
-                continue
-            if isinstance(base, ast.Name) and base.id in self.classes:
-                out += self._mro(self.classes[base.id], depth + 1)
-                continue
-            raise _Dynamic("a base class from elsewhere")  # unittest.TestCase included
+    def _mro(self, cls: ast.ClassDef, *, nested: bool) -> list[ast.ClassDef]:
+        """``cls`` and its bases in method resolution order, for a hierarchy of module
+        classes without shared bases (depth-first is then Python's order)."""
+        out: list[ast.ClassDef] = []
+        stack = [cls]
+        while stack:
+            klass = stack.pop()
+            if any(k is klass for k in out) or len(out) >= _MAX_CLASSES:
+                raise Dynamic("a class hierarchy with shared bases, a cycle or too many")
+            out.append(klass)
+            bases = []
+            for base in klass.bases:
+                if isinstance(base, ast.Name) and base.id == "object":
+                    continue
+                if nested or not isinstance(base, ast.Name):
+                    raise Dynamic("a base class from elsewhere")  # unittest.TestCase included
+                found = self.body.get(base.id, ast.ClassDef)
+                if found.lineno >= klass.lineno:
+                    raise Dynamic("a base class defined after its subclass")
+                bases.append(found)
+            stack.extend(reversed(bases))
         return out
+
+
+def _plain_path(path: str) -> bool:
+    """A relative path under the rootdir to a ``.py`` file (no ``..``, ``.``, ``//``,
+    backslash or NUL: nothing outside the workspace is read)."""
+    return (
+        path.endswith(".py")
+        and path.count("/") <= _MAX_DEPTH
+        and not any(
+            step in ("", ".", "..") or "\\" in step or "\0" in step for step in path.split("/")
+        )
+    )
 
 
 def _parse(text: str | None) -> ast.Module | None:
@@ -318,9 +279,13 @@ def _resolve(
     key = (name, start)
     if key not in memo:
         if depth > _MAX_DEPTH:
-            raise _Dynamic("a fixture graph too deep")
+            raise Dynamic("a fixture graph too deep")
         memo[key] = None  # a cycle back here: pytest's own error, not decided as missing
-        memo[key] = _resolve_once(name, chain, start, provided, memo, depth)
+        try:
+            memo[key] = _resolve_once(name, chain, start, provided, memo, depth)
+        except BaseException:
+            del memo[key]  # not an answer: the memo is shared by the module's tests
+            raise
     return memo[key]
 
 
@@ -336,7 +301,7 @@ def _resolve_once(
         found = chain[index].get(name)
         if found is None:
             continue
-        if found is _IMPORTED:
+        if found is IMPORTED:
             return None
         for dep in found:
             if dep == name:  # an override asking for the definition it hides
@@ -366,66 +331,91 @@ def setup_errors(
     ``read(path)`` returns a file's text (None when absent); ``plugins`` is the set of
     fixture names the environment's plugins provide (None: unknown, nothing is decided);
     ``argv`` the command (a ``-p`` plugin leaves everything undecided)."""
-    if plugins is None or _PLUGIN_OPTION.search(" ".join(argv)):
+    if plugins is None:
         return {}
-    for ini in ("pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"):
-        if _PLUGIN_OPTION.search(read(ini) or ""):
-            return {}
+    command = " ".join(str(a) for a in argv)
+    if _PLUGIN_OPTION.search(command) or _OTHER_CONFIG.search(command):
+        return {}
     modules: dict[str, _Module | None] = {}
     texts: dict[str, list[str]] = {}
     conftests: dict[str, dict[str, Any] | None] = {}
+    memos: dict[tuple[str, tuple[str, ...], frozenset[str]], dict] = {}
 
     def module(path: str) -> _Module | None:
         if path not in modules:
+            modules[path] = None
             tree = _parse(read(path))
-            try:
+            with contextlib.suppress(Dynamic, RecursionError):
                 modules[path] = _Module(tree) if tree is not None else None
-            except _Dynamic:
-                modules[path] = None
         return modules[path]
 
     def conftest(directory: str) -> dict[str, Any] | None:
+        """The fixtures of ``directory``'s conftest ({} for none); None: undecided (also
+        when an ini file there may load a plugin)."""
         if directory not in conftests:
-            path = posixpath.join(directory, "conftest.py") if directory else "conftest.py"
-            text = read(path)
-            tree = _parse(text) if text is not None else None
+            conftests[directory] = None
+            prefix = directory + "/" if directory else ""
+            for ini in _INI_FILES:
+                if _PLUGIN_OPTION.search(read(prefix + ini) or ""):
+                    return None
+            text = read(prefix + "conftest.py")
+            if text is None:
+                conftests[directory] = {}
+                return conftests[directory]
+            tree = _parse(text)
             try:
-                conftests[directory] = (
-                    {} if text is None else (_scope(tree.body, method=False) if tree else None)
-                )
-            except _Dynamic:
-                conftests[directory] = None
+                if tree is not None:
+                    declared = module_checks(tree)
+                    scope = fixture_scope(tree.body, method=False, conftest=True)
+                    scope.update(dict.fromkeys(declared, IMPORTED))
+                    conftests[directory] = scope
+            except (Dynamic, RecursionError):
+                pass
         return conftests[directory]
 
+    # a conftest's hooks may act on every test of the session (``pytest_collection_
+    # modifyitems`` skipping them): every conftest on the tests' paths must be settled
+    paths = {p for p in (str(t).partition("::")[0] for t in test_ids) if _plain_path(p)}
+    directories = {""}
+    for path in paths:
+        directory = posixpath.dirname(path)
+        while directory and directory not in directories and len(directory) < len(path) + 1:
+            directories.add(directory)
+            directory = posixpath.dirname(directory)
+    if any(conftest(d) is None for d in sorted(directories)):
+        return {}
     out: dict[str, SetupError] = {}
     for test_id in test_ids:
-        path, _, rest = test_id.partition("::")
+        path, _, rest = str(test_id).partition("::")
         parts = rest.split("[", 1)[0].split("::") if rest else []
+        if not parts or not _plain_path(path):
+            continue  # only plain relative paths under the rootdir
         mod = module(path)
-        if not parts or mod is None:
+        if mod is None:
             continue
-        chain: list[Mapping[str, Any]] = []
         try:
             func, class_scopes, params = mod.find(parts)
-            chain = [*class_scopes, mod.scope]
+            chain: list[Mapping[str, Any]] = [dict.fromkeys(params, ()), *class_scopes, mod.scope]
             directory = posixpath.dirname(path)
             while True:
                 scope = conftest(directory)
                 if scope is None:
-                    raise _Dynamic("a conftest that cannot be read")
+                    raise Dynamic("a conftest that cannot be read")
                 chain.append(scope)
                 if not directory:
                     break
                 directory = posixpath.dirname(directory)
-            wanted = [a for a in _arg_names(func, method=bool(class_scopes)) if a not in params]
-            memo: dict[tuple[str, int], tuple[str, bool] | None] = {}
+            wanted = arg_names(func, method=bool(class_scopes))
+            memo = memos.setdefault((path, tuple(parts[:-1]), params), {})
             for name in wanted:
                 missing = _resolve(name, chain, 0, plugins, memo)
                 if missing is not None:
-                    lines = texts.setdefault(path, (read(path) or "").splitlines())
+                    if path not in texts:  # read and split once per module
+                        texts[path] = (read(path) or "").splitlines()
+                    lines = texts[path]
                     line = lines[func.lineno - 1] if func.lineno <= len(lines) else ""
                     out[test_id] = SetupError(missing[0], missing[1], func.lineno, line.strip())
                     break
-        except (_Dynamic, RecursionError):
+        except (Dynamic, RecursionError):
             continue
     return out

@@ -121,6 +121,29 @@ def _softmax(raw: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
+#: The deepest tree evaluated (scikit-learn's default grows at most 31 leaves: depth 30).
+MAX_TREE_DEPTH = 1024
+
+
+def _tree_depth(left: np.ndarray, right: np.ndarray, inner: np.ndarray) -> int:
+    """The depth of the tree rooted at node 0 (the number of splits on its longest path);
+    ValueError for a node reached twice (a cycle or shared subtree) or too deep a tree."""
+    seen = np.zeros(len(inner), dtype=bool)
+    seen[0] = True
+    level, depth = np.array([0]), 0
+    while True:
+        split = level[inner[level]]
+        if not split.size:
+            return depth
+        depth += 1
+        if depth > MAX_TREE_DEPTH:
+            raise ValueError(f"a tree deeper than {MAX_TREE_DEPTH} splits")
+        level = np.concatenate([left[split], right[split]])
+        if seen[level].any() or len(np.unique(level)) != len(level):
+            raise ValueError("a tree whose children form a cycle or share a node")
+        seen[level] = True
+
+
 @dataclass
 class Head:
     """One exported classifier, evaluated with numpy."""
@@ -131,63 +154,84 @@ class Head:
     def classes(self) -> list[str]:
         return list(self.body["classes"])
 
-    def _forest(self) -> tuple[np.ndarray, ...]:
+    def _forest(self) -> tuple[Any, ...]:
         """Every tree's nodes in flat arrays (children offset to the flat index), built once:
         (feature, threshold, missing_left, left, right, leaf, value, roots, class of each
-        tree, most nodes of one tree)."""
+        tree, the depth of the deepest tree). Raises ValueError for trees that are not
+        trees (lists of different lengths, children out of range, a node reached twice: a
+        cycle), non-finite thresholds or values, too deep a tree, or iterations whose tree
+        count is not the baseline's."""
         cached = self.__dict__.get("_flat")
         if cached is not None:
             return cached
-        parts: dict[str, list[np.ndarray]] = {k: [] for k in
-                                              ("feature", "threshold", "missing_left", "left",
-                                               "right", "leaf", "value")}  # fmt: skip
-        roots, classes, offset, biggest = [], [], 0, 1
-        for iteration in self.body["trees"]:
+        keys = ("feature", "threshold", "missing_left", "left", "right", "leaf", "value")
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in keys}
+        roots, classes, offset, deepest = [], [], 0, 0
+        width = len(self.body["baseline"])
+        for number, iteration in enumerate(self.body["trees"]):
+            if len(iteration) != width:
+                raise ValueError(
+                    f"iteration {number} has {len(iteration)} trees; the baseline has {width}"
+                )
             for j, tree in enumerate(iteration):
                 n = len(tree["feature"])
-                if n == 0 or any(len(tree[k]) != n for k in parts):
+                if n == 0:
+                    raise ValueError(f"iteration {number} has an empty tree")
+                if any(len(tree[k]) != n for k in keys):
                     raise ValueError("a tree whose node lists differ in length")
-                for key, dtype in (
-                    ("feature", np.int64),
-                    ("threshold", float),
-                    ("missing_left", bool),
-                    ("leaf", bool),
-                    ("value", float),
-                ):
-                    parts[key].append(np.asarray(tree[key], dtype=dtype))  # fmt: skip
+                arrays = {
+                    key: np.asarray(tree[key], dtype=dtype)
+                    for key, dtype in (("feature", np.int64), ("threshold", float),
+                                       ("missing_left", bool), ("left", np.int64),
+                                       ("right", np.int64), ("leaf", bool), ("value", float))
+                }  # fmt: skip
+                if any(a.shape != (n,) for a in arrays.values()):
+                    raise ValueError("a tree whose node lists are not flat lists of numbers")
+                inner = ~arrays["leaf"]
+                if not np.isfinite(arrays["value"]).all():
+                    raise ValueError("a tree with a non-finite leaf value")
+                if np.isnan(arrays["threshold"][inner]).any():  # inf splits are fine
+                    raise ValueError("a tree with a NaN threshold")
                 for key in ("left", "right"):
-                    child = np.asarray(tree[key], dtype=np.int64)
-                    inner = ~parts["leaf"][-1]
-                    if inner.any() and (child[inner].min() < 0 or child[inner].max() >= n):
+                    child = arrays[key][inner]
+                    if child.size and (child.min() < 0 or child.max() >= n):
                         raise ValueError("a tree whose children point outside it")
-                    parts[key].append(np.clip(child, 0, n - 1) + offset)
+                deepest = max(deepest, _tree_depth(arrays["left"], arrays["right"], inner))
+                for key in keys:
+                    value = arrays[key]
+                    if key in ("left", "right"):  # a leaf's children are never followed
+                        value = np.where(inner, value, 0) + offset
+                    parts[key].append(value)
                 roots.append(offset)
                 classes.append(j)
                 offset += n
-                biggest = max(biggest, n)
-        arrays = [np.concatenate(parts[k]) for k in parts]
-        flat = (*arrays, np.asarray(roots, dtype=np.int64), np.asarray(classes, dtype=np.int64),
-                biggest)  # fmt: skip
+        flat = (*(np.concatenate(parts[k]) if parts[k] else np.zeros(0) for k in keys),
+                np.asarray(roots, dtype=np.int64), np.asarray(classes, dtype=np.int64),
+                deepest)  # fmt: skip
         self.__dict__["_flat"] = flat
         return flat
 
     def _trees_raw(self, X: np.ndarray, k: int) -> np.ndarray:
         """The summed leaf values of every tree, per class: all trees walked at once."""
-        feature, threshold, missing_left, left, right, leaf, value, roots, cls, biggest = (
+        feature, threshold, missing_left, left, right, leaf, value, roots, cls, deepest = (
             self._forest()
         )
-        if len(feature) and (feature.max() >= X.shape[1] or feature.min() < 0):
+        raw = np.zeros((len(X), k))
+        if not len(roots):
+            return raw
+        inner_features = feature[~leaf]
+        if len(inner_features) and (inner_features.max() >= X.shape[1] or inner_features.min() < 0):
             raise ValueError("a tree reads a feature the input does not have")
+        feature = np.where(leaf, 0, feature) if X.shape[1] else feature
         node = np.broadcast_to(roots, (len(X), len(roots))).copy()
         rows = np.arange(len(X))[:, None]
-        for _ in range(biggest):
+        for _ in range(deepest):  # every path ends at a leaf within the depth (checked)
             active = ~leaf[node]
             if not active.any():
                 break
             x = X[rows, feature[node]]
             go_left = np.where(np.isnan(x), missing_left[node], x <= threshold[node])
             node = np.where(active, np.where(go_left, left[node], right[node]), node)
-        raw = np.zeros((len(X), k))
         leaves = value[node]
         for j in range(k):
             raw[:, j] = leaves[:, cls == j].sum(axis=1)
@@ -196,10 +240,19 @@ class Head:
     def proba(self, X: np.ndarray) -> np.ndarray:
         """Class probabilities, shape (n, len(classes))."""
         X = np.asarray(X, dtype=float)
+        if X.ndim != 2:
+            raise ValueError(f"the input must be a 2-D array of rows, not shape {X.shape}")
         body = self.body
         k = len(body["classes"])
         if body["kind"] == "trees":
             baseline = np.asarray(body["baseline"], dtype=float)
+            if baseline.ndim != 1 or len(baseline) not in ((1,) if k == 2 else (k,)):
+                raise ValueError(
+                    f"a baseline of {baseline.size} values for {k} classes (the model file "
+                    "is corrupt)"
+                )
+            if not np.isfinite(baseline).all():
+                raise ValueError("a non-finite baseline (the model file is corrupt)")
             raw = np.tile(baseline, (len(X), 1))
             if body["trees"]:
                 raw += self._trees_raw(X, raw.shape[1])

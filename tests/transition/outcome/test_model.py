@@ -175,8 +175,8 @@ def test_heads_per_mode_are_used_for_their_mode() -> None:
 
 
 def test_hostile_trees_are_refused_or_bounded() -> None:
-    """A tree whose child points outside it is refused with a clear error; a tree whose
-    children loop back is walked a bounded number of steps (no hang)."""
+    """A tree whose child points outside it, or whose children loop back, is refused with a
+    clear error (no hang, no answer read off an inner node)."""
 
     def head(left: list[int], right: list[int]) -> Head:
         tree = {
@@ -205,4 +205,95 @@ def test_hostile_trees_are_refused_or_bounded() -> None:
         "value": [0.25],
     }
     body = {"kind": "trees", "baseline": [0.0], "trees": [[looping]], "classes": ["0", "1"]}
-    assert Head(body).proba(X).shape == (3, 2)
+    with pytest.raises(ValueError, match="cycle"):  # no answer from an inner node's value
+        Head(body).proba(X)
+
+
+def _tree(**over: list) -> dict:
+    tree = {
+        "feature": [0, 0, 0],
+        "threshold": [0.5, 0.0, 0.0],
+        "missing_left": [1, 0, 0],
+        "left": [1, 0, 0],
+        "right": [2, 0, 0],
+        "leaf": [0, 1, 1],
+        "value": [0.0, -1.0, 1.0],
+    }
+    tree.update(over)
+    return tree
+
+
+def _trees(trees: list, baseline: list | None = None, classes: list | None = None) -> Head:
+    return Head({"kind": "trees", "baseline": baseline or [0.0], "trees": trees,
+                 "classes": classes or ["0", "1"]})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("head", "match"),
+    [
+        (_trees([[_tree(threshold=[float("nan"), 0.0, 0.0])]]), "NaN threshold"),
+        (_trees([[_tree(value=[0.0, float("inf"), 1.0])]]), "non-finite leaf"),
+        (_trees([[_tree(left=[1, 0], right=[2, 0, 0])]]), "differ in length"),
+        (
+            _trees(
+                [
+                    [
+                        _tree(
+                            feature=[],
+                            threshold=[],
+                            missing_left=[],
+                            left=[],
+                            right=[],
+                            leaf=[],
+                            value=[],
+                        )
+                    ]
+                ]
+            ),
+            "empty tree",
+        ),
+        (_trees([[_tree(left=[1, 2, 0], leaf=[0, 0, 1], right=[1, 0, 0])]]), "cycle or share"),
+        (_trees([[_tree(threshold=[[0.5], [0.0], [0.0]])]]), "not flat"),
+        (_trees([[_tree(), _tree()]]), "has 2 trees; the baseline has 1"),
+        (_trees([[]]), "has 0 trees"),
+        (_trees([[_tree()] * 3], baseline=[0.0] * 3, classes=["a", "b"]), "baseline of 3"),
+        (_trees([[_tree()]], baseline=[0.0], classes=["a", "b", "c"]), "baseline of 1"),
+        (_trees([[_tree(feature=[5, 0, 0])]]), "feature the input does not have"),
+        (_trees([[_tree(feature=[-1, 0, 0])]]), "feature the input does not have"),
+    ],
+)
+def test_hostile_tree_files_give_clear_errors(head: Head, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        head.proba(np.zeros((2, 1)))
+
+
+def test_hostile_trees_that_are_bounded_and_correct() -> None:
+    X = np.asarray([[0.0], [1.0], [np.nan]])
+    expected = 1 / (1 + np.exp([1.0, -1.0, 1.0]))
+    # a leaf's feature and children are never read, an infinite threshold is a real split
+    odd_leaves = _tree(feature=[0, 99, -5], left=[1, -3, 77], right=[2, 10**9, -1])
+    np.testing.assert_allclose(_trees([[odd_leaves]]).proba(X)[:, 1], expected)
+    inf = _tree(threshold=[float("inf"), 0.0, 0.0])
+    np.testing.assert_allclose(_trees([[inf]]).proba(X[:2])[:, 1], 1 / (1 + np.exp([1.0, 1.0])))
+    assert _trees([]).proba(X).shape == (3, 2)  # no trees: the baseline
+    with pytest.raises(ValueError, match="2-D"):
+        _trees([[_tree()]]).proba(np.zeros(3))
+    # a chain of 5000 splits is refused at once, not walked 5000 steps per row
+    n = 5001
+    chain = _tree(feature=[0] * n, threshold=[0.5] * n, missing_left=[0] * n,
+                  left=[i + 1 if i < n - 1 else 0 for i in range(n)], right=[0] * n,
+                  leaf=[0] * (n - 1) + [1], value=[0.0] * n)  # fmt: skip
+    chain["right"] = [n - 1] * n  # both children of every split lead on (shared: refused)
+    with pytest.raises(ValueError, match=r"cycle or share|deeper"):
+        _trees([[chain]]).proba(X)
+    depth = 1100  # a proper deep tree: every split has its own leaf
+    size = 2 * depth + 1
+    left = [0] * size
+    right = [0] * size
+    leaf = [1] * size
+    for i in range(depth):  # node i splits into leaf depth+1+i and node i+1
+        left[i], right[i], leaf[i] = depth + 1 + i, i + 1, 0
+    deep = _tree(feature=[0] * size, threshold=[-1.0] * size, missing_left=[0] * size,
+                 left=left, right=right, leaf=leaf, value=[0.0] * size)  # fmt: skip
+    with pytest.raises(ValueError, match="deeper than 1024"):
+        _trees([[deep]]).proba(X)
