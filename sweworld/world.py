@@ -359,7 +359,7 @@ def build_executor(config: WorldConfig, lm: Any = None) -> Any:
         check_lm(config.model)
         return executor_from_spec(
             spec,
-            lm=lm_from_spec(config.model, lazy=True),
+            lm=config.model,  # made a LazyLM by executor_from_spec
             mode=config.mode,
             step_timeout=config.step_timeout_s,
             seed=config.seed,
@@ -379,7 +379,7 @@ def _shared_lm_executor(config: WorldConfig, lm: Any) -> Any:
         "step_timeout": config.step_timeout_s,
         "seed": config.seed,
     }
-    if _is_embedded_lm(config.model, lm):
+    if _is_embedded_lm(lm):
         # What SimulatedExecutor picks for the embedded spec: a short answer budget and the
         # small context that fits a CPU model.
         from sweworld.transition.context import ContextConfig
@@ -396,16 +396,16 @@ def _shared_lm_executor(config: WorldConfig, lm: Any) -> Any:
     return HybridExecutor(simulated, LocalExecutor(timeout=config.step_timeout_s), policy=EveryK(5))
 
 
-def _is_embedded_lm(spec: Any, lm: Any) -> bool:
+def _is_embedded_lm(lm: Any) -> bool:
+    """Whether ``lm`` (or the model a BatchingLM wraps) is the embedded model, without
+    loading it: a LazyLM's spec says it, a loaded model its ``_extra_info``."""
     from sweworld.models import LazyLM
 
-    inner = getattr(lm, "wrapped", lm)
-    if isinstance(inner, LazyLM):  # its spec says it, without loading it
+    inner = lm if isinstance(lm, LazyLM) else getattr(lm, "wrapped", lm)  # .wrapped loads a LazyLM
+    if isinstance(inner, LazyLM):
         return inner.spec.startswith("embedded")
     info = getattr(inner, "_extra_info", None)
-    if isinstance(info, dict) and info.get("embedded"):
-        return True
-    return isinstance(spec, str) and spec.startswith("embedded") and lm is None
+    return isinstance(info, dict) and bool(info.get("embedded"))
 
 
 def _close(part: Any) -> None:

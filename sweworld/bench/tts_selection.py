@@ -24,6 +24,7 @@ independent).
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections import Counter
@@ -67,7 +68,16 @@ def patch_class(patch: str) -> str:
     if view.empty:
         return "empty"
     signature = change_signature(view)
-    return "empty" if signature == change_signature(view_candidate("")) else signature[:16]
+    return "empty" if signature == _no_change_signature() else signature[:16]
+
+
+@functools.cache
+def _no_change_signature() -> str:
+    """The signature of a change that changes nothing (an empty or no-op patch)."""
+    from sweworld.reward.candidate import view_candidate
+    from sweworld.reward.stages.semantic import change_signature
+
+    return change_signature(view_candidate(""))
 
 
 # ------------------------------------------------------------------------------ selectors

@@ -193,12 +193,10 @@ def _calibration(p: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         lr = LogisticRegression(C=100.0).fit(np.log(q / (1 - q)).reshape(-1, 1), yy)
         return {"kind": "platt", "a": float(lr.coef_[0][0]), "b": float(lr.intercept_[0])}
 
-    rng = np.random.default_rng(0)
-    half = rng.random(len(p)) < 0.5
     scores = {}
     for kind in ("isotonic", "platt"):
         brier = 0.0
-        for a, b in ((half, ~half), (~half, half)):
+        for a, b in _halves(len(p)):
             if len(set(y[a].tolist())) < 2 or not b.any():
                 brier = math.inf
                 break
@@ -246,13 +244,18 @@ def _auc_se(auc: float, positives: int, negatives: int) -> float:
     return math.sqrt(max(var, 0.0))
 
 
+def _halves(n: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """The two (fit on, score on) masks of ``n`` scores that calibration and the base rate
+    are cross-fitted on (seeded: the same split for both)."""
+    half = np.random.default_rng(0).random(n) < 0.5
+    return (half, ~half), (~half, half)
+
+
 def _prior_brier_halves(y: np.ndarray) -> float:
     """The base rate's Brier score on the calibration's two halves (fitted on one, scored
     on the other), comparable with ``oof_brier_halves``."""
-    rng = np.random.default_rng(0)
-    half = rng.random(len(y)) < 0.5
     total = 0.0
-    for a, b in ((half, ~half), (~half, half)):
+    for a, b in _halves(len(y)):
         if not a.any() or not b.any():
             return math.inf
         total += float(np.mean((float(np.mean(y[a])) - y[b]) ** 2))

@@ -52,6 +52,7 @@ __all__ = [
     "Ledger",
     "StepFeatures",
     "command_kind_of",
+    "parse_source",
     "per_test_features",
     "pytest_equivalent",
     "runner_args",
@@ -66,7 +67,9 @@ _STATUS_CODE = {"": -1, "PASSED": 0, "FAILED": 1, "ERROR": 2, "SKIPPED": 3, "XFA
 # ------------------------------------------------------------------------------ AST helpers
 
 
-def _parse(text: str | None, path: str = "<file>") -> ast.Module | None:
+def parse_source(text: str | None, path: str = "<file>") -> ast.Module | None:
+    """``text`` parsed through :func:`sweworld.pyast.parse` (one thread at a time), warnings
+    silenced; None for no text or text that does not parse (or is too deep or too big)."""
     if text is None:
         return None
     try:
@@ -99,7 +102,7 @@ def definitions(tree: ast.Module | None) -> dict[str, str]:
 
 def changed_names(before: str | None, after: str | None) -> set[str]:
     """Definitions whose AST differs between two texts of one file."""
-    a, b = definitions(_parse(before)), definitions(_parse(after))
+    a, b = definitions(parse_source(before)), definitions(parse_source(after))
     return {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
 
 
@@ -109,7 +112,7 @@ def _same_ast(left: str | None, right: str | None) -> bool:
     does not parse."""
     if left is None or right is None:
         return left is right
-    ta, tb = _parse(left), _parse(right)
+    ta, tb = parse_source(left), parse_source(right)
     if ta is None or tb is None:
         return left == right
     return ast.dump(pyast.strip_docstrings(ta)) == ast.dump(pyast.strip_docstrings(tb))
@@ -296,7 +299,7 @@ def module_imports(
     if found is not None:
         return found
     if check_syntax:
-        tree = _parse(text, rel)
+        tree = parse_source(text, rel)
         value = (False, ()) if tree is None else (True, tuple(_imports(tree, rel)))
     else:
         value = (True, scan_imports(rel, text))
@@ -441,7 +444,7 @@ def step_features(
         if found:
             entries.append(found)
     for key, text in entry_texts.items():
-        if _parse(text, key) is None:
+        if parse_source(text, key) is None:
             entry_parses = 0.0
     changed_defs: dict[str, set[str]] = {}
     changed_unparsable = 0.0
@@ -449,7 +452,7 @@ def step_features(
         if not rel.endswith(".py"):
             continue
         now, before = state.text(rel), state.base_text(rel)
-        if now is not None and _parse(now, rel) is None:
+        if now is not None and parse_source(now, rel) is None:
             changed_unparsable = 1.0
         changed_defs[rel] = changed_names(before, now)
     reach, unparsable = reachability(state, entries, entry_texts)

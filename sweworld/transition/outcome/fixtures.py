@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sweworld.transition.outcome.features import parse_source
 from sweworld.transition.outcome.fixtures_ast import (
     IMPORTED,
     Dynamic,
@@ -42,36 +43,23 @@ from sweworld.transition.outcome.fixtures_ast import (
 __all__ = [
     "BUILTIN_FIXTURES",
     "HARNESS_PLUGINS",
+    "LISTED_FIXTURES",
     "SetupError",
     "environment_plugins",
     "setup_errors",
 ]
 
+#: pytest's own fixtures as pytest 7's "available fixtures" line lists them (the renderer
+#: prints this line).
+LISTED_FIXTURES = (
+    "cache", "capfd", "capfdbinary", "caplog", "capsys", "capsysbinary", "doctest_namespace",
+    "monkeypatch", "pytestconfig", "record_property", "record_testsuite_property",
+    "record_xml_attribute", "recwarn", "tmp_path", "tmp_path_factory", "tmpdir",
+    "tmpdir_factory",
+)  # fmt: skip
 #: pytest's own fixtures (a superset over pytest 6-8: a name here is never called missing).
 BUILTIN_FIXTURES = frozenset(
-    [
-        "cache",
-        "capfd",
-        "capfdbinary",
-        "caplog",
-        "capsys",
-        "capsysbinary",
-        "capteesys",
-        "doctest_namespace",
-        "monkeypatch",
-        "pytestconfig",
-        "record_property",
-        "record_testsuite_property",
-        "record_xml_attribute",
-        "record_xml_property",
-        "recwarn",
-        "request",
-        "subtests",
-        "tmp_path",
-        "tmp_path_factory",
-        "tmpdir",
-        "tmpdir_factory",
-    ]
+    [*LISTED_FIXTURES, "request", "capteesys", "record_xml_property", "subtests"]
 )
 
 #: Fixture names the pytest plugins of a SWE-bench harness environment provide, where the
@@ -159,8 +147,9 @@ _ClassPath = tuple[list[dict[str, Any]], frozenset[str], _Body]
 class _Module:
     """One test module read for fixtures: its scope, classes and parametrize marks."""
 
-    def __init__(self, tree: ast.Module):
+    def __init__(self, tree: ast.Module, text: str):
         self.tree = tree
+        self.lines = text.splitlines()  # for the reports' ``def`` lines
         declared = module_checks(tree)
         self.scope = fixture_scope(tree.body, method=False)
         self.scope.update(dict.fromkeys(declared, IMPORTED))
@@ -256,15 +245,6 @@ def _plain_path(path: str) -> bool:
     )
 
 
-def _parse(text: str | None) -> ast.Module | None:
-    if text is None:
-        return None
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-
-
 def _resolve(
     name: str,
     chain: Sequence[Mapping[str, Any]],
@@ -337,16 +317,16 @@ def setup_errors(
     if _PLUGIN_OPTION.search(command) or _OTHER_CONFIG.search(command):
         return {}
     modules: dict[str, _Module | None] = {}
-    texts: dict[str, list[str]] = {}
     conftests: dict[str, dict[str, Any] | None] = {}
     memos: dict[tuple[str, tuple[str, ...], frozenset[str]], dict] = {}
 
     def module(path: str) -> _Module | None:
         if path not in modules:
             modules[path] = None
-            tree = _parse(read(path))
+            text = read(path)
+            tree = parse_source(text, path)
             with contextlib.suppress(Dynamic, RecursionError):
-                modules[path] = _Module(tree) if tree is not None else None
+                modules[path] = _Module(tree, text) if tree is not None and text else None
         return modules[path]
 
     def conftest(directory: str) -> dict[str, Any] | None:
@@ -362,7 +342,7 @@ def setup_errors(
             if text is None:
                 conftests[directory] = {}
                 return conftests[directory]
-            tree = _parse(text)
+            tree = parse_source(text, prefix + "conftest.py")
             try:
                 if tree is not None:
                     declared = module_checks(tree)
@@ -379,7 +359,7 @@ def setup_errors(
     directories = {""}
     for path in paths:
         directory = posixpath.dirname(path)
-        while directory and directory not in directories and len(directory) < len(path) + 1:
+        while directory and directory not in directories:
             directories.add(directory)
             directory = posixpath.dirname(directory)
     if any(conftest(d) is None for d in sorted(directories)):
@@ -410,9 +390,7 @@ def setup_errors(
             for name in wanted:
                 missing = _resolve(name, chain, 0, plugins, memo)
                 if missing is not None:
-                    if path not in texts:  # read and split once per module
-                        texts[path] = (read(path) or "").splitlines()
-                    lines = texts[path]
+                    lines = mod.lines
                     line = lines[func.lineno - 1] if func.lineno <= len(lines) else ""
                     out[test_id] = SetupError(missing[0], missing[1], func.lineno, line.strip())
                     break

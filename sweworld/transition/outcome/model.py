@@ -156,8 +156,9 @@ class Head:
 
     def _forest(self) -> tuple[Any, ...]:
         """Every tree's nodes in flat arrays (children offset to the flat index), built once:
-        (feature, threshold, missing_left, left, right, leaf, value, roots, class of each
-        tree, the depth of the deepest tree). Raises ValueError for trees that are not
+        (feature (0 at leaves), threshold, missing_left, left, right, leaf, value, roots,
+        class of each tree, the depth of the deepest tree, the columns the splits read).
+        Raises ValueError for trees that are not
         trees (lists of different lengths, children out of range, a node reached twice: a
         cycle), non-finite thresholds or values, too deep a tree, or iterations whose tree
         count is not the baseline's."""
@@ -197,32 +198,38 @@ class Head:
                     if child.size and (child.min() < 0 or child.max() >= n):
                         raise ValueError("a tree whose children point outside it")
                 deepest = max(deepest, _tree_depth(arrays["left"], arrays["right"], inner))
+                if (arrays["feature"][inner] < 0).any():
+                    raise ValueError(
+                        "a tree reads a feature the input does not have (a negative index)"
+                    )
                 for key in keys:
                     value = arrays[key]
                     if key in ("left", "right"):  # a leaf's children are never followed
                         value = np.where(inner, value, 0) + offset
+                    elif key == "feature":  # nor its feature read: any column will do
+                        value = np.where(inner, value, 0)
                     parts[key].append(value)
                 roots.append(offset)
                 classes.append(j)
                 offset += n
-        flat = (*(np.concatenate(parts[k]) if parts[k] else np.zeros(0) for k in keys),
-                np.asarray(roots, dtype=np.int64), np.asarray(classes, dtype=np.int64),
-                deepest)  # fmt: skip
+        arrays_flat = [np.concatenate(parts[k]) if parts[k] else np.zeros(0) for k in keys]
+        feature, leaf = arrays_flat[0], arrays_flat[5]
+        widest = int(feature[~leaf].max()) + 1 if (~leaf).any() else 0  # columns read
+        flat = (*arrays_flat, np.asarray(roots, dtype=np.int64),
+                np.asarray(classes, dtype=np.int64), deepest, widest)  # fmt: skip
         self.__dict__["_flat"] = flat
         return flat
 
     def _trees_raw(self, X: np.ndarray, k: int) -> np.ndarray:
         """The summed leaf values of every tree, per class: all trees walked at once."""
-        feature, threshold, missing_left, left, right, leaf, value, roots, cls, deepest = (
+        feature, threshold, missing_left, left, right, leaf, value, roots, cls, deepest, widest = (
             self._forest()
         )
         raw = np.zeros((len(X), k))
         if not len(roots):
             return raw
-        inner_features = feature[~leaf]
-        if len(inner_features) and (inner_features.max() >= X.shape[1] or inner_features.min() < 0):
+        if widest > X.shape[1]:
             raise ValueError("a tree reads a feature the input does not have")
-        feature = np.where(leaf, 0, feature) if X.shape[1] else feature
         node = np.broadcast_to(roots, (len(X), len(roots))).copy()
         rows = np.arange(len(X))[:, None]
         for _ in range(deepest):  # every path ends at a leaf within the depth (checked)

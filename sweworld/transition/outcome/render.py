@@ -22,6 +22,7 @@ from typing import Any
 
 import sweworld.pyast as pyast
 from sweworld.execution.log_render import render_django_log
+from sweworld.transition.outcome.fixtures import LISTED_FIXTURES
 
 __all__ = [
     "render_django",
@@ -39,13 +40,6 @@ _COUNT_WORDS = (
     ("PASSED", "passed"),
     ("SKIPPED", "skipped"),
 )
-#: pytest's own fixtures as its "available fixtures" line lists them (pytest 7).
-_AVAILABLE = (
-    "cache", "capfd", "capfdbinary", "caplog", "capsys", "capsysbinary", "doctest_namespace",
-    "monkeypatch", "pytestconfig", "record_property", "record_testsuite_property",
-    "record_xml_attribute", "recwarn", "tmp_path", "tmp_path_factory", "tmpdir",
-    "tmpdir_factory",
-)  # fmt: skip
 _LETTER = {"PASSED": ".", "FAILED": "F", "ERROR": "E", "SKIPPED": "s"}
 
 
@@ -121,7 +115,7 @@ def _setup_error_section(test_id: str, error: Any, rootdir: str) -> list[str]:
         f"file {where}, line {error.line}",
         f"      {error.signature}",
         f"E       {error.message}",
-        f">       available fixtures: {', '.join(_AVAILABLE)}",
+        f">       available fixtures: {', '.join(LISTED_FIXTURES)}",
         ">       use 'pytest --fixtures [testpath]' for help on them.",
         "",
         f"{where}:{error.line}",
