@@ -273,7 +273,10 @@ def quota_worker(source: str | Path, creates: int, snapshots: int) -> dict:
 
 
 def export_tree(ref: str, dest: Path) -> Path:
-    """``sweworld/`` of commit ``ref``, exported (no worktree, nothing in the repo changes)."""
+    """``sweworld/`` of commit ``ref``, exported (no worktree, nothing in the repo changes).
+    A ``ref`` that git would read as an option (``--output=...``) is refused."""
+    if not ref or ref.startswith("-"):
+        raise ValueError(f"not a commit: {ref!r}")
     repo = PROJECT
     archive = subprocess.run(
         ["git", "-C", str(repo), "archive", ref, "sweworld"], capture_output=True, check=True

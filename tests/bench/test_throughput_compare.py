@@ -54,3 +54,12 @@ def test_compare_runs_both_trees_and_writes_the_table(tmp_path):
     (cells,) = [f["rows"] for f in report["figures"]]
     assert [c[:2] for c in cells] == [["file ops", 1]]
     assert cells[0][2] > 0 and cells[0][3] > 0 and cells[0][4] > 0
+
+
+def test_a_baseline_git_would_read_as_an_option_is_refused(tmp_path):
+    from sweworld.bench.sandbox_compare import export_tree
+
+    for ref in ("--output=" + str(tmp_path / "x.tar"), "-o", ""):
+        with pytest.raises(ValueError, match="not a commit"):
+            export_tree(ref, tmp_path / "tree")
+    assert not (tmp_path / "x.tar").exists()
