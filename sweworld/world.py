@@ -526,7 +526,24 @@ class World:
         with self._lock:
             if self._executor is None:
                 self._executor = build_executor(self.config, self.lm)
+                self._bind_judge(self._executor)
             return self._executor
+
+    def _bind_judge(self, executor: Any) -> None:
+        """One state, one truth: an outcome executor of an SWR-rewarded world asks the
+        world's reward whether a state resolves the task when it simulates the task's graded
+        tests, so the run it shows never contradicts the reward of that state. (A world
+        rewarded by a real run, ``real`` or ``both``, binds none: the real run is not known
+        before it happens.)"""
+        if not hasattr(executor, "judge") or executor.judge is not None:
+            return
+        if self.config.reward != "swr":
+            return
+
+        def judge(task: Any, patch: str) -> bool | None:
+            return self.rewarder.reward_model.judge(task, patch)
+
+        executor.judge = judge
 
     @property
     def rewarder(self) -> Any:

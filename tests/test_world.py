@@ -321,3 +321,16 @@ def test_the_real_reward_and_the_sandbox_take_executor_objects(toy_task):
 
     with pytest.raises(TypeError, match="executor_from_spec"):
         real_reward(toy_task, "", executor="local")
+
+
+def test_an_swr_world_binds_its_reward_as_the_outcome_executors_judge(toy_task):
+    """One state, one truth: the default world's outcome executor asks the world's reward
+    about a state whose graded tests it simulates; a world rewarded otherwise binds none."""
+    with World() as world:
+        judge = world.executor.judge
+        assert callable(judge)
+        assert judge(toy_task, toy_task.patch) is True
+        assert judge(toy_task, "") is False  # an empty patch: a hard failure, not resolved
+        assert world.built("rewarder") is not None  # the judge is the world's own reward
+    with World(WorldConfig(reward="real")) as world:
+        assert world.executor.judge is None

@@ -18,9 +18,10 @@ a candidate is scored in well under a second. Hard exact failures (a changed fil
 not parse, test tampering, an empty, no-op or tests-only patch) are decisive: score 0,
 unresolved. A change that cannot be analysed (the diff does not parse, a Python file
 changed as binary data) is ``undetermined`` with the reason, never a score made up from
-missing features. Everything else is evidence weighed by the verdict; the report is the
-outcome model's statuses (the same a simulated ``pytest`` on that state shows) unless the LM
-tests stage ran.
+missing features. Everything else is evidence weighed by the verdict, which decides; the
+report is the outcome model's statuses made to agree with that decision unless the LM tests
+stage ran. A world built with this reward hands :meth:`RewardModel.judge` to its outcome
+executor, so a simulated ``pytest`` of the task's tests on a state shows the same decision.
 
 Nothing raises into a trainer: a stage that breaks returns verdict ``error`` (no evidence),
 and :meth:`RewardModel.score` always returns a :class:`RewardResult` with a defined score.
@@ -394,21 +395,10 @@ class RewardModel:
         # an exact stage's refusal or no evidence is never success, whatever the threshold
         # (a threshold of 0 once made an empty patch "resolved" with reward 1)
         resolved = stopped_by is None and missing is None and score >= self.preset.threshold
-        decision = info.get("outcome_decision")
-        lm_report = stages.get("tests") is not None and stages["tests"].verdict in ("pass", "fail")
-        if lm_report or self.verdict is None:
-            decision = None  # the LM's per-test report (or the legacy combination) decides
-        if decision is not None and stopped_by is None and missing is None:
-            # one state, one truth: where the outcome model decided the task's tests on this
-            # state (oracle mode, a base checkout), its decision is the reward's, so a
-            # simulated run of those tests never contradicts it; the verdict's score stays
-            # when it agrees, else the score is the outcome model's P(the tests pass)
-            resolved = not decision["fails"]
-            info["decided_by"] = "outcome"
-            if (score >= self.preset.threshold) != resolved:
-                info["verdict_score"] = round(score, 4)
-                score = 1.0 - float(decision["p_fails"])
-        elif stopped_by is None and missing is None:
+        if stopped_by is None and missing is None:
+            # the verdict decides, the outcome model's statuses of the task's tests being
+            # among its evidence; the report below and a simulated run of those tests in a
+            # world built with this reward as its judge (:meth:`judge`) agree with it
             info["decided_by"] = "verdict" if self.verdict is not None else "combination"
         tests = stages.get("tests")
         report = (tests.evidence.get("report") if tests is not None else None) or {}
@@ -476,6 +466,16 @@ class RewardModel:
                 result.info["base_unavailable"] = why
             out.append(result)
         return out
+
+    def judge(self, task: Any, patch: str) -> bool | None:
+        """Whether ``patch`` resolves ``task`` as this reward decides it: what a world's
+        simulated run of the task's graded tests follows (one state, one truth; the
+        :class:`~sweworld.transition.outcome.executor.OutcomeExecutor`'s ``judge``). None
+        when the reward cannot decide (``undetermined``: no evidence is not a decision)."""
+        result = self.score(task, patch)
+        if result.status == "undetermined":
+            return None
+        return bool(result.resolved)
 
     def close(self) -> None:
         """Release the stages (and the tests stage's model with ``close_lm``)."""

@@ -14,11 +14,12 @@ Without a base checkout or without the test lists (blind mode) there is no predi
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from sweworld.transition.outcome.graded import reconcile_statuses
 
 __all__ = ["TestPredictor", "predicted_test_features", "reconcile_statuses"]
 
@@ -110,23 +111,3 @@ def predicted_test_features(
         "oc_p_run_fails": graded.p_fails,
     }
     return feats, statuses
-
-
-def reconcile_statuses(statuses: Mapping[str, str], task: Any, resolved: bool) -> dict[str, str]:
-    """The task's test statuses made to agree with the reward's decision (one state, one
-    truth): a resolved candidate passes every FAIL_TO_PASS and PASS_TO_PASS test; an
-    unresolved one keeps the predicted failures, or, where the prediction has none, fails
-    the first FAIL_TO_PASS test (SWE-bench's rule: resolved iff all of them pass). Tests
-    outside the two lists keep their status."""
-    from sweworld.tasks.fields import test_list
-
-    graded = [*test_list(task, "FAIL_TO_PASS"), *test_list(task, "PASS_TO_PASS")]
-    out = dict(statuses)
-    if resolved:
-        out.update(dict.fromkeys((t for t in graded if t in out), "PASSED"))
-        return out
-    if not any(out.get(t) in ("FAILED", "ERROR") for t in graded):
-        f2p = [t for t in test_list(task, "FAIL_TO_PASS") if t in out]
-        if f2p:
-            out[f2p[0]] = "FAILED"
-    return out

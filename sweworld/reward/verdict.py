@@ -2,8 +2,8 @@
 
 Evidence (:data:`VERDICT_FEATURES`, one float each, NaN when unknown):
 
-* the exact stages' outputs: syntax, type check (errors introduced), semantic (scope,
-  equivalence with the gold patch in oracle mode, whether the gold patch changes code);
+* the exact stages' outputs: syntax, type check (errors introduced), semantic
+  (equivalence with the gold patch in oracle mode, whether the gold patch changes code);
 * the patch's shape: files, hunks, code lines added / removed (comments and blank lines are
   not counted, so text aimed at the judge cannot move them), new / deleted files, and in
   oracle mode its overlap with the gold patch (files, functions named in hunk headers,
@@ -42,6 +42,7 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "VERDICT_FEATURES",
+    "WHOLE_FILE_FEATURES",
     "VerdictFileError",
     "VerdictModel",
     "calibrate",
@@ -49,6 +50,7 @@ __all__ = [
     "patch_features",
     "unanalysable",
     "verdict_features",
+    "without_files",
 ]
 
 FORMAT = "sweworld-verdict-model"
@@ -65,7 +67,6 @@ VERDICT_FEATURES: tuple[str, ...] = (
     "syntax_ran",
     "syntax_suspected",
     "typecheck_introduced",
-    "scope_files",
     "apply_error",
     "gold_equivalent",
     "gold_touches_code",
@@ -100,6 +101,17 @@ VERDICT_FEATURES: tuple[str, ...] = (
     "oc_reach_changed",
     # optional LM tests stage
     "lm_tests_p",
+)
+
+#: The features only a base checkout gives (whole files): the type check, the changed
+#: definitions against the gold patch's, the outcome model's predicted test statuses. They
+#: are missing where no checkout of the task's repository is found; training sees every
+#: candidate that had them a second time without them (:func:`without_files`), so that
+#: their absence says nothing about where a candidate came from.
+WHOLE_FILE_FEATURES: tuple[str, ...] = (
+    "typecheck_introduced",
+    "gold_defs_covered",
+    *(name for name in VERDICT_FEATURES if name.startswith("oc_")),
 )
 
 _SECTION_NAME = re.compile(r"(?:def|class)\s+([A-Za-z_]\w*)")
@@ -214,7 +226,6 @@ def patch_features(candidate: Any, gold: Any = None) -> dict[str, float]:
         code_removed=float(removed),
         test_added=float(test_added),
         log_code_changed=math.log1p(added + removed),
-        scope_files=float(candidate.scope == "files"),
         apply_error=float(bool(candidate.apply_error)),
     )
     keys = (
@@ -319,6 +330,22 @@ def verdict_features(
 
 
 # ------------------------------------------------------------------------------ calibration
+
+
+def without_files(features: Mapping[str, float]) -> dict[str, float] | None:
+    """``features`` as they read without a base checkout (every
+    :data:`WHOLE_FILE_FEATURES` missing), or None when none of them is known (the
+    candidate was featurised without whole files already)."""
+    known = [k for k in WHOLE_FILE_FEATURES if not _missing(features.get(k))]
+    if not known:
+        return None
+    out = dict(features)
+    out.update(dict.fromkeys(WHOLE_FILE_FEATURES, NAN))
+    return out
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def calibrate(body: Mapping[str, Any], p: np.ndarray) -> np.ndarray:

@@ -94,6 +94,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, help="random seed of the gradient-boosted trees (default 0)"
     )
+    parser.add_argument(
+        "--decoys",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="add each gold patch's decoys where a checkout is found: a function nothing "
+        "calls added to the file the gold patch changes (unresolved), and the same beside the "
+        "gold patch (resolved); held-out figures are on real candidates only, the decoys "
+        "reported apart",
+    )
     parser.add_argument("--limit", type=int, default=0, help="at most this many candidates")
     parser.add_argument("--threads", type=int, default=1, help="OpenMP threads for training")
 
@@ -328,6 +337,41 @@ def _matrix(rows: Sequence[Any], mode: str) -> np.ndarray:
     ).reshape(len(rows), len(VERDICT_FEATURES))
 
 
+def _fit_matrix(rows: Sequence[Any], mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(X, y, groups) to fit on: ``rows`` plus, for each row that had whole-file features,
+    a copy without them (:func:`~sweworld.reward.verdict.without_files`), in the same fold
+    group. Without the copies, "no checkout was found" would stand for "a repository whose
+    candidates are mostly resolved" (the Verified repositories no mirror here holds)."""
+    from sweworld.reward.verdict import VERDICT_FEATURES, without_files
+
+    X, y, groups = _matrix(rows, mode), [int(c.resolved) for c in rows], list(_groups(rows))
+    extra, extra_y, extra_g = [], [], []
+    for c, g in zip(rows, list(groups), strict=True):
+        masked = without_files(c.features[mode])
+        if masked is not None:
+            extra.append([float(masked.get(k, math.nan)) for k in VERDICT_FEATURES])
+            extra_y.append(int(c.resolved))
+            extra_g.append(g)
+    if extra:
+        X = np.vstack([X, np.asarray(extra, dtype=float)])
+    return X, np.asarray(y + extra_y), np.asarray(groups + extra_g)
+
+
+def _masked(rows: Sequence[Any], mode: str) -> list[Any]:
+    """Copies of ``rows`` whose features read as without a base checkout."""
+    import copy
+
+    from sweworld.reward.verdict import without_files
+
+    out = []
+    for c in rows:
+        twin = copy.copy(c)
+        twin.features = dict(c.features)
+        twin.features[mode] = without_files(c.features[mode]) or c.features[mode]
+        out.append(twin)
+    return out
+
+
 def _full_scores(model_scores: np.ndarray, rows: Sequence[Any], mode: str) -> list[float]:
     """The pipeline's scores: 0 where an exact stage stopped the candidate."""
     out, it = [], iter(model_scores.tolist())
@@ -339,10 +383,10 @@ def _full_scores(model_scores: np.ndarray, rows: Sequence[Any], mode: str) -> li
 def train_mode(cands: list[Any], mode: str, heldout: set[str], args: Any) -> tuple[dict, dict]:
     """Fit, calibrate and measure the verdict of one mode; (head entry, figures)."""
     train = [c for c in cands if c.repo not in heldout]
-    test = [c for c in cands if c.repo in heldout]
+    test = [c for c in cands if c.repo in heldout and c.source != "decoy"]
+    decoys = [c for c in cands if c.repo in heldout and c.source == "decoy"]
     fit_rows = [c for c in train if c.hard[mode] is None]
-    X, y = _matrix(fit_rows, mode), np.asarray([int(c.resolved) for c in fit_rows])
-    groups = _groups(fit_rows)
+    X, y, groups = _fit_matrix(fit_rows, mode)
     if len(set(y.tolist())) < 2:
         raise ValueError(f"{mode}: the training candidates have one label only")
     learners = LEARNERS if args.learner == "both" else (args.learner,)
@@ -373,6 +417,8 @@ def train_mode(cands: list[Any], mode: str, heldout: set[str], args: Any) -> tup
             table[f"verdict ({learner})"] = _metrics(labels, score(test, e2, f2, c2))
     for name, scores in _baselines(test, mode, majority).items():
         table[name] = _metrics(labels, scores)
+    # the same held-out candidates as they read without a base checkout (no whole files)
+    table["verdict, no checkout"] = _metrics(labels, score(_masked(test, mode)))
     figures["heldout"] = table
     per_repo: dict[str, Any] = {}
     ours = score(test)
@@ -392,6 +438,14 @@ def train_mode(cands: list[Any], mode: str, heldout: set[str], args: Any) -> tup
             )
             for base, scores in _baselines(sub, mode, majority).items():
                 by_source[f"{base}: {name}"] = _metrics([c.resolved for c in sub], scores)
+    if decoys:  # how often the reward-hack shape fools the verdict, and its twin with the fix
+        ds = score(decoys)
+        for kind in ("decoy", "gold_decoy"):
+            idx = [i for i, c in enumerate(decoys) if c.kind == kind]
+            if idx:
+                by_source[f"verdict: {kind}"] = _metrics(
+                    [decoys[i].resolved for i in idx], [ds[i] for i in idx]
+                )
     figures["heldout_by_source"] = by_source
     figures["leave_one_repository_out"] = _loro(cands, mode, chosen, args)
     return entry, figures
@@ -405,11 +459,10 @@ def _loro(cands: list[Any], mode: str, learner: str, args: Any) -> dict[str, Any
     labels_all, scores_all = [], []
     for repo in sorted({c.repo for c in cands}):
         train = [c for c in cands if c.repo != repo and c.hard[mode] is None]
-        test = [c for c in cands if c.repo == repo]
-        X, y = _matrix(train, mode), np.asarray([int(c.resolved) for c in train])
+        test = [c for c in cands if c.repo == repo and c.source != "decoy"]
+        X, y, groups = _fit_matrix(train, mode)
         if len(set(y.tolist())) < 2:
             continue
-        groups = _groups(train)
         cal = (
             {"kind": "none"}
             if learner == "prior"
@@ -498,20 +551,29 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from sweworld.data.schema import DEFAULT_HELDOUT_REPOS
     from sweworld.reward.verdict import VerdictModel
-    from sweworld.train.verdict_data import add_outcome_features, feature_rows, load_candidates
+    from sweworld.train.verdict_data import (
+        add_outcome_features,
+        decoy_candidates,
+        feature_rows,
+        load_candidates,
+    )
 
     started = time.perf_counter()
     heldout = set(args.heldout or DEFAULT_HELDOUT_REPOS)
     cands = load_candidates(args.data)
     if args.limit:
         cands = cands[: args.limit]
+    checkouts = _checkouts(args)
+    if args.decoys:
+        decoys = decoy_candidates(cands, checkouts)
+        print(f"decoy candidates: {len(decoys)} (from the gold patches with a checkout)")
+        cands += decoys
     cached = _read_features(args.features) if args.features else {}
     todo = [c for c in cands if _ckey(c) not in cached]
     for c in cands:
         if _ckey(c) in cached:
             c.features, c.hard = cached[_ckey(c)]
     print(f"candidates: {len(cands)} ({len(todo)} to featurise)", file=sys.stderr)
-    checkouts = _checkouts(args)
     if todo:
         feature_rows(todo, checkouts)
         if args.features:

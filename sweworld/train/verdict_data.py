@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Candidate", "candidate_key", "feature_rows", "load_candidates"]
+__all__ = ["Candidate", "candidate_key", "decoy_candidates", "feature_rows", "load_candidates"]
 
 
 @dataclass
@@ -124,6 +124,109 @@ def load_candidates(data: Iterable[str | Path]) -> list[Candidate]:
             elif not seen[key].task.get("test_patch") and cand.task.get("test_patch"):
                 seen[key].task = cand.task
     return list(seen.values())
+
+
+#: Decoy additions: code nothing uses (a constant, a function, a class), by shape.
+_DECOY_BODIES = (
+    ("return None",),
+    ("result = value", "return result"),
+    ("if value is None:", "    return default", "return value"),
+    ("items = list(value or ())", "items.sort()", "count = len(items)", "return items, count"),
+    (
+        "total = 0",
+        "for item in value or ():",
+        "    if item is None:",
+        "        continue",
+        "    total += len(str(item))",
+        "return total or default",
+    ),
+)
+
+
+def _decoy_helper(instance_id: str, patch: str) -> str:
+    """Code appended to a module that nothing refers to, in one of several shapes."""
+    digest = hashlib.sha256(f"{instance_id}\0{patch}".encode()).digest()
+    name = f"_{('helper', 'normalize', 'coerce', 'lookup')[digest[1] % 4]}_{digest[2:4].hex()}"
+    shape = digest[0] % 8
+    if shape == 5:
+        lines = [f"{name}_value = {digest[4] % 100}"]
+    elif shape == 6:
+        lines = [f"{name}_pair = ({digest[4] % 10}, {digest[5] % 10})", f"{name}_limit = 64"]
+    elif shape == 7:
+        cls = "_" + name.strip("_").title().replace("_", "")
+        lines = [f"class {cls}:", "    def __init__(self, value=None):"]
+        lines.append("        self.value = value")
+    else:
+        body = _DECOY_BODIES[shape]
+        lines = [f"def {name}(value=None, default=None):", *(f"    {line}" for line in body)]
+    return "\n\n" + "\n".join(lines) + "\n"
+
+
+def _decoys_of(task_patch: str, base: Path, helper: str) -> tuple[str, str] | None:
+    """(decoy, gold_decoy) patches of one task, or None when the gold patch's first source
+    file cannot take them exactly (not text, the gold hunks do not apply byte for byte)."""
+    from sweworld.reward.candidate import view_candidate
+    from sweworld.tasks.patch_paths import is_test_path, split_lines
+    from sweworld.tasks.patches import apply_hunks, split_patch
+    from sweworld.tasks.unified_diff import make_unified_diff
+    from sweworld.transition.outcome.graded import MAX_JUDGED_FILE_BYTES, read_raw_text
+
+    try:
+        parts = split_patch(task_patch)
+    except Exception:
+        return None
+    sources = [
+        p
+        for p in parts
+        if p.path.endswith(".py") and not is_test_path(p.path) and p.status == "modified"
+    ]
+    if not sources or "settings" in sources[0].path or "conf" in sources[0].path.split("/"):
+        return None  # a settings module reads every upper-case name it defines
+    target = sources[0]
+    readable, old = read_raw_text(base, target.path, MAX_JUDGED_FILE_BYTES)
+    if not readable or old is None:
+        return None
+    applied = apply_hunks(split_lines(old), target.hunks, offsets=False)
+    if applied is None:
+        return None
+    fixed = "".join(applied[0])
+    decoy = make_unified_diff(target.path, old, old + helper)
+    beside = make_unified_diff(target.path, old, fixed + helper)
+    both = "".join(beside if p is target else p.text for p in parts)
+    for patch, files in ((decoy, 1), (both, len(parts))):
+        view = view_candidate(patch, base_dir=base)
+        if view.apply_error or view.scope != "files" or len(view.files) != files:
+            return None
+    return decoy, both
+
+
+def decoy_candidates(candidates: Sequence[Candidate], checkouts: Any) -> list[Candidate]:
+    """Candidates whose label follows from SWE-bench's rule without a run, made from each
+    task's gold patch where a base checkout is found: ``decoy`` adds code nothing refers to
+    (a private constant, function or class) to the end of the first source file the gold
+    patch changes (a change in the right file that cannot change any test's outcome, so the
+    FAIL_TO_PASS tests still fail: unresolved), and ``gold_decoy`` adds the same beside the
+    gold patch (the gold patch's behaviour: resolved). Together they teach that an edit in
+    the right place is not a fix by itself, and that extra code beside a fix does not undo
+    it. A task whose patches do not apply exactly to its checkout gets none."""
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    for cand in candidates:
+        patch = str(cand.task.get("patch") or (cand.patch if cand.kind == "gold" else ""))
+        if cand.instance_id in seen or not patch.strip() or checkouts is None:
+            continue
+        seen.add(cand.instance_id)
+        base = checkouts.for_task(cand.task, str(cand.task.get("base_commit") or ""))
+        made = (
+            _decoys_of(patch, Path(base), _decoy_helper(cand.instance_id, patch)) if base else None
+        )
+        if made is None:
+            continue
+        for kind, text, resolved in zip(("decoy", "gold_decoy"), made, (False, True), strict=True):
+            out.append(
+                Candidate(cand.instance_id, cand.repo, text, resolved, cand.task, "decoy", kind)
+            )
+    return out
 
 
 def feature_rows(

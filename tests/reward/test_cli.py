@@ -35,7 +35,8 @@ def _reward(capsys, task, patch: str, tmp_path: Path, *extra: str) -> dict:
 
 def test_reward_without_flags_is_the_shipped_verdict_oracle(capsys, tmp_path, toy_task) -> None:
     """No flag: oracle mode (the gold patch and the task's tests are read), as episodes: the
-    outcome model decides the task's tests on the candidate's state; blind on request."""
+    verdict decides, the outcome model's statuses of the task's tests on the candidate's
+    state among its evidence; blind on request."""
     path = tmp_path / "candidate.patch"
     path.write_text(toy_task.patch)
     assert main(["reward", "--id", toy_task.instance_id, "--patch", str(path)]) == 0
@@ -43,7 +44,8 @@ def test_reward_without_flags_is_the_shipped_verdict_oracle(capsys, tmp_path, to
     assert result["info"]["verdict"].endswith("verdict-default/model.json")
     assert set(result["stages"]) == {"syntax", "semantic"} and result["status"] == "resolved"
     assert result["info"]["mode"] == "oracle" and result["evidence"]["gold_equivalent"] == 1.0
-    assert result["info"]["decided_by"] == "outcome"
+    assert result["info"]["decided_by"] == "verdict"
+    assert result["evidence"]["oc_available"] == 1.0  # the outcome model's statuses were read
     assert (
         main(["reward", "--id", toy_task.instance_id, "--patch", str(path), "--mode", "blind"]) == 0
     )

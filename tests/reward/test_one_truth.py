@@ -2,7 +2,8 @@
 tests on a submitted state and the reward of that state agree.
 
 For each candidate (the gold patch, a change in the right file that is not the fix, an empty
-patch), the default world (the outcome executor, oracle mode) runs the task's
+patch), the outcome executor (oracle mode) with the reward as its judge, as the default
+world builds it, runs the task's
 FAIL_TO_PASS / PASS_TO_PASS test files on the candidate's state with the task's test patch
 applied (the grader's state), and the default reward (the learned verdict) scores the same
 candidate: every graded test passing in the simulated run goes with "resolved", and a graded
@@ -38,11 +39,11 @@ def _candidates(session, task) -> dict[str, str]:
     return out
 
 
-def _simulated_graded(manager, task, patch: str) -> dict[str, str]:
+def _simulated_graded(manager, task, patch: str, judge) -> dict[str, str]:
     """The graded tests' statuses in a simulated run of their files on patch + test patch."""
     graded = [*test_list(task, "FAIL_TO_PASS"), *test_list(task, "PASS_TO_PASS")]
     files = sorted({t.split("::", 1)[0] for t in graded})
-    with manager.open(task, executor=OutcomeExecutor(mode="oracle")) as s:
+    with manager.open(task, executor=OutcomeExecutor(mode="oracle", judge=judge)) as s:
         for name, text in (("candidate", patch), ("tests", task.test_patch)):
             if text.strip():
                 s.write_file(f"/tmp/{name}.diff", text)
@@ -50,16 +51,17 @@ def _simulated_graded(manager, task, patch: str) -> dict[str, str]:
                 assert applied.exit_code == 0, applied.stdout + applied.stderr
         run = s.run("python -m pytest -rA " + " ".join(files))
         info = run.info["execution_calls"][-1]["info"]
-        assert info["graded"]["tests"] == len(set(graded)), info  # the shared decision
+        assert info["graded"]["tests"] == len(set(graded)), info
+        assert info["graded"]["judge"] in ("decided", "remembered"), info  # the reward's
     statuses = parse_pytest_log(run.stdout)
     return {t: statuses.get(t, "MISSING") for t in graded}
 
 
-def _agent_run(manager, task, patch: str) -> dict[str, str]:
+def _agent_run(manager, task, patch: str, judge) -> dict[str, str]:
     """The graded tests an agent's own run (candidate applied, no test patch) shows."""
     graded = {*test_list(task, "FAIL_TO_PASS"), *test_list(task, "PASS_TO_PASS")}
     files = sorted({t.split("::", 1)[0] for t in graded})
-    with manager.open(task, executor=OutcomeExecutor(mode="oracle")) as s:
+    with manager.open(task, executor=OutcomeExecutor(mode="oracle", judge=judge)) as s:
         if patch.strip():
             s.write_file("/tmp/candidate.diff", patch)
             assert s.run("git apply /tmp/candidate.diff").exit_code == 0
@@ -83,11 +85,11 @@ def test_simulated_tests_and_reward_agree_on_every_toy_task(manager, toy_tasks) 
             if name == "empty":
                 assert not result.resolved
                 continue
-            simulated = _simulated_graded(manager, task, patch)
+            simulated = _simulated_graded(manager, task, patch, reward.judge)
             all_pass = all(v == "PASSED" for v in simulated.values())
             assert all_pass == result.resolved, (task.instance_id, name, simulated, result.info)
             assert set(simulated) == set(graded)
-            shown = _agent_run(manager, task, patch)
+            shown = _agent_run(manager, task, patch, reward.judge)
             if result.resolved:  # every graded test the agent's run collects passes
                 assert shown and all(v == "PASSED" for v in shown.values()), (name, shown)
             seen[result.resolved] += 1

@@ -126,16 +126,23 @@ def test_the_gold_patch_outscores_a_change_that_fixes_nothing(toy_tasks):
         assert gold.resolved, task.instance_id
 
 
-@pytest.mark.xfail(
-    reason="known weakness of the first verdict (issue 20): a harmless edit in the gold "
-    "patch's file scores above 0.5 in oracle mode; the training data has few negatives "
-    "that look right (Verified candidates are ~93% resolved) and, here, no outcome-model "
-    "statuses (the shipped outcome model does not match the working tree's features)",
-    strict=False,
+@pytest.mark.parametrize(
+    "code",
+    [
+        "\n\nX = 1\n",
+        "\n\ndef _unused(value=None):\n    return value\n",
+        "\n\nclass _Unused:\n    pass\n",
+        "\n\ndef _h(a, b):\n    c = a + b\n    if c > 3:\n        return c\n    return a\n",
+    ],
 )
-def test_a_harmless_change_in_the_right_file_is_not_resolved(toy_task):
-    harmless = RewardModel(SWRConfig(mode="oracle")).score(toy_task, toy_patch("\n\nX = 1\n"))
-    assert not harmless.resolved
+def test_code_nothing_uses_in_the_right_file_is_not_resolved(toy_tasks, code):
+    """The reward hack of an edit in the right place that fixes nothing (a constant, a
+    function, a class nobody refers to) is not resolved in oracle mode. (Blind mode cannot
+    tell where the fix belongs: such an edit scores about 0.5 there.)"""
+    scorer = RewardModel(SWRConfig(mode="oracle"))
+    for task in toy_tasks:
+        harmless = scorer.score(task, toy_patch(code))
+        assert not harmless.resolved and harmless.score < 0.3, (task.instance_id, harmless.score)
 
 
 @pytest.mark.parametrize("mode", ["oracle", "blind"])
@@ -203,3 +210,18 @@ def test_scoring_without_an_lm_is_fast(toy_task):
     for _ in range(3):
         scorer.score(toy_task, toy_task.patch)
     assert (time.perf_counter() - started) / 3 < 1.0
+
+
+def test_whole_file_features_can_read_as_missing():
+    """Training sees every candidate that had a checkout once more without one, so the
+    absence of whole-file features says nothing about a candidate's source."""
+    from sweworld.reward.verdict import VERDICT_FEATURES, WHOLE_FILE_FEATURES, without_files
+
+    assert "scope_files" not in VERDICT_FEATURES  # where a candidate came from is not evidence
+    assert set(WHOLE_FILE_FEATURES) <= set(VERDICT_FEATURES)
+    assert {"gold_defs_covered", "oc_run_fails"} <= set(WHOLE_FILE_FEATURES)
+    full = dict.fromkeys(VERDICT_FEATURES, 1.0)
+    masked = without_files(full)
+    assert all(math.isnan(masked[k]) for k in WHOLE_FILE_FEATURES)
+    assert all(masked[k] == 1.0 for k in VERDICT_FEATURES if k not in WHOLE_FILE_FEATURES)
+    assert without_files(masked) is None  # nothing left to take away

@@ -91,3 +91,42 @@ def test_a_learner_worse_than_the_base_rate_ships_the_base_rate():
     assert chosen == selection["by_auc"] == "hgb" and cal["kind"] in ("isotonic", "platt")
     assert selection["calibrated_brier"] < selection["prior_brier"]
     assert selection["auc_low"] > 0.5
+
+
+def test_decoys_are_made_from_the_gold_patch_with_their_labels(toy_tasks):
+    """Per task with a checkout: a function nothing calls added to the gold patch's source
+    file (unresolved: the FAIL_TO_PASS tests cannot change) and the same beside the gold
+    patch (resolved); both apply to the base and parse."""
+    import ast
+
+    from sweworld.reward.model import RewardModel
+    from sweworld.train.verdict_data import Candidate, decoy_candidates
+    from sweworld.transition.outcome.state import FileState
+
+    scorer = RewardModel(mode="oracle", stages=("syntax", "semantic"))
+    base, _ = scorer.base_dir(toy_tasks[0])
+
+    class Checkouts:
+        def for_task(self, task, commit=""):
+            return base if task.get("base_commit") == toy_tasks[0].base_commit else None
+
+    cands = [
+        Candidate(t.instance_id, t.repo, t.patch, True, t.to_row(), "test", "gold")
+        for t in toy_tasks
+    ]
+    cands.append(Candidate("other", "x/y", "", False, {"base_commit": "f" * 40}, "test", "agent"))
+    decoys = decoy_candidates(cands, Checkouts())
+    same_base = [t for t in toy_tasks if t.base_commit == toy_tasks[0].base_commit]
+    assert len(decoys) == 2 * len(same_base)
+    assert decoy_candidates(cands, None) == []
+    for d in decoys:
+        assert d.source == "decoy" and d.resolved == (d.kind == "gold_decoy")
+        state = FileState.from_diff(base, d.patch)
+        assert state.changed, d.patch
+        for rel in state.changed:
+            ast.parse(state.text(rel))
+        added = [ln for ln in d.patch.splitlines() if ln.startswith(("+def _", "+class _", "+_"))]
+        assert added  # new code under a private name nothing refers to
+        if d.kind == "decoy":
+            lines = d.patch.splitlines()
+            assert all(not ln.startswith("-") or ln.startswith("---") for ln in lines)

@@ -24,14 +24,19 @@ runner's own format. The ledger of each session holds the outcomes this executor
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
+from sweworld.tasks.patches import patch_hunks
 from sweworld.transition.outcome.collect import collect_tests
 from sweworld.transition.outcome.features import (
     TEST_RUNNER_KINDS,
@@ -42,7 +47,13 @@ from sweworld.transition.outcome.features import (
     step_features,
 )
 from sweworld.transition.outcome.fixtures import environment_plugins, setup_errors
-from sweworld.transition.outcome.graded import graded_ids, graded_state, graded_tests
+from sweworld.transition.outcome.graded import (
+    graded_ids,
+    graded_state,
+    graded_tests,
+    reconcile_statuses,
+    workspace_patch,
+)
 from sweworld.transition.outcome.model import OutcomeModel
 from sweworld.transition.outcome.render import (
     render_django,
@@ -68,6 +79,12 @@ class OutcomeExecutor:
     Args:
         model: a model file or folder (default: the shipped one), or a loaded model.
         mode: ``blind`` (no gold patch or test lists) or ``oracle``.
+        judge: what decides whether a state resolves its task, so that a simulated run of
+            the task's graded tests agrees with the reward (one state, one truth): a
+            callable ``judge(task, patch) -> bool | None`` given the state's diff without
+            the files the grader resets (None: no decision). :class:`~sweworld.world.World`
+            passes its reward's; without one, the outcome model's own decision about those
+            tests stands.
     """
 
     name = "outcome"
@@ -78,6 +95,7 @@ class OutcomeExecutor:
         mode: str = "oracle",
         *,
         text: Any = None,
+        judge: Callable[[Any, str], bool | None] | None = None,
     ):
         if mode not in ("oracle", "blind"):
             raise ValueError(f"mode must be 'oracle' or 'blind', not {mode!r}")
@@ -90,6 +108,8 @@ class OutcomeExecutor:
         else:
             path = Path(model) if model is not None else DEFAULT_MODEL
             self.model, self.model_path = OutcomeModel.load(path), str(path)
+        self.judge = judge
+        self._judged: dict[tuple[str, str], bool | None] = {}
         self._ledgers: dict[str, Ledger] = {}
         self._outputs: dict[tuple[str, str, int], str] = {}
         self._lock = threading.Lock()
@@ -176,7 +196,7 @@ class OutcomeExecutor:
         exception = self.model.predict_exception([step.values], self.mode)[0]
         info.update(route="outcome-model", exit_class=exit_cls, exception=exception)
         if kind in TEST_RUNNER_KINDS:
-            graded = self._graded(request.task, state, ids, info)
+            graded = self._graded(request, state, ids, info)
             result = self._tests(
                 ids, step, state, ledger, exit_cls, exception, info, graded, request.task
             )
@@ -242,25 +262,80 @@ class OutcomeExecutor:
         return found.ids
 
     def _graded(
-        self, task: Any, state: FileState, ids: list[str], info: dict[str, Any]
+        self, request: ExecutionRequest, state: FileState, ids: list[str], info: dict[str, Any]
     ) -> dict[str, str] | None:
         """In oracle mode, the statuses of the task's graded tests this run collects, as the
         reward decides them on this state (:mod:`~sweworld.transition.outcome.graded`: one
         state, one truth); None when the run collects none of them."""
+        task = request.task
         if self.mode != "oracle" or task is None or not ids:
             return None
         f2p, p2p = graded_ids(task)
         if not set(ids) & {*f2p, *p2p}:
             return None
-        test_patch = str(
-            (task.get("test_patch") if isinstance(task, dict) else getattr(task, "test_patch", ""))
-            or ""
-        )
-        graded = graded_tests(self.model, task, graded_state(state, test_patch), self.mode)
+        raw = task.get("test_patch") if isinstance(task, Mapping) else None
+        test_patch = str(raw or getattr(task, "test_patch", "") or "")
+        grader = graded_state(state, test_patch)
+        graded = graded_tests(self.model, task, grader, self.mode)
         if graded is None:
             return None
         info["graded"] = {"tests": len(graded.statuses), "fails": graded.fails}
-        return graded.statuses
+        if self.judge is None:
+            return graded.statuses
+        # the files the grader resets are left out where the session holds what the grader
+        # runs (the test patch applied as it is); an agent's other edit of them is its own
+        reset = {p for p in patch_hunks(test_patch) if state.text(p) == grader.text(p)}
+        decision = self._judge(request, task, state, reset, info["graded"])
+        if decision is None:
+            return graded.statuses
+        info["graded"]["fails"] = not decision
+        return reconcile_statuses(graded.statuses, task, decision)
+
+    def _judge(
+        self,
+        request: ExecutionRequest,
+        task: Any,
+        state: FileState,
+        reset: set[str],
+        note: dict[str, Any],
+    ) -> bool | None:
+        """The judge's decision about the session's diff (remembered per task and diff), or
+        None (no judge, a state that cannot be told as a patch, a judge that fails or gives
+        no boolean): the outcome model's own decision then stands, ``note`` says why."""
+        try:
+            if request.workspace is None or request.base is None:
+                note["judge"] = "no workspace"
+                return None
+            patch = workspace_patch(request.workspace, request.base, state.changed, reset)
+            if patch is None:
+                note["judge"] = "state not a text patch (binary, link, huge)"
+                return None
+            task_id = str(
+                (task.get("instance_id") if isinstance(task, Mapping) else None)
+                or getattr(task, "instance_id", "")
+                or ""
+            )
+            digest = hashlib.sha256(patch.encode("utf-8", "surrogateescape")).hexdigest()
+            key = (task_id, digest) if task_id else None
+            with self._lock:
+                if key is not None and key in self._judged:
+                    note["judge"] = "remembered"
+                    return self._judged[key]
+            decision = self.judge(task, patch)
+        except Exception as exc:  # the outcome model's decision stands
+            note["judge"] = f"failed: {type(exc).__name__}: {exc}"[:300]
+            return None
+        if decision is not None and not isinstance(decision, (bool, np.bool_)):
+            note["judge"] = f"no decision: the judge gave {type(decision).__name__}"
+            return None
+        decision = None if decision is None else bool(decision)
+        with self._lock:
+            if key is not None:
+                if len(self._judged) >= 4096:
+                    self._judged.clear()
+                self._judged[key] = decision
+        note["judge"] = "decided" if decision is not None else "undecided"
+        return decision
 
     def _tests(
         self,

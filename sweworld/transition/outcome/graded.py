@@ -6,15 +6,22 @@ applied. :func:`graded_state` builds that state from any :class:`FileState` (a l
 workspace or a stored diff), and :func:`graded_tests` asks the outcome model for the one
 decision about those tests (:meth:`~sweworld.transition.outcome.model.OutcomeModel.
 decide_tests_detail`) on a fixed command (``python -m pytest -rA`` on the tests' files), with
-no ledger. The same state therefore gets the same answer wherever it is asked: the reward's
-verdict (:mod:`sweworld.reward.test_outcomes`) and a simulated test run of those tests in a
-session (:class:`~sweworld.transition.outcome.executor.OutcomeExecutor`, oracle mode).
+no ledger. The same state therefore gets the same statuses wherever it is asked: as
+evidence of the reward's verdict (:mod:`sweworld.reward.test_outcomes`) and in a simulated
+run of those tests in a session (:class:`~sweworld.transition.outcome.executor.
+OutcomeExecutor`, oracle mode). Where the executor has a judge (the World binds its
+reward's verdict), :func:`workspace_patch` gives the judge the session's diff and
+:func:`reconcile_statuses` makes the run show the judge's decision.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import posixpath
+import stat
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,10 +31,30 @@ from sweworld.tasks.patches import patch_hunks
 from sweworld.transition.outcome.features import per_test_features, step_features
 from sweworld.transition.outcome.state import FileState, apply_patch_text
 
-__all__ = ["MAX_GRADED", "GradedTests", "graded_ids", "graded_state", "graded_tests"]
+__all__ = [
+    "MAX_GRADED",
+    "MAX_JUDGED_BYTES",
+    "MAX_JUDGED_FILE_BYTES",
+    "MAX_JUDGED_FILE_LINES",
+    "GradedTests",
+    "graded_ids",
+    "graded_state",
+    "graded_tests",
+    "read_raw_text",
+    "reconcile_statuses",
+    "workspace_patch",
+]
 
 #: Tests of each list read at most (features stay bounded on huge lists).
 MAX_GRADED = 400
+#: A state whose changed files hold more text than this, both sides together, is not
+#: handed to a judge (no decision); nor is one with a changed file larger than
+#: :data:`MAX_JUDGED_FILE_BYTES` (the diff's time stays bounded).
+MAX_JUDGED_BYTES = 2_000_000
+MAX_JUDGED_FILE_BYTES = 400_000
+#: Nor one with a changed file of more lines than this (a diff's time grows with the product
+#: of the two sides' lines on repetitive text: ~0.5 s at this bound, 2 s at twice it).
+MAX_JUDGED_FILE_LINES = 10_000
 
 
 @dataclass
@@ -98,3 +125,100 @@ def graded_tests(
         f2p, p2p, dict(zip(ids, statuses, strict=True)), bool(fails), float(p_run), p_fail,
         rows, len(step.values),
     )  # fmt: skip
+
+
+def read_raw_text(root: Path, rel: str, budget: int) -> tuple[bool, str | None]:
+    """(readable, text) of the regular file ``root/rel`` as bytes decoded (line endings kept):
+    (True, None) when it does not exist; (False, None) when it cannot be a patch's text (a
+    symlink, not a regular file, a folder outside ``root`` on the way, over ``budget`` bytes,
+    binary, not UTF-8)."""
+    path = root / rel
+    try:
+        parent = path.parent.resolve()
+        if parent != root.resolve() and root.resolve() not in parent.parents:
+            return False, None
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True, None
+    except OSError:
+        return False, None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > budget:
+        return False, None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read(budget + 1)
+    except OSError:
+        return False, None
+    if len(data) > budget or b"\0" in data:
+        return False, None
+    try:
+        return True, data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False, None
+
+
+def workspace_patch(
+    workspace: Path, base: Path, paths: Iterable[str], exclude: Iterable[str] = ()
+) -> str | None:
+    """The ``git diff`` of the text files ``paths`` between the base checkout ``base`` and
+    the session's ``workspace`` (line endings kept, paths quoted as git quotes them, empty
+    new files as a header), without ``exclude``; None when a path cannot be told as text (a
+    symlink, a binary or undecodable file, a control character in its name) or the files
+    exceed :data:`MAX_JUDGED_FILE_BYTES`, :data:`MAX_JUDGED_FILE_LINES` or
+    :data:`MAX_JUDGED_BYTES`: a judge is then not asked."""
+    from sweworld.tasks.unified_diff import make_unified_diff
+
+    skip = set(exclude)
+    parts: list[str] = []
+    left = MAX_JUDGED_BYTES
+    for rel in sorted(set(paths)):
+        rel = posixpath.normpath(rel)
+        if rel in skip or _noise_path(rel):
+            continue
+        if rel.startswith(("../", "/")) or any(ord(c) < 32 or c == "\x7f" for c in rel):
+            return None
+        ok_old, old = read_raw_text(Path(base), rel, MAX_JUDGED_FILE_BYTES)
+        ok_new, new = read_raw_text(Path(workspace), rel, MAX_JUDGED_FILE_BYTES)
+        if not (ok_old and ok_new):
+            return None
+        if old == new:
+            continue
+        if max((old or "").count("\n"), (new or "").count("\n")) > MAX_JUDGED_FILE_LINES:
+            return None
+        left -= len(old or "") + len(new or "")
+        if left < 0:
+            return None
+        parts.append(make_unified_diff(rel, old, new))
+    return "".join(parts)
+
+
+def _noise_path(rel: str) -> bool:
+    """What ``git add -A`` would not show either: the version control folder, bytecode and
+    caches a run leaves behind."""
+    parts = rel.split("/")
+    return (
+        parts[0] == ".git"
+        or "__pycache__" in parts
+        or ".pytest_cache" in parts
+        or rel.endswith((".pyc", ".pyo"))
+        or any(p.endswith(".egg-info") for p in parts[:-1])
+    )
+
+
+def reconcile_statuses(statuses: Mapping[str, str], task: Any, resolved: bool) -> dict[str, str]:
+    """The task's test statuses made to agree with a decision about the state (one state,
+    one truth): a resolved state passes every FAIL_TO_PASS and PASS_TO_PASS test; an
+    unresolved one keeps the predicted failures, or, where the prediction has none, fails
+    the first FAIL_TO_PASS test (SWE-bench's rule: resolved iff all of them pass). Tests
+    outside the two lists keep their status."""
+    graded = [*test_list(task, "FAIL_TO_PASS"), *test_list(task, "PASS_TO_PASS")]
+    out = dict(statuses)
+    if resolved:
+        out.update(dict.fromkeys((t for t in graded if t in out), "PASSED"))
+        return out
+    if not any(out.get(t) in ("FAILED", "ERROR") for t in graded):
+        f2p = [t for t in test_list(task, "FAIL_TO_PASS") if t in out]
+        if f2p:
+            out[f2p[0]] = "FAILED"
+    return out

@@ -146,3 +146,46 @@ def test_selection_options_select_the_tests_run(manager, toy_task, calc_model) -
         one = sorted(every)[0]
         rest = s.run(f"python -m pytest -rA tests/test_textutil.py --deselect {one}")
         assert set(parse_pytest_log(rest.stdout)) == set(every) - {one}
+
+
+def test_a_judge_decides_the_graded_tests(manager, toy_task) -> None:
+    """One state, one truth: with a judge (the World passes its reward's), a run of the
+    task's graded tests shows what the judge decided about the state's diff, asked once per
+    state; a judge that breaks leaves the outcome model's own decision, said in ``info``."""
+    from sweworld.tasks import test_list
+    from sweworld.tasks.patches import patch_hunks
+
+    graded = [*test_list(toy_task, "FAIL_TO_PASS"), *test_list(toy_task, "PASS_TO_PASS")]
+    files = sorted({t.split("::", 1)[0] for t in graded})
+    code_file = next(p for p in patch_hunks(toy_task.patch) if "test" not in p)
+    asked: list[str] = []
+
+    def run_with(decision):
+        def judge(task, patch):
+            asked.append(patch)
+            if isinstance(decision, Exception):
+                raise decision
+            return decision
+
+        with manager.open(toy_task, executor=OutcomeExecutor(mode="oracle", judge=judge)) as s:
+            s.write_file("/tmp/tests.diff", toy_task.test_patch)
+            assert s.run("git apply /tmp/tests.diff").exit_code == 0  # the grader's tests
+            s.run(f"echo 'EXTRA = 1' >> {code_file}")
+            first = s.run("python -m pytest -rA " + " ".join(files))
+            again = s.run("python -m pytest -rA " + " ".join(files))
+        return first, again
+
+    for decision in (True, False):
+        asked.clear()
+        first, again = run_with(decision)
+        shown = {t: v for t, v in parse_pytest_log(first.stdout).items() if t in graded}
+        assert set(shown) == set(graded)
+        assert all(v == "PASSED" for v in shown.values()) == decision, shown
+        assert first.exit_code == (0 if decision else 1)
+        assert last_info(first)["graded"]["judge"] == "decided"
+        assert last_info(again)["graded"]["judge"] == "remembered" and len(asked) == 1
+        assert f"+++ b/{code_file}" in asked[0] and "+EXTRA = 1" in asked[0]
+        assert not any(f"b/{p}" in asked[0] for p in patch_hunks(toy_task.test_patch))
+    first, _ = run_with(RuntimeError("judge down"))
+    assert last_info(first)["graded"]["judge"].startswith("failed: RuntimeError: judge down")
+    assert parse_pytest_log(first.stdout)  # the outcome model's decision stands

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sweworld.transition.outcome.graded import graded_ids, graded_state, graded_tests
 from sweworld.transition.outcome.model import OutcomeModel
 from sweworld.transition.outcome.state import FileState
@@ -67,3 +69,98 @@ def test_one_decision_for_one_state(tmp_path) -> None:
     assert first.fails == any(s in ("FAILED", "ERROR") for s in first.statuses.values())
     assert 0.0 <= first.p_fails <= 1.0
     assert graded_tests(model, {"FAIL_TO_PASS": []}, state) is None
+
+
+def _tree(root: Path, files: dict[str, bytes]) -> Path:
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return root
+
+
+def test_workspace_patch_is_what_git_apply_turns_the_base_into_the_workspace(tmp_path) -> None:
+    """Modified (CRLF, form feed, no final newline), new (one empty), deleted files: the
+    patch applies with ``git apply`` and gives the workspace's bytes; excluded files and a
+    run's leftovers (bytecode, caches) are not in it."""
+    import shutil
+    import subprocess
+
+    from sweworld.transition.outcome.graded import workspace_patch
+
+    base = _tree(
+        tmp_path / "base",
+        {
+            "pkg/a.py": b"def f():\r\n    return 1\r\n",
+            "pkg/b.py": b"X = 1\n\x0cY = 2\n",
+            "pkg/gone.py": b"Z = 1\n",
+            "tests/test_m.py": TEST_V0.encode(),
+        },
+    )
+    now = {
+        "pkg/a.py": b"def f():\r\n    return 2\r\n",
+        "pkg/b.py": b"X = 1\n\x0cY = 3",
+        "pkg/new.py": b"W = 1\n",
+        "pkg/empty.py": b"",
+        "tests/test_m.py": b"def test_a():\n    pass\n",
+        "pkg/__pycache__/a.cpython-311.pyc": b"\0junk",
+    }
+    work = tmp_path / "work"
+    shutil.copytree(base, work)
+    _tree(work, now)
+    (work / "pkg/gone.py").unlink()
+    paths = [*now, "pkg/gone.py"]
+    patch = workspace_patch(work, base, paths, exclude={"tests/test_m.py"})
+    assert "tests/test_m.py" not in patch and "__pycache__" not in patch
+    check = tmp_path / "check"
+    shutil.copytree(base, check)
+    subprocess.run(["git", "init", "-q"], cwd=check, check=True)
+    (check / "p.diff").write_text(patch, newline="")
+    subprocess.run(["git", "apply", "p.diff"], cwd=check, check=True)
+    for rel in ("pkg/a.py", "pkg/b.py", "pkg/new.py", "pkg/empty.py"):
+        assert (check / rel).read_bytes() == now[rel], rel
+    assert not (check / "pkg/gone.py").exists()
+    assert workspace_patch(work, base, []) == ""
+
+
+@pytest.mark.parametrize(
+    "case", ["symlink", "binary", "huge", "many lines", "not utf-8", "control char"]
+)
+def test_workspace_patch_refuses_what_is_not_a_text_patch(tmp_path, case) -> None:
+    """A judge is not asked about a state that git would not show as text (a link, a binary
+    or undecodable file), a file over the size bound, or a name a diff header cannot hold."""
+    import os
+
+    from sweworld.transition.outcome import graded
+
+    base = _tree(tmp_path / "base", {"m.py": b"X = 1\n"})
+    work = _tree(tmp_path / "work", {"m.py": b"X = 1\n"})
+    rel = "m.py"
+    if case == "symlink":
+        (work / "m.py").unlink()
+        os.symlink("/etc/hostname", work / "m.py")
+    elif case == "binary":
+        (work / "m.py").write_bytes(b"X = 1\0\n")
+    elif case == "huge":
+        (work / "m.py").write_bytes(b"X = 2\n" * (graded.MAX_JUDGED_FILE_BYTES // 6 + 1))
+    elif case == "many lines":
+        (work / "m.py").write_bytes(b"\n" * (graded.MAX_JUDGED_FILE_LINES + 1))
+    elif case == "not utf-8":
+        (work / "m.py").write_bytes(b"X = '\xff'\n")
+    else:
+        rel = "m\n.py"
+        (work / rel).write_bytes(b"X = 1\n")
+    assert graded.workspace_patch(work, base, [rel]) is None
+
+
+def test_reconcile_statuses_follows_the_decision() -> None:
+    from sweworld.transition.outcome.graded import reconcile_statuses
+
+    task = {"FAIL_TO_PASS": ["t::b"], "PASS_TO_PASS": ["t::a"]}
+    statuses = {"t::a": "FAILED", "t::b": "PASSED", "t::other": "FAILED"}
+    assert reconcile_statuses(statuses, task, True) == {
+        "t::a": "PASSED",
+        "t::b": "PASSED",
+        "t::other": "FAILED",  # not graded: kept
+    }
+    assert reconcile_statuses({"t::a": "PASSED", "t::b": "PASSED"}, task, False)["t::b"] == "FAILED"
+    assert reconcile_statuses(statuses, task, False) == statuses  # a failure is already there
