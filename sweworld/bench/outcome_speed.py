@@ -35,9 +35,11 @@ COMMANDS = (
 DESCRIPTION = (
     "Real sandbox sessions on the toy task sweworld__stockroom-1; five execution "
     "commands per round (three pytest runs, `python -c`, a script), alternating "
-    "between the base state and an edited one. 'exec' is the executor's own time, "
+    "between the base state and a new edit of it. 'exec' is the executor's own time, "
     "'step' the whole step as the session measures it. The outcome executor uses "
-    "the shipped model (sweworld/adapters/outcome-default); the baseline is the "
+    "the shipped model (sweworld/adapters/outcome-default), alone and with the "
+    "default world's judge (the SWR verdict, asked about each new state whose run "
+    "collects the task's graded tests: one state, one truth); the baseline is the "
     "project's current default world (simulated: SmolLM2-135M with the shipped "
     "SWT adapter), which runs fewer rounds because each of its model calls takes "
     "seconds to a minute. Shared 2-core VM: latencies are noisy."
@@ -66,8 +68,8 @@ def measure(executor: Any, rounds: int) -> dict[str, dict[str, list[float]]]:
             )  # fmt: skip
             session.run("ls")  # start the sandbox
             for i in range(rounds):
-                if i % 2:
-                    session.run("echo '# edit' >> stockroom/textutil.py")
+                if i % 2:  # a new state each time (a judge is asked about every new one)
+                    session.run(f"echo '# edit {i}' >> stockroom/textutil.py")
                 else:
                     session.run("git checkout -q -- stockroom/textutil.py")
                 for command in COMMANDS:
@@ -101,6 +103,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mode", default="oracle", choices=("oracle", "blind"), help="SWT context mode"
     )
+    parser.add_argument(
+        "--judge",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time the outcome executor with the default world's judge (the SWR "
+        "verdict, asked when a run collects the task's graded tests; oracle mode)",
+    )
     parser.add_argument("--out", default=None, help="write report.json into this folder")
 
 
@@ -112,6 +121,12 @@ def run(args: argparse.Namespace) -> int:
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     outcome = OutcomeExecutor(args.model, mode=args.mode)
     results = {"outcome": measure(outcome, args.rounds)}
+    if args.judge and args.mode == "oracle":
+        from sweworld.reward.model import RewardModel
+
+        with RewardModel(mode=args.mode) as reward:
+            judged = OutcomeExecutor(args.model, mode=args.mode, judge=reward.judge)
+            results["outcome + judge (SWR verdict)"] = measure(judged, args.rounds)
     if args.baseline_rounds > 0:
         baseline = executor_from_spec("simulated", mode=args.mode)
         try:
@@ -139,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
                 "rounds": args.rounds,
                 "baseline_rounds": args.baseline_rounds,
                 "mode": args.mode,
+                "judge": bool(args.judge),
             },
             model=str(outcome.model_path),
             fresh=True,

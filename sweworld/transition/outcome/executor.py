@@ -69,6 +69,8 @@ __all__ = ["DEFAULT_MODEL", "OutcomeExecutor", "outcome_with_lm"]
 #: The shipped model (trained by ``sweworld train outcome``; see its README).
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "adapters" / "outcome-default" / "model.json"
 _MAX_TESTS = 5000
+#: The judge is not asked when less of the step's time than this is left (seconds).
+JUDGE_MIN_S = 2.0
 #: A command that may install packages (the environment's plugins are then unknown).
 _INSTALLS = re.compile(r"\binstall\b|\bsetup\.py\s+develop\b")
 
@@ -305,6 +307,10 @@ class OutcomeExecutor:
         try:
             if request.workspace is None or request.base is None:
                 note["judge"] = "no workspace"
+                return None
+            left = None if request.deadline is None else request.deadline - time.monotonic()
+            if left is not None and left < JUDGE_MIN_S:
+                note["judge"] = f"not asked: {max(left, 0.0):.2f} s left of the step"
                 return None
             patch = workspace_patch(request.workspace, request.base, state.changed, reset)
             if patch is None:

@@ -151,7 +151,8 @@ def test_selection_options_select_the_tests_run(manager, toy_task, calc_model) -
 def test_a_judge_decides_the_graded_tests(manager, toy_task) -> None:
     """One state, one truth: with a judge (the World passes its reward's), a run of the
     task's graded tests shows what the judge decided about the state's diff, asked once per
-    state; a judge that breaks leaves the outcome model's own decision, said in ``info``."""
+    state; a judge that breaks, or a step without the time to ask it, leaves the outcome
+    model's own decision, said in ``info``."""
     from sweworld.tasks import test_list
     from sweworld.tasks.patches import patch_hunks
 
@@ -173,6 +174,9 @@ def test_a_judge_decides_the_graded_tests(manager, toy_task) -> None:
             s.run(f"echo 'EXTRA = 1' >> {code_file}")
             first = s.run("python -m pytest -rA " + " ".join(files))
             again = s.run("python -m pytest -rA " + " ".join(files))
+            s.run(f"echo 'LATE = 1' >> {code_file}")
+            late = s.run("python -m pytest -rA " + " ".join(files), timeout=1)
+            assert last_info(late)["graded"]["judge"].startswith("not asked"), last_info(late)
         return first, again
 
     for decision in (True, False):
