@@ -535,10 +535,8 @@ class World:
         tests, so the run it shows never contradicts the reward of that state. (A world
         rewarded by a real run, ``real`` or ``both``, binds none: the real run is not known
         before it happens.)"""
-        if not hasattr(executor, "judge") or executor.judge is not None:
-            return
-        if self.config.reward != "swr":
-            return
+        if self.config.reward != "swr" or getattr(executor, "judge", True) is not None:
+            return  # not an outcome executor, or one given its own judge
 
         def judge(task: Any, patch: str) -> bool | None:
             return self.rewarder.reward_model.judge(task, patch)

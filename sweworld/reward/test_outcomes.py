@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from sweworld.tasks.fields import task_field
 from sweworld.transition.outcome.graded import reconcile_statuses
 
 __all__ = ["TestPredictor", "predicted_test_features", "reconcile_statuses"]
@@ -69,10 +70,6 @@ class TestPredictor:
         return predicted_test_features(self.model, task, patch, base_dir, mode)
 
 
-def _field(task: Any, name: str) -> Any:
-    return task.get(name) if isinstance(task, dict) else getattr(task, name, None)
-
-
 def predicted_test_features(
     model: Any, task: Any, patch: str, base_dir: Path | None, mode: str
 ) -> tuple[dict[str, float], dict[str, str]] | None:
@@ -88,7 +85,7 @@ def predicted_test_features(
         return None
     state = FileState.from_diff(Path(base_dir), patch or "")
     graded = graded_tests(
-        model, task, graded_state(state, str(_field(task, "test_patch") or "")), mode
+        model, task, graded_state(state, str(task_field(task, "test_patch") or "")), mode
     )
     if graded is None:
         return None

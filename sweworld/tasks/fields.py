@@ -22,6 +22,7 @@ __all__ = [
     "extra_fields",
     "parse_test_list",
     "repo_from_instance_id",
+    "task_field",
     "test_list",
 ]
 
@@ -100,12 +101,17 @@ def parse_test_list(value: Any) -> Any:
     return value
 
 
+def task_field(task: Any, name: str) -> Any:
+    """Field ``name`` of a :class:`~sweworld.tasks.Task` or of a raw row (a mapping); None
+    when absent."""
+    return task.get(name) if isinstance(task, Mapping) else getattr(task, name, None)
+
+
 def test_list(task: Any, name: str) -> list[str]:
     """The test ids of ``task``'s ``name`` list (``"FAIL_TO_PASS"`` / ``"PASS_TO_PASS"``),
     for a :class:`~sweworld.tasks.Task` or a raw row (a mapping whose lists may still be
     JSON strings); ``[]`` when absent. Raises ``ValueError`` for a string that is not JSON."""
-    value = task.get(name) if isinstance(task, Mapping) else getattr(task, name, None)
-    return [str(test) for test in parse_test_list(value) or ()]
+    return [str(test) for test in parse_test_list(task_field(task, name)) or ()]
 
 
 test_list.__test__ = False  # type: ignore[attr-defined]  # not a pytest test

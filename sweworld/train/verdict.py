@@ -33,9 +33,20 @@ from typing import Any
 
 import numpy as np
 
+from sweworld.train.verdict_learn import (
+    LEARNERS,
+    choose_learner,
+    export_body,
+    fit_calibration,
+    fit_learner,
+    fold_groups,
+    metrics,
+    out_of_fold,
+    raw_scores,
+)
+
 __all__ = ["add_arguments", "main", "make_parser", "run"]
 
-LEARNERS = ("logreg", "hgb")
 #: Candidate kinds by source, for figures within one source.
 SOURCES = {
     "factory": ("right", "partial", "wrong", "empty", "test_edit"),
@@ -118,190 +129,7 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# ------------------------------------------------------------------------------ learning
-
-
-def _fit(learner: str, X: np.ndarray, y: np.ndarray, args: Any) -> tuple[Any, list[float]]:
-    """A fitted estimator and the fill values of missing inputs (medians)."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-    from sklearn.linear_model import LogisticRegression
-
-    known = ~np.isnan(X)
-    fill = np.asarray(
-        [
-            float(np.median(X[known[:, j], j])) if known[:, j].any() else 0.0
-            for j in range(X.shape[1])
-        ]
-    )
-    if learner == "hgb":
-        est = HistGradientBoostingClassifier(
-            max_iter=args.max_iter,
-            learning_rate=0.08,
-            max_leaf_nodes=8,
-            min_samples_leaf=10,
-            l2_regularization=1.0,
-            random_state=args.seed,
-            early_stopping=False,
-        )
-        # a column never known (e.g. the type check, not run) would break the binning: a
-        # constant there is never split on, so NaN at scoring time reads the same
-        X = np.where(np.isnan(X) & ~known.any(axis=0), 0.0, X)
-        est.fit(X, y)
-        return est, fill.tolist()
-    if learner == "prior":  # the base rate: a linear head with no weights
-        est = LogisticRegression()
-        rate = float(np.clip(np.mean(y), 1e-6, 1 - 1e-6))
-        est.coef_ = np.zeros((1, X.shape[1]))
-        est.intercept_ = np.asarray([math.log(rate / (1 - rate))])
-        est.classes_ = np.asarray([0, 1])
-        est._sweworld_scale = (np.zeros(X.shape[1]), np.ones(X.shape[1]))
-        return est, fill.tolist()
-    Xf = np.where(np.isnan(X), fill, X)
-    mean, std = Xf.mean(axis=0), Xf.std(axis=0)
-    std = np.where(std > 1e-9, std, 1.0)
-    est = LogisticRegression(C=0.5, max_iter=2000)
-    est.fit((Xf - mean) / std, y)
-    est._sweworld_scale = (mean, std)
-    return est, fill.tolist()
-
-
-def _body(est: Any) -> dict[str, Any]:
-    from sweworld.transition.outcome.model import export_estimator
-
-    return export_estimator(est, getattr(est, "_sweworld_scale", None))
-
-
-def _raw(est: Any, fill: Sequence[float], X: np.ndarray) -> np.ndarray:
-    """P(resolved) before calibration, through the exported JSON (what ships is measured)."""
-    from sweworld.transition.outcome.model import Head
-
-    head = Head(json.loads(json.dumps(_body(est))))
-    if head.body["kind"] == "linear":
-        X = np.where(np.isnan(X), np.asarray(fill), X)
-    proba = head.proba(X)
-    return proba[:, head.classes.index("1")]
-
-
-def _calibration(p: np.ndarray, y: np.ndarray) -> dict[str, Any]:
-    """Isotonic or Platt on out-of-fold scores: the one with the lower Brier score (measured
-    on a second split of those scores)."""
-    from sklearn.isotonic import IsotonicRegression
-    from sklearn.linear_model import LogisticRegression
-
-    from sweworld.reward.verdict import calibrate
-
-    def fit(kind: str, pp: np.ndarray, yy: np.ndarray) -> dict[str, Any]:
-        if kind == "isotonic":
-            iso = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0).fit(pp, yy)
-            return {
-                "kind": "isotonic",
-                "x": iso.X_thresholds_.tolist(),
-                "y": iso.y_thresholds_.tolist(),
-            }
-        q = np.clip(pp, 1e-6, 1 - 1e-6)
-        lr = LogisticRegression(C=100.0).fit(np.log(q / (1 - q)).reshape(-1, 1), yy)
-        return {"kind": "platt", "a": float(lr.coef_[0][0]), "b": float(lr.intercept_[0])}
-
-    scores = {}
-    for kind in ("isotonic", "platt"):
-        brier = 0.0
-        for a, b in _halves(len(p)):
-            if len(set(y[a].tolist())) < 2 or not b.any():
-                brier = math.inf
-                break
-            brier += float(np.mean((calibrate(fit(kind, p[a], y[a]), p[b]) - y[b]) ** 2))
-        scores[kind] = brier
-    best = min(scores, key=lambda k: scores[k])
-    body = fit(best, p, y) if len(set(y.tolist())) == 2 else {"kind": "none"}
-    body["oof_brier_halves"] = {k: round(v / 2, 4) for k, v in scores.items()}
-    return body
-
-
-def choose_learner(
-    oofs: dict[str, np.ndarray], y: np.ndarray
-) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """The learner to ship from out-of-fold (by repository) scores: the best ROC AUC, with
-    its calibration; but the base rate (``"prior"``, no calibration) when that learner
-    learned nothing that carries across repositories: its AUC's 95% interval (Hanley and
-    McNeil) reaches 0.5, or its calibrated cross-fitted Brier score is no better than the
-    base rate's. Returns (learner, calibration, figures)."""
-    labels = y.astype(bool)
-    aucs = {name: _metrics(labels, oof)["roc_auc"] or 0.0 for name, oof in oofs.items()}
-    chosen = max(sorted(aucs), key=lambda name: aucs[name])
-    cal = _calibration(oofs[chosen], y)
-    learner_brier = min(cal.get("oof_brier_halves", {}).values(), default=math.inf)
-    prior_brier = _prior_brier_halves(y)
-    low = aucs[chosen] - 1.96 * _auc_se(aucs[chosen], int(labels.sum()), int((~labels).sum()))
-    selection = {
-        "by_auc": chosen, "auc": round(aucs[chosen], 4), "auc_low": round(low, 4),
-        "calibrated_brier": learner_brier, "prior_brier": prior_brier,
-    }  # fmt: skip
-    if low <= 0.5 or prior_brier <= learner_brier:
-        chosen, cal = "prior", {"kind": "none"}
-    selection["chosen"] = chosen
-    return chosen, cal, selection
-
-
-def _auc_se(auc: float, positives: int, negatives: int) -> float:
-    """Hanley and McNeil's standard error of a ROC AUC."""
-    if positives < 1 or negatives < 1:
-        return math.inf
-    q1, q2 = auc / (2 - auc), 2 * auc * auc / (1 + auc)
-    var = (
-        auc * (1 - auc) + (positives - 1) * (q1 - auc * auc) + (negatives - 1) * (q2 - auc * auc)
-    ) / (positives * negatives)
-    return math.sqrt(max(var, 0.0))
-
-
-def _halves(n: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-    """The two (fit on, score on) masks of ``n`` scores that calibration and the base rate
-    are cross-fitted on (seeded: the same split for both)."""
-    half = np.random.default_rng(0).random(n) < 0.5
-    return (half, ~half), (~half, half)
-
-
-def _prior_brier_halves(y: np.ndarray) -> float:
-    """The base rate's Brier score on the calibration's two halves (fitted on one, scored
-    on the other), comparable with ``oof_brier_halves``."""
-    total = 0.0
-    for a, b in _halves(len(y)):
-        if not a.any() or not b.any():
-            return math.inf
-        total += float(np.mean((float(np.mean(y[a])) - y[b]) ** 2))
-    return round(total / 2, 4)
-
-
-def _groups(rows: Sequence[Any]) -> np.ndarray:
-    """Fold groups: repositories, or tasks when there are fewer than three repositories."""
-    repos = [c.repo for c in rows]
-    return np.asarray(repos if len(set(repos)) >= 3 else [c.instance_id for c in rows])
-
-
-def _oof(learner: str, X: np.ndarray, y: np.ndarray, groups: np.ndarray, args: Any) -> np.ndarray:
-    from sklearn.model_selection import GroupKFold
-
-    out = np.full(len(y), np.nan)
-    k = min(5, len(set(groups.tolist())))
-    if k < 2:
-        return np.full(len(y), float(y.mean()))
-    for tr, te in GroupKFold(n_splits=k).split(X, y, groups):
-        if len(set(y[tr].tolist())) < 2:
-            out[te] = float(y[tr].mean())
-            continue
-        est, fill = _fit(learner, X[tr], y[tr], args)
-        out[te] = _raw(est, fill, X[te])
-    return out
-
-
 # ------------------------------------------------------------------------------ figures
-
-
-def _metrics(labels: Sequence[bool], scores: Sequence[float]) -> dict[str, Any]:
-    from sweworld.reward.metrics import binary_metrics
-
-    m = binary_metrics([bool(v) for v in labels], [float(s) for s in scores])
-    keep = ("n", "positives", "accuracy", "balanced_accuracy", "roc_auc", "ece", "brier")
-    return {k: (round(m[k], 4) if isinstance(m[k], float) else m[k]) for k in keep}
 
 
 def _baselines(rows: list[Any], mode: str, majority: float) -> dict[str, list[float]]:
@@ -342,19 +170,10 @@ def _fit_matrix(rows: Sequence[Any], mode: str) -> tuple[np.ndarray, np.ndarray,
     a copy without them (:func:`~sweworld.reward.verdict.without_files`), in the same fold
     group. Without the copies, "no checkout was found" would stand for "a repository whose
     candidates are mostly resolved" (the Verified repositories no mirror here holds)."""
-    from sweworld.reward.verdict import VERDICT_FEATURES, without_files
-
-    X, y, groups = _matrix(rows, mode), [int(c.resolved) for c in rows], list(_groups(rows))
-    extra, extra_y, extra_g = [], [], []
-    for c, g in zip(rows, list(groups), strict=True):
-        masked = without_files(c.features[mode])
-        if masked is not None:
-            extra.append([float(masked.get(k, math.nan)) for k in VERDICT_FEATURES])
-            extra_y.append(int(c.resolved))
-            extra_g.append(g)
-    if extra:
-        X = np.vstack([X, np.asarray(extra, dtype=float)])
-    return X, np.asarray(y + extra_y), np.asarray(groups + extra_g)
+    pairs = zip(rows, _masked(rows, mode), strict=True)
+    twins = [twin for c, twin in pairs if twin.features[mode] is not c.features[mode]]
+    both = [*rows, *twins]
+    return _matrix(both, mode), np.asarray([int(c.resolved) for c in both]), fold_groups(both)
 
 
 def _masked(rows: Sequence[Any], mode: str) -> list[Any]:
@@ -393,38 +212,36 @@ def train_mode(cands: list[Any], mode: str, heldout: set[str], args: Any) -> tup
     figures: dict[str, Any] = {"mode": mode, "train_rows": len(fit_rows), "learners": {}}
     oofs = {}
     for learner in learners:
-        oofs[learner] = _oof(learner, X, y, groups, args)
-        figures["learners"][learner] = {
-            "oof_by_repository": _metrics(y.astype(bool), oofs[learner])
-        }
+        oofs[learner] = out_of_fold(learner, X, y, groups, args)
+        figures["learners"][learner] = {"oof_by_repository": metrics(y.astype(bool), oofs[learner])}
     chosen, cal, figures["selection"] = choose_learner(oofs, y)
-    est, fill = _fit(chosen, X, y, args)
-    entry = {"head": _body(est), "fill": fill, "calibration": cal, "learner": chosen}
+    est, fill = fit_learner(chosen, X, y, args)
+    entry = {"head": export_body(est), "fill": fill, "calibration": cal, "learner": chosen}
     from sweworld.reward.verdict import calibrate
 
     def score(rows: list[Any], e: Any = est, f: Any = fill, c: Any = cal) -> list[float]:
         live = [r for r in rows if r.hard[mode] is None]
-        raw = _raw(e, f, _matrix(live, mode)) if live else np.zeros(0)
+        raw = raw_scores(e, f, _matrix(live, mode)) if live else np.zeros(0)
         return _full_scores(calibrate(c, raw) if live else raw, rows, mode)
 
     majority = float(np.mean([c.resolved for c in train]) >= 0.5)
     labels = [c.resolved for c in test]
-    table = {f"verdict ({chosen})": _metrics(labels, score(test))}
+    table = {f"verdict ({chosen})": metrics(labels, score(test))}
     for learner in learners:
         if learner != chosen:  # the others, for comparison (the prior: as 'majority')
-            e2, f2 = _fit(learner, X, y, args)
-            c2 = _calibration(oofs[learner], y)
-            table[f"verdict ({learner})"] = _metrics(labels, score(test, e2, f2, c2))
+            e2, f2 = fit_learner(learner, X, y, args)
+            c2 = fit_calibration(oofs[learner], y)
+            table[f"verdict ({learner})"] = metrics(labels, score(test, e2, f2, c2))
     for name, scores in _baselines(test, mode, majority).items():
-        table[name] = _metrics(labels, scores)
+        table[name] = metrics(labels, scores)
     # the same held-out candidates as they read without a base checkout (no whole files)
-    table["verdict, no checkout"] = _metrics(labels, score(_masked(test, mode)))
+    table["verdict, no checkout"] = metrics(labels, score(_masked(test, mode)))
     figures["heldout"] = table
     per_repo: dict[str, Any] = {}
     ours = score(test)
     for repo in sorted({c.repo for c in test}):
         idx = [i for i, c in enumerate(test) if c.repo == repo]
-        per_repo[repo] = _metrics([labels[i] for i in idx], [ours[i] for i in idx])
+        per_repo[repo] = metrics([labels[i] for i in idx], [ours[i] for i in idx])
     figures["heldout_by_repository"] = per_repo
     # within one source: the mixed table can reward telling sources apart (Verified
     # candidates are mostly resolved, factory ones mostly not)
@@ -433,17 +250,17 @@ def train_mode(cands: list[Any], mode: str, heldout: set[str], args: Any) -> tup
         idx = [i for i, c in enumerate(test) if c.kind in kinds]
         if idx:
             sub = [test[i] for i in idx]
-            by_source[f"verdict: {name}"] = _metrics(
+            by_source[f"verdict: {name}"] = metrics(
                 [labels[i] for i in idx], [ours[i] for i in idx]
             )
             for base, scores in _baselines(sub, mode, majority).items():
-                by_source[f"{base}: {name}"] = _metrics([c.resolved for c in sub], scores)
+                by_source[f"{base}: {name}"] = metrics([c.resolved for c in sub], scores)
     if decoys:  # how often the reward-hack shape fools the verdict, and its twin with the fix
         ds = score(decoys)
         for kind in ("decoy", "gold_decoy"):
             idx = [i for i, c in enumerate(decoys) if c.kind == kind]
             if idx:
-                by_source[f"verdict: {kind}"] = _metrics(
+                by_source[f"verdict: {kind}"] = metrics(
                     [decoys[i].resolved for i in idx], [ds[i] for i in idx]
                 )
     figures["heldout_by_source"] = by_source
@@ -466,17 +283,17 @@ def _loro(cands: list[Any], mode: str, learner: str, args: Any) -> dict[str, Any
         cal = (
             {"kind": "none"}
             if learner == "prior"
-            else _calibration(_oof(learner, X, y, groups, args), y)
+            else fit_calibration(out_of_fold(learner, X, y, groups, args), y)
         )
-        est, fill = _fit(learner, X, y, args)
+        est, fill = fit_learner(learner, X, y, args)
         live = [c for c in test if c.hard[mode] is None]
-        raw = _raw(est, fill, _matrix(live, mode)) if live else np.zeros(0)
+        raw = raw_scores(est, fill, _matrix(live, mode)) if live else np.zeros(0)
         scores = _full_scores(calibrate(cal, raw) if live else raw, test, mode)
         labels = [c.resolved for c in test]
-        out[repo] = _metrics(labels, scores)
+        out[repo] = metrics(labels, scores)
         labels_all += labels
         scores_all += scores
-    out["ALL (pooled)"] = _metrics(labels_all, scores_all)
+    out["ALL (pooled)"] = metrics(labels_all, scores_all)
     return out
 
 

@@ -78,7 +78,7 @@ def test_a_learner_worse_than_the_base_rate_ships_the_base_rate():
     ships; with a signal the learner with the better AUC is kept, calibrated."""
     import numpy as np
 
-    from sweworld.train.verdict import choose_learner
+    from sweworld.train.verdict_learn import choose_learner
 
     rng = np.random.default_rng(7)  # not the halves' seed: labels independent of the split
     y = (rng.random(600) < 0.85).astype(int)

@@ -29,13 +29,14 @@ import posixpath
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
+from sweworld.tasks.fields import task_field
 from sweworld.tasks.patches import patch_hunks
 from sweworld.transition.outcome.collect import collect_tests
 from sweworld.transition.outcome.features import (
@@ -275,8 +276,7 @@ class OutcomeExecutor:
         f2p, p2p = graded_ids(task)
         if not set(ids) & {*f2p, *p2p}:
             return None
-        raw = task.get("test_patch") if isinstance(task, Mapping) else None
-        test_patch = str(raw or getattr(task, "test_patch", "") or "")
+        test_patch = str(task_field(task, "test_patch") or "")
         grader = graded_state(state, test_patch)
         graded = graded_tests(self.model, task, grader, self.mode)
         if graded is None:
@@ -316,11 +316,7 @@ class OutcomeExecutor:
             if patch is None:
                 note["judge"] = "state not a text patch (binary, link, huge)"
                 return None
-            task_id = str(
-                (task.get("instance_id") if isinstance(task, Mapping) else None)
-                or getattr(task, "instance_id", "")
-                or ""
-            )
+            task_id = str(task_field(task, "instance_id") or "")
             digest = hashlib.sha256(patch.encode("utf-8", "surrogateescape")).hexdigest()
             key = (task_id, digest) if task_id else None
             with self._lock:

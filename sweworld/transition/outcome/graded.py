@@ -75,10 +75,6 @@ class GradedTests:
         return [*self.f2p, *self.p2p]
 
 
-def _field(task: Any, name: str) -> Any:
-    return task.get(name) if isinstance(task, Mapping) else getattr(task, name, None)
-
-
 def graded_ids(task: Any) -> tuple[list[str], list[str]]:
     """(FAIL_TO_PASS, PASS_TO_PASS without the FAIL_TO_PASS ids), each capped."""
     if task is None:
