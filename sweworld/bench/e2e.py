@@ -75,6 +75,15 @@ def add_arguments(parser: Any) -> None:
         "--grade-timeout", type=float, default=900.0, help="seconds for one real grading"
     )
     parser.add_argument(
+        "--judge",
+        choices=("verdict", "none"),
+        default="verdict",
+        help="the outcome world's judge of the task's graded tests: verdict (the default "
+        "world: an SWR-rewarded world asks its shipped verdict, so a simulated run of the "
+        "graded tests agrees with the reward; oracle mode only) or none (the outcome model "
+        "alone); the LM route has none",
+    )
+    parser.add_argument(
         "--no-shadow",
         action="store_true",
         help="do not re-run the simulated test commands for real",
@@ -167,7 +176,8 @@ def run(args: Any) -> int:
     settings = {"agent": args.agent, "world_model": args.world_model, "mutants": args.mutants,
                 "candidates": args.candidates, "seed": args.seed, "max_steps": args.max_steps,
                 "max_tokens": args.max_tokens, "shadow": not args.no_shadow,
-                "step_timeout": args.step_timeout}  # fmt: skip
+                "step_timeout": args.step_timeout,
+                "judge": args.judge if is_outcome_world(args.world_model) else "none"}  # fmt: skip
     if is_outcome_world(args.world_model):
         from sweworld.bench.swt_outcome import model_identity
 
@@ -242,7 +252,7 @@ def _context(args: Any, pools: dict[str, list[Any]] | None) -> dict[str, Any]:
     from sweworld.env.config import EpisodeConfig
     from sweworld.env.rewards import EpisodeRewarder
     from sweworld.sandbox.manager import SessionManager
-    from sweworld.world import WorldConfig, build_executor, executor_from_spec
+    from sweworld.world import World, WorldConfig, build_executor, executor_from_spec
 
     outcome = is_outcome_world(args.world_model)
     config = EpisodeConfig(executor=args.world_model if outcome else "simulated",
@@ -254,7 +264,12 @@ def _context(args: Any, pools: dict[str, list[Any]] | None) -> dict[str, Any]:
 
     def simulated_executor() -> Any:
         if "sim" not in built:
-            sim = build_executor(WorldConfig.from_episode(config))
+            if outcome and args.judge == "verdict":  # the default world: reward swr, judged
+                world_config = WorldConfig.from_episode(config).replace(reward="swr")
+                built["world"] = World(world_config, manager=manager)
+                sim = built["world"].executor
+            else:
+                sim = build_executor(WorldConfig.from_episode(config))
             if not args.no_shadow:
                 real = executor_from_spec("local", timeout=args.step_timeout)
                 sim = ShadowedExecutor(sim, real)

@@ -191,10 +191,17 @@ class OutcomeRoute:
         modes: ``oracle`` and/or ``blind`` (one executor each: separate ledgers).
         checkouts: a :class:`~sweworld.train.outcome_data.BaseCheckouts`.
         work: a scratch folder for the state on disk (a temporary one by default).
+        judge: ``verdict`` (the default world's: an SWR-rewarded world binds its reward as
+            the oracle executor's judge of the task's graded tests) or ``none``.
     """
 
     def __init__(
-        self, spec: str, modes: Sequence[str], checkouts: Any, work: Path | None = None
+        self,
+        spec: str,
+        modes: Sequence[str],
+        checkouts: Any,
+        work: Path | None = None,
+        judge: str = "none",
     ) -> None:
         from sweworld.train.outcome_data import StateDir
         from sweworld.transition.outcome.executor import DEFAULT_MODEL, OutcomeExecutor
@@ -203,7 +210,22 @@ class OutcomeRoute:
         path = outcome_model_path(spec)
         self.model_path = str(path or DEFAULT_MODEL)
         model = OutcomeModel.load(Path(self.model_path))
-        self.executors = {mode: OutcomeExecutor(model, mode=mode) for mode in modes}
+        self.world = None
+        bound = None
+        if judge == "verdict":
+            from sweworld.world import World, WorldConfig
+
+            self.world = World(WorldConfig(reward="swr", mode="oracle"))
+
+            def bound(task: Any, patch: str) -> bool | None:
+                return self.world.rewarder.reward_model.judge(task, patch)
+
+        elif judge != "none":
+            raise ValueError(f"judge is verdict or none, not {judge!r}")
+        self.executors = {
+            mode: OutcomeExecutor(model, mode=mode, judge=bound if mode == "oracle" else None)
+            for mode in modes
+        }
         self.checkouts = checkouts
         self._own_work = work is None
         if work is None:  # beside the checkouts: the state is a hard-linked copy of one
@@ -214,6 +236,8 @@ class OutcomeRoute:
         self.state = StateDir(self.work / "ws")
 
     def close(self) -> None:
+        if self.world is not None:
+            self.world.close()
         if self._own_work:
             shutil.rmtree(self.work, ignore_errors=True)
 

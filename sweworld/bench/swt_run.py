@@ -92,6 +92,15 @@ def add_arguments(parser: Any) -> None:
         default=0,
         help="records the outcome route answers (0: every one with a rebuilt state)",
     )
+    parser.add_argument(
+        "--outcome-judge",
+        choices=("verdict", "none"),
+        default="verdict",
+        help="outcome route, oracle mode: the judge of the task's graded tests, as in the "
+        "default world (verdict: the shipped SWR verdict decides whether the state resolves "
+        "the task, and a run of its graded tests shows that decision) or none (the outcome "
+        "model alone)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the samples")
     parser.add_argument(
         "--state-sources",
@@ -154,13 +163,18 @@ def _outcome_rows(
     from sweworld.train.outcome_data import BaseCheckouts
 
     sha = model_identity(spec)["sha256"]
-    done = {k: row for k, row in out.done().items() if row.get("model_sha256") == sha}
+    judge = args.outcome_judge
+    done = {
+        k: row
+        for k, row in out.done().items()
+        if row.get("model_sha256") == sha and row.get("judge", "none") == judge
+    }
     keys = {(m, r.id): unit_key(spec, m, r.id) for m in modes for r in records}
     if all(k in done for k in keys.values()):
         return
     cache = Path(args.cache) if args.cache else cache_dir() / "outcome-bases"
     checkouts = BaseCheckouts(repos_for(args.data, args.repos), cache)
-    route = OutcomeRoute(spec, modes, checkouts)
+    route = OutcomeRoute(spec, modes, checkouts, judge=judge)
     count = [0]
 
     def emit(
@@ -178,7 +192,8 @@ def _outcome_rows(
             spec=spec, mode=mode, route=route_name,
             source="fallback" if route_name == "conservative" else "model",
             fallback_reason=info.get("reason") if route_name == "conservative" else None,
-            latency_s=latency, rebuild_s=rebuild, attempts=1, model_sha256=sha,
+            latency_s=latency, rebuild_s=rebuild, attempts=1, model_sha256=sha, judge=judge,
+            judged=(info.get("graded") or {}).get("judge"),
         )  # fmt: skip
         out.add_row(keys[(mode, record.id)], row)
         count[0] += 1

@@ -193,8 +193,9 @@ class SWRRecord:
         label_source: ``harness-report`` (an official SWE-bench report), ``real-run``
             (sweworld ran the tests for real), ``leaderboard`` (a patch a leaderboard
             system resolved the task with: positive, no per-test statuses).
-        candidate_kind: ``agent``, ``gold``, ``leaderboard``, ``right``, ``partial``,
-            ``wrong``, ``empty``, ...
+        candidate_kind: ``agent``, ``gold``, ``leaderboard``, ``right``, ``alt``,
+            ``partial``, ``wrong``, ``overreach``, ``empty``, ``test_edit``, ``decoy``,
+            ``gold_decoy``, ...
         meta: JSON.
     """
 

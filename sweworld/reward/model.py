@@ -471,7 +471,12 @@ class RewardModel:
         """Whether ``patch`` resolves ``task`` as this reward decides it: what a world's
         simulated run of the task's graded tests follows (one state, one truth; the
         :class:`~sweworld.transition.outcome.executor.OutcomeExecutor`'s ``judge``). None
-        when the reward cannot decide (``undetermined``: no evidence is not a decision)."""
+        when the reward cannot decide (``undetermined``: no evidence is not a decision).
+        ``task``: a :class:`~sweworld.tasks.schema.Task` or its row (a mapping)."""
+        if isinstance(task, Mapping):
+            from sweworld.tasks.schema import Task
+
+            task = Task.from_row(dict(task))
         result = self.score(task, patch)
         if result.status == "undetermined":
             return None

@@ -49,7 +49,7 @@ __all__ = ["add_arguments", "main", "make_parser", "run"]
 
 #: Candidate kinds by source, for figures within one source.
 SOURCES = {
-    "factory": ("right", "partial", "wrong", "empty", "test_edit"),
+    "factory": ("right", "alt", "partial", "wrong", "overreach", "empty", "test_edit"),
     "verified": ("agent", "gold", "leaderboard"),
     "agent-only": ("agent",),
 }
@@ -165,15 +165,21 @@ def _matrix(rows: Sequence[Any], mode: str) -> np.ndarray:
     ).reshape(len(rows), len(VERDICT_FEATURES))
 
 
-def _fit_matrix(rows: Sequence[Any], mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(X, y, groups) to fit on: ``rows`` plus, for each row that had whole-file features,
-    a copy without them (:func:`~sweworld.reward.verdict.without_files`), in the same fold
-    group. Without the copies, "no checkout was found" would stand for "a repository whose
-    candidates are mostly resolved" (the Verified repositories no mirror here holds)."""
-    pairs = zip(rows, _masked(rows, mode), strict=True)
-    twins = [twin for c, twin in pairs if twin.features[mode] is not c.features[mode]]
+def _fit_matrix(
+    rows: Sequence[Any], mode: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(X, y, groups, weights) to fit on: ``rows`` plus, for each row that had whole-file
+    features, a copy without them (:func:`~sweworld.reward.verdict.without_files`), in the
+    same fold group, the two weighing half each (every candidate counts once). Without the
+    copies, "no checkout was found" would stand for "a repository whose candidates are
+    mostly resolved" (the Verified repositories no mirror here holds)."""
+    masked = _masked(rows, mode)
+    twinned = [t.features[mode] is not c.features[mode] for c, t in zip(rows, masked, strict=True)]
+    twins = [t for t, has in zip(masked, twinned, strict=True) if has]
     both = [*rows, *twins]
-    return _matrix(both, mode), np.asarray([int(c.resolved) for c in both]), fold_groups(both)
+    weight = np.asarray([0.5 if has else 1.0 for has in twinned] + [0.5] * len(twins))
+    y = np.asarray([int(c.resolved) for c in both])
+    return _matrix(both, mode), y, fold_groups(both), weight
 
 
 def _masked(rows: Sequence[Any], mode: str) -> list[Any]:
@@ -205,17 +211,17 @@ def train_mode(cands: list[Any], mode: str, heldout: set[str], args: Any) -> tup
     test = [c for c in cands if c.repo in heldout and c.source != "decoy"]
     decoys = [c for c in cands if c.repo in heldout and c.source == "decoy"]
     fit_rows = [c for c in train if c.hard[mode] is None]
-    X, y, groups = _fit_matrix(fit_rows, mode)
+    X, y, groups, weight = _fit_matrix(fit_rows, mode)
     if len(set(y.tolist())) < 2:
         raise ValueError(f"{mode}: the training candidates have one label only")
     learners = LEARNERS if args.learner == "both" else (args.learner,)
     figures: dict[str, Any] = {"mode": mode, "train_rows": len(fit_rows), "learners": {}}
     oofs = {}
     for learner in learners:
-        oofs[learner] = out_of_fold(learner, X, y, groups, args)
+        oofs[learner] = out_of_fold(learner, X, y, groups, args, weight)
         figures["learners"][learner] = {"oof_by_repository": metrics(y.astype(bool), oofs[learner])}
-    chosen, cal, figures["selection"] = choose_learner(oofs, y)
-    est, fill = fit_learner(chosen, X, y, args)
+    chosen, cal, figures["selection"] = choose_learner(oofs, y, weight)
+    est, fill = fit_learner(chosen, X, y, args, weight)
     entry = {"head": export_body(est), "fill": fill, "calibration": cal, "learner": chosen}
     from sweworld.reward.verdict import calibrate
 
@@ -229,8 +235,8 @@ def train_mode(cands: list[Any], mode: str, heldout: set[str], args: Any) -> tup
     table = {f"verdict ({chosen})": metrics(labels, score(test))}
     for learner in learners:
         if learner != chosen:  # the others, for comparison (the prior: as 'majority')
-            e2, f2 = fit_learner(learner, X, y, args)
-            c2 = fit_calibration(oofs[learner], y)
+            e2, f2 = fit_learner(learner, X, y, args, weight)
+            c2 = fit_calibration(oofs[learner], y, weight)
             table[f"verdict ({learner})"] = metrics(labels, score(test, e2, f2, c2))
     for name, scores in _baselines(test, mode, majority).items():
         table[name] = metrics(labels, scores)
@@ -277,15 +283,15 @@ def _loro(cands: list[Any], mode: str, learner: str, args: Any) -> dict[str, Any
     for repo in sorted({c.repo for c in cands}):
         train = [c for c in cands if c.repo != repo and c.hard[mode] is None]
         test = [c for c in cands if c.repo == repo and c.source != "decoy"]
-        X, y, groups = _fit_matrix(train, mode)
+        X, y, groups, weight = _fit_matrix(train, mode)
         if len(set(y.tolist())) < 2:
             continue
         cal = (
             {"kind": "none"}
             if learner == "prior"
-            else fit_calibration(out_of_fold(learner, X, y, groups, args), y)
+            else fit_calibration(out_of_fold(learner, X, y, groups, args, weight), y, weight)
         )
-        est, fill = fit_learner(learner, X, y, args)
+        est, fill = fit_learner(learner, X, y, args, weight)
         live = [c for c in test if c.hard[mode] is None]
         raw = raw_scores(est, fill, _matrix(live, mode)) if live else np.zeros(0)
         scores = _full_scores(calibrate(cal, raw) if live else raw, test, mode)

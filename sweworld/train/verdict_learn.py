@@ -40,8 +40,12 @@ def metrics(labels: Sequence[bool], scores: Sequence[float]) -> dict[str, Any]:
     return {k: (round(m[k], 4) if isinstance(m[k], float) else m[k]) for k in keep}
 
 
-def fit_learner(learner: str, X: np.ndarray, y: np.ndarray, args: Any) -> tuple[Any, list[float]]:
-    """A fitted estimator and the fill values of missing inputs (medians)."""
+def fit_learner(
+    learner: str, X: np.ndarray, y: np.ndarray, args: Any, weight: np.ndarray | None = None
+) -> tuple[Any, list[float]]:
+    """A fitted estimator and the fill values of missing inputs (medians); ``weight``: each
+    row's sample weight (a candidate seen twice, with and without whole files, weighs half
+    each time)."""
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.linear_model import LogisticRegression
 
@@ -65,11 +69,11 @@ def fit_learner(learner: str, X: np.ndarray, y: np.ndarray, args: Any) -> tuple[
         # a column never known (e.g. the type check, not run) would break the binning: a
         # constant there is never split on, so NaN at scoring time reads the same
         X = np.where(np.isnan(X) & ~known.any(axis=0), 0.0, X)
-        est.fit(X, y)
+        est.fit(X, y, sample_weight=weight)
         return est, fill.tolist()
     if learner == "prior":  # the base rate: a linear head with no weights
         est = LogisticRegression()
-        rate = float(np.clip(np.mean(y), 1e-6, 1 - 1e-6))
+        rate = float(np.clip(np.average(y, weights=weight), 1e-6, 1 - 1e-6))
         est.coef_ = np.zeros((1, X.shape[1]))
         est.intercept_ = np.asarray([math.log(rate / (1 - rate))])
         est.classes_ = np.asarray([0, 1])
@@ -79,7 +83,7 @@ def fit_learner(learner: str, X: np.ndarray, y: np.ndarray, args: Any) -> tuple[
     mean, std = Xf.mean(axis=0), Xf.std(axis=0)
     std = np.where(std > 1e-9, std, 1.0)
     est = LogisticRegression(C=0.5, max_iter=2000)
-    est.fit((Xf - mean) / std, y)
+    est.fit((Xf - mean) / std, y, sample_weight=weight)
     est._sweworld_scale = (mean, std)
     return est, fill.tolist()
 
@@ -101,24 +105,28 @@ def raw_scores(est: Any, fill: Sequence[float], X: np.ndarray) -> np.ndarray:
     return proba[:, head.classes.index("1")]
 
 
-def fit_calibration(p: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+def fit_calibration(
+    p: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None
+) -> dict[str, Any]:
     """Isotonic or Platt on out-of-fold scores: the one with the lower Brier score (measured
-    on a second split of those scores)."""
+    on a second split of those scores); ``weight``: each score's sample weight."""
+    w = np.ones(len(y)) if weight is None else np.asarray(weight, dtype=float)
     from sklearn.isotonic import IsotonicRegression
     from sklearn.linear_model import LogisticRegression
 
     from sweworld.reward.verdict import calibrate
 
-    def fit(kind: str, pp: np.ndarray, yy: np.ndarray) -> dict[str, Any]:
+    def fit(kind: str, pp: np.ndarray, yy: np.ndarray, ww: np.ndarray) -> dict[str, Any]:
         if kind == "isotonic":
-            iso = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0).fit(pp, yy)
+            iso = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0)
+            iso.fit(pp, yy, sample_weight=ww)
             return {
                 "kind": "isotonic",
                 "x": iso.X_thresholds_.tolist(),
                 "y": iso.y_thresholds_.tolist(),
             }
         q = np.clip(pp, 1e-6, 1 - 1e-6)
-        lr = LogisticRegression(C=100.0).fit(np.log(q / (1 - q)).reshape(-1, 1), yy)
+        lr = LogisticRegression(C=100.0).fit(np.log(q / (1 - q)).reshape(-1, 1), yy, ww)
         return {"kind": "platt", "a": float(lr.coef_[0][0]), "b": float(lr.intercept_[0])}
 
     scores = {}
@@ -128,16 +136,17 @@ def fit_calibration(p: np.ndarray, y: np.ndarray) -> dict[str, Any]:
             if len(set(y[a].tolist())) < 2 or not b.any():
                 brier = math.inf
                 break
-            brier += float(np.mean((calibrate(fit(kind, p[a], y[a]), p[b]) - y[b]) ** 2))
+            err = (calibrate(fit(kind, p[a], y[a], w[a]), p[b]) - y[b]) ** 2
+            brier += float(np.average(err, weights=w[b]))
         scores[kind] = brier
     best = min(scores, key=lambda k: scores[k])
-    body = fit(best, p, y) if len(set(y.tolist())) == 2 else {"kind": "none"}
+    body = fit(best, p, y, w) if len(set(y.tolist())) == 2 else {"kind": "none"}
     body["oof_brier_halves"] = {k: round(v / 2, 4) for k, v in scores.items()}
     return body
 
 
 def choose_learner(
-    oofs: dict[str, np.ndarray], y: np.ndarray
+    oofs: dict[str, np.ndarray], y: np.ndarray, weight: np.ndarray | None = None
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """The learner to ship from out-of-fold (by repository) scores: the best ROC AUC, with
     its calibration; but the base rate (``"prior"``, no calibration) when that learner
@@ -147,9 +156,9 @@ def choose_learner(
     labels = y.astype(bool)
     aucs = {name: metrics(labels, oof)["roc_auc"] or 0.0 for name, oof in oofs.items()}
     chosen = max(sorted(aucs), key=lambda name: aucs[name])
-    cal = fit_calibration(oofs[chosen], y)
+    cal = fit_calibration(oofs[chosen], y, weight)
     learner_brier = min(cal.get("oof_brier_halves", {}).values(), default=math.inf)
-    prior_brier = _prior_brier_halves(y)
+    prior_brier = _prior_brier_halves(y, weight)
     low = aucs[chosen] - 1.96 * _auc_se(aucs[chosen], int(labels.sum()), int((~labels).sum()))
     selection = {
         "by_auc": chosen, "auc": round(aucs[chosen], 4), "auc_low": round(low, 4),
@@ -179,14 +188,16 @@ def _halves(n: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     return (half, ~half), (~half, half)
 
 
-def _prior_brier_halves(y: np.ndarray) -> float:
+def _prior_brier_halves(y: np.ndarray, weight: np.ndarray | None = None) -> float:
     """The base rate's Brier score on the calibration's two halves (fitted on one, scored
     on the other), comparable with ``oof_brier_halves``."""
+    w = np.ones(len(y)) if weight is None else np.asarray(weight, dtype=float)
     total = 0.0
     for a, b in _halves(len(y)):
         if not a.any() or not b.any():
             return math.inf
-        total += float(np.mean((float(np.mean(y[a])) - y[b]) ** 2))
+        rate = float(np.average(y[a], weights=w[a]))
+        total += float(np.average((rate - y[b]) ** 2, weights=w[b]))
     return round(total / 2, 4)
 
 
@@ -197,7 +208,12 @@ def fold_groups(rows: Sequence[Any]) -> np.ndarray:
 
 
 def out_of_fold(
-    learner: str, X: np.ndarray, y: np.ndarray, groups: np.ndarray, args: Any
+    learner: str,
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    args: Any,
+    weight: np.ndarray | None = None,
 ) -> np.ndarray:
     from sklearn.model_selection import GroupKFold
 
@@ -209,6 +225,6 @@ def out_of_fold(
         if len(set(y[tr].tolist())) < 2:
             out[te] = float(y[tr].mean())
             continue
-        est, fill = fit_learner(learner, X[tr], y[tr], args)
+        est, fill = fit_learner(learner, X[tr], y[tr], args, None if weight is None else weight[tr])
         out[te] = raw_scores(est, fill, X[te])
     return out

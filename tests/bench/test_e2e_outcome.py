@@ -64,7 +64,7 @@ def test_an_outcome_world_that_says_fail_makes_the_agent_submit_the_last(tmp_pat
     model = failing_world(tmp_path / "model.json")
     out = tmp_path / "out"
     argv = ["bench", "e2e", "--out", str(out), "--ids", TASK_ID, "--mutants", "1",
-            "--world-model", f"outcome:{model}", "--no-shadow"]  # fmt: skip
+            "--world-model", f"outcome:{model}", "--no-shadow", "--judge", "none"]  # fmt: skip
     assert main(argv) == 0
     rows = {
         json.loads(line)["key"]: json.loads(line)["row"]
@@ -82,4 +82,28 @@ def test_an_outcome_world_that_says_fail_makes_the_agent_submit_the_last(tmp_pat
     assert paired["ratio"] == float(labels[-1] == "gold") and paired["tasks"] == 1
     assert report["summary"]["by_repo"]["sweworld/stockroom"]["real"] == 1
     assert any(f["title"].startswith("Resolved per repository") for f in report["figures"])
+    capsys.readouterr()
+
+
+@requires_sandbox
+@pytest.mark.slow
+def test_with_the_verdict_judge_the_graded_run_shows_the_reward_not_the_outcome_model(
+    tmp_path, capsys
+):
+    """The default world binds the SWR verdict as the judge of the graded tests: the same
+    failing outcome model no longer hides that the gold patch resolves."""
+    model = failing_world(tmp_path / "model.json")
+    out = tmp_path / "out"
+    argv = ["bench", "e2e", "--out", str(out), "--ids", TASK_ID, "--mutants", "1",
+            "--world-model", f"outcome:{model}", "--no-shadow"]  # fmt: skip
+    assert main(argv) == 0
+    rows = {
+        json.loads(line)["key"]: json.loads(line)["row"]
+        for line in (out / "rows.jsonl").read_text().splitlines()
+    }
+    sim = rows[f"simulated\x1f{TASK_ID}"]
+    assert sim["status"] == "ok" and sim["chosen"] == "gold" and sim["resolved"] is True
+    assert any(t["seen"] == "pass" for t in sim["test_runs"])
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["judge"] == "verdict"
     capsys.readouterr()

@@ -175,7 +175,8 @@ def test_bench_swt_outcome_route_end_to_end(tmp_path: Path, base_repo):
     model = always_failing_model(tmp_path / "model.json")
     out = tmp_path / "R"
     argv = ["bench", "swt", "--data", str(data), "--models", f"outcome:{model}", "--repos",
-            str(repo), "--cache", str(tmp_path / "bases"), "--out", str(out)]  # fmt: skip
+            str(repo), "--cache", str(tmp_path / "bases"), "--out", str(out),
+            "--outcome-judge", "none"]  # fmt: skip
     assert cli_main(argv) == 0
     report = json.loads((out / "report.json").read_text())
     sha = model_identity(f"outcome:{model}")["sha256"]
@@ -221,6 +222,33 @@ def test_bench_swt_outcome_route_end_to_end(tmp_path: Path, base_repo):
     assert len((out / "rows.jsonl").read_text().splitlines()) == 20
     report = json.loads((out / "report.json").read_text())
     assert report["summary"]["series"][f"outcome:{model} (oracle)"]["overall"]["n"] == 5
+
+
+def test_bench_swt_outcome_route_with_the_default_worlds_judge(tmp_path: Path, base_repo):
+    """By default the oracle route is judged as the default world is: the shipped verdict
+    decides whether a state resolves the task, and a run of its graded tests shows it (the
+    same always-failing model then agrees with the real run of the fixed state)."""
+    repo, commit = base_repo
+    data = write_dataset(tmp_path / "ds", records(commit))
+    model = always_failing_model(tmp_path / "model.json")
+    out = tmp_path / "R"
+    argv = ["bench", "swt", "--data", str(data), "--models", f"outcome:{model}", "--repos",
+            str(repo), "--cache", str(tmp_path / "bases"), "--out", str(out)]  # fmt: skip
+    assert cli_main(argv) == 0
+    rows = {(r["row"]["id"], r["row"]["mode"]): r["row"] for r in
+            map(json.loads, (out / "rows.jsonl").read_text().splitlines())}  # fmt: skip
+    assert {row["judge"] for row in rows.values()} == {"verdict"}
+    fixed = rows[("r-fixed", "oracle")]
+    assert fixed["judged"] == "decided" and fixed["predicted_exit"] == 0
+    assert fixed["exit_code"] is True and fixed["tests_agree"] == 2
+    assert rows[("r-quiet", "oracle")]["judged"] == "remembered"  # same task, same diff
+    assert rows[("r-base", "oracle")]["predicted_exit"] == 1  # the base does not resolve
+    assert rows[("r-fixed", "blind")]["judged"] is None  # blind: no gold, no judge
+    assert rows[("r-fixed", "blind")]["exit_code"] is False
+    assert rows[("r-script", "oracle")]["judged"] is None  # not a run of the graded tests
+    # rows of the other judge are not taken as done: asking for none redoes them
+    assert cli_main([*argv, "--outcome-judge", "none"]) == 0
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 20
 
 
 def test_bench_swt_no_base_checkout_is_counted(tmp_path: Path):

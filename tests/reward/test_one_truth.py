@@ -95,3 +95,15 @@ def test_simulated_tests_and_reward_agree_on_every_toy_task(manager, toy_tasks) 
             seen[result.resolved] += 1
     # both sides of the agreement were exercised
     assert seen[True] >= 1 and seen[False] >= 1, seen
+
+
+def test_the_judge_takes_a_task_row_as_well_as_a_task(toy_tasks) -> None:
+    """The benchmarks hand the judge the record's task row (a mapping): the same decision."""
+    task = toy_tasks[0]
+    reward = RewardModel(mode="oracle")
+    try:
+        assert reward.judge(task, task.patch) is True
+        assert reward.judge(task.to_row(), task.patch) is True
+        assert reward.judge(dict(task.to_row()), "") is False  # empty: decisive, unresolved
+    finally:
+        reward.close()

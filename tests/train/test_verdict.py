@@ -130,3 +130,25 @@ def test_decoys_are_made_from_the_gold_patch_with_their_labels(toy_tasks):
         if d.kind == "decoy":
             lines = d.patch.splitlines()
             assert all(not ln.startswith("-") or ln.startswith("---") for ln in lines)
+
+
+def test_a_candidate_seen_with_and_without_whole_files_counts_once():
+    from sweworld.reward.verdict import VERDICT_FEATURES, WHOLE_FILE_FEATURES
+    from sweworld.train.verdict import _fit_matrix
+    from sweworld.train.verdict_data import Candidate
+
+    full = dict.fromkeys(VERDICT_FEATURES, 1.0)
+    hunks_only = {**full, **dict.fromkeys(WHOLE_FILE_FEATURES, float("nan"))}
+    rows = [
+        Candidate("a-1", "o/a", "p", True, {}, "test", "agent", {"oracle": full}),
+        Candidate("b-1", "o/b", "q", False, {}, "test", "agent", {"oracle": hunks_only}),
+        Candidate("c-1", "o/c", "r", False, {}, "test", "agent", {"oracle": dict(full)}),
+    ]
+    X, y, groups, weight = _fit_matrix(rows, "oracle")
+    assert len(y) == 5  # two twins without whole files
+    assert weight.tolist() == [0.5, 1.0, 0.5, 0.5, 0.5]
+    assert float(weight.sum()) == len(rows)  # each candidate weighs one in all
+    assert groups.tolist() == ["o/a", "o/b", "o/c", "o/a", "o/c"]  # a twin stays in its fold
+    assert y.tolist() == [1, 0, 0, 1, 0]
+    j = VERDICT_FEATURES.index(WHOLE_FILE_FEATURES[0])
+    assert X[0, j] == 1.0 and X[3, j] != X[3, j]  # the twin reads it missing

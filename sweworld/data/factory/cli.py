@@ -79,6 +79,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="wrong fixes per task (labels and states; default 3)",
     )
     parser.add_argument(
+        "--alt-fixes",
+        type=int,
+        default=2,
+        help="alternative right fixes per task: the gold fix with one equivalent rewrite "
+        "(a mirrored comparison, a temporary for a returned value, a renamed local), "
+        "labelled by a real run (default 2)",
+    )
+    parser.add_argument(
+        "--overreach-fixes",
+        type=int,
+        default=1,
+        help="candidates per task made of the gold fix plus one wrong fix, labelled by a "
+        "real run (default 1)",
+    )
+    parser.add_argument(
         "--contexts",
         default="both",
         choices=("both", "oracle", "blind", "none"),
@@ -141,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         transitions=not args.no_transitions,
         wrong_fixes=max(0, args.wrong_fixes),
+        alt_fixes=max(0, args.alt_fixes),
+        overreach_fixes=max(0, args.overreach_fixes),
         contexts={"both": ("oracle", "blind"), "none": ()}.get(args.contexts, (args.contexts,)),
         screen_records=args.screen_records,
         labels=not args.no_labels,

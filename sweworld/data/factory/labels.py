@@ -1,9 +1,12 @@
 """Real SWR labels for a factory task's candidate patches: right, partial and wrong.
 
-Candidates (:func:`candidates`): the gold patch (``right``), a fix of one of two bugs
-(``partial``, multi-bug tasks only), other edits of the buggy code (``wrong``: several
-wrong fixes, in the bug's function first, :func:`wrong_mutations`), the empty patch
-(``empty``) and an edit of the failing test instead of the code (``test_edit``). Each is
+Candidates (:func:`candidates`): the gold patch (``right``), the gold fix written
+otherwise (``alt``: one equivalent rewrite of the fixed code, :mod:`.rewrite`), a fix of
+one of two bugs (``partial``, multi-bug tasks only), other edits of the buggy code
+(``wrong``: several wrong fixes, in the bug's function first, :func:`wrong_mutations`),
+the gold fix plus one of those edits (``overreach``: it holds the whole right change, and
+resolves only when the extra edit breaks nothing), the empty patch (``empty``) and an
+edit of the failing test instead of the code (``test_edit``). Each is
 labelled by the real reward (:func:`sweworld.reward.real.real_reward`,
 ``label_source="real-run"``, the real ``tests_status``); the gold and empty candidates
 reuse the task's verification runs.
@@ -44,12 +47,24 @@ def candidates(
     bugs: Sequence[Mutation],
     wrong: Mutation | Sequence[Mutation] | None,
     test_source: str,
+    alternatives: Sequence[Sequence[Mutation]] = (),
+    overreach: int = 0,
 ) -> list[tuple[str, str]]:
     """``(kind, patch)`` candidates for ``task`` (patches against the buggy state); one
     ``wrong`` candidate per wrong mutation given (each a different edit of the bug's file,
-    none undoing the bug)."""
+    none undoing the bug); one ``alt`` per rewrite group in ``alternatives`` (spans of the
+    base text); ``overreach`` candidates from the first wrong mutations."""
     buggy = mutant_texts(originals, bugs)
+
+    def fixed_plus(extra: Sequence[Mutation]) -> str:  # the gold state with ``extra`` applied
+        texts = mutant_texts(originals, extra)
+        return "".join(
+            make_unified_diff(p, buggy.get(p, originals[p]), texts.get(p, originals[p]))
+            for p in sorted({*buggy, *texts})
+        )
+
     out: list[tuple[str, str]] = [("right", task.patch), ("empty", "")]
+    out.extend(("alt", fixed_plus(group)) for group in alternatives if group)
     if len(bugs) >= 2:  # fix the first bug only
         still = mutant_texts(originals, bugs[1:])
         partial = "".join(
@@ -63,6 +78,7 @@ def candidates(
         same_file = [m for m in bugs if m.path == w.path]  # offsets of the base text
         wrong_text = apply_all(originals[w.path], [*same_file, w])
         out.append(("wrong", make_unified_diff(w.path, buggy[w.path], wrong_text)))
+    out.extend(("overreach", fixed_plus([w])) for w in wrongs[: max(0, overreach)])
     test_id = task.FAIL_TO_PASS[0]
     test_path = test_id.split("::", 1)[0]
     edit = test_edit_patch(test_source, test_path, test_id)

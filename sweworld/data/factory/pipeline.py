@@ -29,7 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweworld.data.factory import issue_text, labels, mutate, run_tests, source, tasks, transitions
+from sweworld.data.factory import (
+    issue_text,
+    labels,
+    mutate,
+    rewrite,
+    run_tests,
+    source,
+    tasks,
+    transitions,
+)
 from sweworld.data.factory.library import (
     first_parsing,
     read_sources,
@@ -77,6 +86,8 @@ class FactoryConfig:
     transitions: bool = True
     labels: bool = True
     wrong_fixes: int = 3  # wrong fixes per task (labels and transitions)
+    alt_fixes: int = 2  # alternative right fixes per task (the gold fix rewritten; labels)
+    overreach_fixes: int = 1  # the gold fix plus a wrong fix, per task (labels)
     contexts: tuple[str, ...] = ("oracle", "blind")  # SWT contexts built per record
     screen_records: bool = False  # every mutant's screening run as an SWT record too
     progress: bool = True
@@ -448,6 +459,12 @@ def _build_task(
                 bugs=bugs,
                 wrong=wrongs,
                 test_source=tests_text.get(test_path, ""),
+                alternatives=rewrite.choose(
+                    originals[bugs[0].path], bugs[0].path, bugs, cfg.alt_fixes
+                )
+                if cfg.labels
+                else (),
+                overreach=cfg.overreach_fixes if cfg.labels else 0,
             )
             wrong_patches = [patch for kind, patch in cands if kind == "wrong"]
         counts["wrong_fixes"] += len(wrong_patches)

@@ -138,6 +138,7 @@ def test_tasks_are_real_transitions_and_labels_too_and_a_rerun_resumes(tmp_path:
     swr = load_split(out, "swr", "all")
     kinds = {(r.candidate_kind, r.resolved) for r in swr}
     assert ("right", True) in kinds and ("empty", False) in kinds and ("partial", False) in kinds
+    assert {"alt", "overreach"} <= {kind for kind, _ in kinds}  # labelled by runs too
     assert all(r.label_source == "real-run" for r in swr)
     swt = load_split(out, "swt", "all")
     phases = {json.loads(r.meta)["phase"] for r in swt}
