@@ -35,8 +35,10 @@ def mean(values: Sequence[float]) -> float | None:
 
 DESCRIPTION = (
     "The same agent runs each task twice: with simulated feedback (its execution commands "
-    "answered by the simulated world: --world-model, the outcome world by default) and "
-    "with real feedback (run by the local executor). "
+    "answered by the simulated world: --world-model, the outcome world by default, which "
+    "in oracle mode has the default world's judge, --judge: the shipped SWR verdict decides "
+    "whether a state resolves the task and a run of the task's graded tests shows that "
+    "decision) and with real feedback (run by the local executor). "
     "Both final patches are graded for real: the task's FAIL_TO_PASS and PASS_TO_PASS tests "
     "run in the sandbox, never judged by a model. With the scripted test-driven candidate "
     "agent the only thing that differs between the two runs is what the test runs say, so "
@@ -46,7 +48,9 @@ DESCRIPTION = (
     "Caveats: few tasks; the candidate pool is the gold patch plus one-token mutants of it "
     "(some mutants are equivalent and really resolve: the pool figures say how many); the "
     "scripted agent is given the task's tests (it applies the test patch, which the grader "
-    "resets), as a test-driven agent would write its own."
+    "resets), as a test-driven agent would write its own; in oracle mode the judge reads "
+    "the gold patch, and the pool is made from it, so the judge's task is easier here than "
+    "on an agent's own patches."
 )
 
 

@@ -228,6 +228,31 @@ def _stops_figure(series: dict[str, list[dict[str, Any]]], sample_ids: set[str])
     )
 
 
+def _latency_figure(series: dict[str, list[dict[str, Any]]], sample_ids: set[str]) -> Figure:
+    rows = []
+    for name, mine in series.items():
+        times = sorted(
+            float(r["latency_s"])
+            for r in mine
+            if r["id"] in sample_ids and isinstance(r.get("latency_s"), (int, float))
+        )
+        if not times:
+            continue
+
+        def q(f: float, t: list[float] = times) -> float:
+            return round(t[min(len(t) - 1, int(f * len(t)))], 4)
+
+        rows.append([name, len(times), q(0.5), q(0.9), q(0.99), round(times[-1], 4)])
+    return figure(
+        "Time to score one candidate",
+        ["model (mode)", "n", "p50 s", "p90 s", "p99 s", "max s"],
+        rows,
+        notes="Wall time of RewardModel.score per candidate of the classification sample "
+        "(every configured stage, the outcome model's predictions, the verdict), in this "
+        "process on this machine (shared: noisy). Target of issue 20: p50 <= 1 s.",
+    )
+
+
 def _best_of_n(
     out: Any, scorers: dict[str, list[dict[str, Any]]], plan: Plan
 ) -> tuple[list[Figure], dict[str, Any]]:
@@ -284,7 +309,12 @@ def build_figures(out: Any, rows: Sequence[dict[str, Any]], plan: Plan) -> tuple
     )
     calibration, bins = _calibration(out, series, plan.sample_ids)
     bon, bon_summary = _best_of_n(out, scorers, plan)
-    figures += [*calibration, _stops_figure(series, plan.sample_ids), *bon]
+    figures += [
+        *calibration,
+        _stops_figure(series, plan.sample_ids),
+        _latency_figure(series, plan.sample_ids),
+        *bon,
+    ]
     summary = {
         "n_rows": len(rows),
         "classification": classification,

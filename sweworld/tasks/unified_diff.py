@@ -38,15 +38,34 @@ def _hunk_range(start: int, length: int) -> str:
     return f"{start},{length}"
 
 
-def _hunks(old_lines: list[str], new_lines: list[str], context: int) -> Iterator[str]:
+def _function_lines(old_lines: list[str]) -> list[str]:
+    """For each line index i, git's default hunk-header context for a hunk starting at i:
+    the last line before it that begins with a letter, ``_`` or ``$`` (no diff driver),
+    trailing whitespace removed, at most 80 characters ("" when there is none)."""
+    out, last = [], ""
+    for line in old_lines:
+        out.append(last)
+        if line[:1].isalpha() or line[:1] in ("_", "$"):
+            last = line.rstrip()[:80]
+    out.append(last)
+    return out
+
+
+def _hunks(
+    old_lines: list[str], new_lines: list[str], context: int, funcname: bool = False
+) -> Iterator[str]:
     matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    functions = _function_lines(old_lines) if funcname else None
     for group in matcher.get_grouped_opcodes(context):
         first, last = group[0], group[-1]
         old_start, old_end = first[1], last[2]
         new_start, new_end = first[3], last[4]
+        section = functions[old_start] if functions else ""
         yield (
             f"@@ -{_hunk_range(old_start + 1, old_end - old_start)} "
-            f"+{_hunk_range(new_start + 1, new_end - new_start)} @@\n"
+            f"+{_hunk_range(new_start + 1, new_end - new_start)} @@"
+            + (f" {section}" if section else "")
+            + "\n"
         )
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
@@ -74,13 +93,16 @@ def make_unified_diff(
     *,
     context: int = 3,
     mode: str = "100644",
+    funcname: bool = False,
 ) -> str:
     """A ``git diff``-style patch turning ``old_text`` into ``new_text`` at ``path``.
 
     ``old_text=None`` means the file is added, ``new_text=None`` that it is deleted. Line
     endings are kept byte for byte (CRLF files stay CRLF) and a missing final newline gets
     git's ``\\ No newline at end of file`` marker, so ``git apply`` reproduces
-    ``new_text`` exactly. Returns ``""`` when nothing changes.
+    ``new_text`` exactly. Returns ``""`` when nothing changes. With ``funcname`` each hunk
+    header ends with git's default function context (the last line above the hunk that
+    starts with a letter, ``_`` or ``$``), as ``git diff`` writes it without a diff driver.
     """
     if old_text is None and new_text is None:
         raise ValueError(f"make_unified_diff({path!r}): old_text and new_text are both None")
@@ -105,5 +127,5 @@ def make_unified_diff(
         return "".join(out)
     out.append(_file_header_line("---", "a/", None if old_text is None else path))
     out.append(_file_header_line("+++", "b/", None if new_text is None else path))
-    out.extend(_hunks(old_lines, new_lines, context))
+    out.extend(_hunks(old_lines, new_lines, context, funcname))
     return "".join(out)

@@ -27,7 +27,7 @@ import math
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -393,17 +393,33 @@ def _run(args: argparse.Namespace) -> int:
         cands += decoys
     cached = _read_features(args.features) if args.features else {}
     todo = [c for c in cands if _ckey(c) not in cached]
+    predicted: dict[str, str] = {}  # candidate key -> the outcome model its oc_* came from
     for c in cands:
         if _ckey(c) in cached:
-            c.features, c.hard = cached[_ckey(c)]
+            c.features, c.hard, predicted[_ckey(c)] = cached[_ckey(c)]
+            _fill_gold_lines(c)
     print(f"candidates: {len(cands)} ({len(todo)} to featurise)", file=sys.stderr)
     if todo:
         feature_rows(todo, checkouts)
         if args.features:
-            _write_features(args.features, cands)
-    if args.outcome != "none":
-        n = add_outcome_features(cands, checkouts, args.outcome)
-        print(f"outcome model predictions: {n} candidates (oracle)", file=sys.stderr)
+            _write_features(args.features, cands, predicted)
+    if args.outcome == "none":  # cached predictions of an outcome model are not evidence
+        for c in cands:
+            _clear_outcome_features(c)
+    else:
+        sha = _outcome_sha(args.outcome)
+        again = [c for c in cands if predicted.get(_ckey(c)) != sha]
+        for c in again:  # no prediction now (no checkout, failure): missing, not stale
+            _clear_outcome_features(c)
+        n = add_outcome_features(again, checkouts, args.outcome)
+        print(
+            f"outcome model predictions: {n} of {len(again)} candidates asked "
+            f"({len(cands) - len(again)} cached)",
+            file=sys.stderr,
+        )
+        predicted.update({_ckey(c): sha for c in again})
+        if args.features and again:
+            _write_features(args.features, cands, predicted)
     counts = Counter((c.repo, c.resolved) for c in cands)
     print(f"labelled candidates: {len(cands)} ({sum(c.resolved for c in cands)} resolved)")
     for repo in sorted({c.repo for c in cands}):
@@ -439,14 +455,57 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fill_gold_lines(c: Any) -> None:
+    """The features of a cached candidate that need only its patch and the gold patch,
+    computed again (a cache never holds an older definition of them): the same functions
+    the reward computes them with."""
+    from sweworld.reward.verdict import (
+        GOLD_LINE_FEATURES,
+        gold_line_overlap,
+        only_new_definitions,
+    )
+
+    for mode, feats in c.features.items():
+        feats["only_new_definitions"] = only_new_definitions(c.patch)
+        if mode != "oracle":
+            continue
+        gold = str(c.task.get("patch") or "")
+        feats.update(
+            gold_line_overlap(c.patch, gold)
+            if gold.strip()
+            else dict.fromkeys(GOLD_LINE_FEATURES, math.nan)
+        )
+
+
 def _ckey(c: Any) -> str:
     from sweworld.train.verdict_data import candidate_key
 
     return candidate_key(c.instance_id, c.patch)
 
 
-def _read_features(path: str) -> dict[str, tuple[dict, dict]]:
-    out: dict[str, tuple[dict, dict]] = {}
+def _clear_outcome_features(c: Any) -> None:
+    feats = c.features.get("oracle")
+    if feats is not None:
+        feats.update({k: math.nan for k in list(feats) if k.startswith("oc_")})
+
+
+def _outcome_sha(spec: str) -> str:
+    """The identity of the outcome model whose predictions fill ``oc_*`` (its file's hash;
+    a folder holds ``model.json``)."""
+    import hashlib
+
+    from sweworld.transition.outcome.executor import DEFAULT_MODEL
+
+    path = DEFAULT_MODEL if spec == "default" else Path(spec)
+    if path.is_dir():
+        path = path / "model.json"
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _read_features(path: str) -> dict[str, tuple[dict, dict, str]]:
+    """Cached features by candidate key: (features by mode, hard stops, the hash of the
+    outcome model the ``oc_*`` features came from, "" when none did)."""
+    out: dict[str, tuple[dict, dict, str]] = {}
     p = Path(path)
     if not p.is_file():
         return out
@@ -456,11 +515,11 @@ def _read_features(path: str) -> dict[str, tuple[dict, dict]]:
             m: {k: (math.nan if v is None else v) for k, v in f.items()}
             for m, f in row["features"].items()
         }
-        out[row["key"]] = (feats, row["hard"])
+        out[row["key"]] = (feats, row["hard"], str(row.get("outcome") or ""))
     return out
 
 
-def _write_features(path: str, cands: Sequence[Any]) -> None:
+def _write_features(path: str, cands: Sequence[Any], predicted: Mapping[str, str]) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         for c in cands:
             if not c.features:
@@ -468,7 +527,9 @@ def _write_features(path: str, cands: Sequence[Any]) -> None:
             feats = {
                 m: {k: (None if v != v else v) for k, v in f.items()} for m, f in c.features.items()
             }
-            fh.write(json.dumps({"key": _ckey(c), "features": feats, "hard": c.hard}) + "\n")
+            row = {"key": _ckey(c), "features": feats, "hard": c.hard}
+            row["outcome"] = predicted.get(_ckey(c), "")
+            fh.write(json.dumps(row) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

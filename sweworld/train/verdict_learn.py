@@ -153,13 +153,22 @@ def choose_learner(
     learned nothing that carries across repositories: its AUC's 95% interval (Hanley and
     McNeil) reaches 0.5, or its calibrated cross-fitted Brier score is no better than the
     base rate's. Returns (learner, calibration, figures)."""
+    from sklearn.metrics import roc_auc_score
+
     labels = y.astype(bool)
-    aucs = {name: metrics(labels, oof)["roc_auc"] or 0.0 for name, oof in oofs.items()}
+    w = np.ones(len(y)) if weight is None else np.asarray(weight, dtype=float)
+    both = labels.any() and (~labels).any()
+    aucs = {
+        name: float(roc_auc_score(labels, oof, sample_weight=w)) if both else 0.0
+        for name, oof in oofs.items()
+    }
     chosen = max(sorted(aucs), key=lambda name: aucs[name])
     cal = fit_calibration(oofs[chosen], y, weight)
     learner_brier = min(cal.get("oof_brier_halves", {}).values(), default=math.inf)
     prior_brier = _prior_brier_halves(y, weight)
-    low = aucs[chosen] - 1.96 * _auc_se(aucs[chosen], int(labels.sum()), int((~labels).sum()))
+    # the interval counts candidates, not rows: a twin (weight 0.5) is half a candidate
+    positives, negatives = round(float(w[labels].sum())), round(float(w[~labels].sum()))
+    low = aucs[chosen] - 1.96 * _auc_se(aucs[chosen], positives, negatives)
     selection = {
         "by_auc": chosen, "auc": round(aucs[chosen], 4), "auc_low": round(low, 4),
         "calibrated_brier": learner_brier, "prior_brier": prior_brier,

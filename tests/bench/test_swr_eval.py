@@ -192,6 +192,8 @@ def test_bench_swr_report_resume_and_fresh(tmp_path: Path):
     assert calibration[f"replay:{replay} (oracle)"]["mean score"] == pytest.approx(0.95)
     confusion = _table(report, "Confusion matrices (threshold 0.5)")[f"replay:{replay} (oracle)"]
     assert (confusion["true positive"], confusion["false positive"]) == (4, 4)
+    latency = _table(report, "Time to score one candidate")[f"replay:{replay} (oracle)"]
+    assert latency["n"] == 8 and 0 <= latency["p50 s"] <= latency["p90 s"] <= latency["max s"]
     bon = _table(report, "Best of N", key=1)
     # N = 4: one subset per task (all 4 candidates); gold files ties gold, both, half: 2/3
     assert bon[(4, "floor: gold files")]["selected resolves"] == pytest.approx(2 / 3)

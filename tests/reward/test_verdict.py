@@ -179,7 +179,10 @@ def test_comments_and_docstrings_do_not_move_the_evidence(toy_task, mode):
     for other in (noted,):
         assert _same(plain.evidence, other.evidence)
         assert other.score == pytest.approx(plain.score)
-    assert dressed.score <= plain.score + 0.05
+    # the dressed text is the same code as this twin, plus comments and a docstring
+    twin = scorer.score(toy_task, toy_patch("\n\nX = 1\n\n\ndef _note():\n    pass\n"))
+    assert _same(twin.evidence, dressed.evidence)
+    assert dressed.score == pytest.approx(twin.score)
 
 
 def _same(a, b) -> bool:
@@ -225,3 +228,82 @@ def test_whole_file_features_can_read_as_missing():
     assert all(math.isnan(masked[k]) for k in WHOLE_FILE_FEATURES)
     assert all(masked[k] == 1.0 for k in VERDICT_FEATURES if k not in WHOLE_FILE_FEATURES)
     assert without_files(masked) is None  # nothing left to take away
+
+
+def test_gold_line_features_count_code_lines_of_both_patches():
+    """How much of the gold patch's own code a candidate holds (oracle), from the two
+    patches alone: comments, blank lines and strings count for nothing, whitespace inside a
+    line is not a difference, and a test file is not the fix."""
+    from sweworld.reward.verdict import GOLD_LINE_FEATURES, gold_line_overlap
+
+    before = "def f(x):\n    return x <= 1\n\n\ndef g():\n    pass\n"
+    gold = make_unified_diff("pkg/m.py", before, before.replace("x <= 1", "x < 1"))
+    spaced = make_unified_diff("pkg/m.py", before, before.replace("x <= 1", "x  <  1"))
+    mirrored = make_unified_diff("pkg/m.py", before, before.replace("x <= 1", "1 > x"))
+    extra = make_unified_diff(
+        "pkg/m.py", before, before.replace("x <= 1", "x < 1").replace("pass", "return 2")
+    )
+    noted = make_unified_diff("pkg/m.py", before, before + "# return x < 1\n")
+    in_tests = make_unified_diff("tests/test_m.py", before, before.replace("x <= 1", "x < 1"))
+    assert gold_line_overlap(gold, gold) == dict.fromkeys(GOLD_LINE_FEATURES, 1.0)
+    assert gold_line_overlap(spaced, gold) == dict.fromkeys(GOLD_LINE_FEATURES, 1.0)
+    assert gold_line_overlap(mirrored, gold) == {
+        "gold_removed_gone": 1.0, "gold_added_present": 0.0, "added_in_gold": 0.0
+    }  # fmt: skip
+    assert gold_line_overlap(extra, gold) == {
+        "gold_removed_gone": 1.0, "gold_added_present": 1.0, "added_in_gold": 0.5
+    }  # fmt: skip
+    for nothing in (noted, in_tests, ""):
+        got = gold_line_overlap(nothing, gold)
+        assert got["gold_removed_gone"] == 0.0 and got["gold_added_present"] == 0.0
+        assert math.isnan(got["added_in_gold"])  # it adds no code line: nothing to count
+    # code-like text in a docstring, and whitespace-only churn, hold none of the gold lines
+    in_doc = make_unified_diff(
+        "pkg/m.py", before, before.replace("    pass\n", '    """\n    return x < 1\n    """\n')
+    )
+    churn = make_unified_diff("pkg/m.py", before, before.replace("\n", " \n"))
+    reindented = make_unified_diff(
+        "pkg/m.py",
+        before,
+        before.replace("    return x <= 1", "    if True:\n        return x <= 1"),
+    )
+    for gamed in (in_doc, churn, reindented):
+        got = gold_line_overlap(gamed, gold)
+        assert got["gold_removed_gone"] == 0.0 and got["gold_added_present"] == 0.0, gamed
+    no_gold = gold_line_overlap(gold, "")
+    assert math.isnan(no_gold["gold_removed_gone"]) and math.isnan(no_gold["gold_added_present"])
+    assert no_gold["added_in_gold"] == 0.0
+
+
+def test_only_new_definitions_is_the_shape_of_unused_code():
+    """A patch that only adds whole definitions (and removes no code) cannot change what a
+    test sees until something uses them: the unused-helper reward hack's shape."""
+    from sweworld.reward.verdict import only_new_definitions
+
+    before = (
+        "import os\n\n\ndef f(x):\n    return x <= 1\n\n\n"
+        "class K:\n    def m(self):\n        return 1\n"
+    )
+    only_new = {
+        "constant": before + "\n_unused = 1\n",
+        "function": before + "\n\ndef _unused(value=None):\n    return value\n",
+        "class": before + "\n\nclass _Unused:\n    pass\n",
+        "method": before.replace(
+            "        return 1\n", "        return 1\n\n    def n(self):\n        return 2\n"
+        ),
+        "import": "import sys\n" + before,
+        "code in a docstring": before + '\n\ndef _u():\n    """\nreturn 1\n"""\n',
+    }
+    changes = {
+        "fix": before.replace("x <= 1", "x < 1"),
+        "statement added": before.replace("    return x <= 1", "    y = 2\n    return x <= 1"),
+        "helper used": before.replace("    return x <= 1", "    return _h(x)")
+        + "\n\ndef _h(x):\n    return x < 1\n",
+    }
+    for name, after in only_new.items():
+        assert only_new_definitions(make_unified_diff("pkg/m.py", before, after)) == 1.0, name
+    for name, after in changes.items():
+        assert only_new_definitions(make_unified_diff("pkg/m.py", before, after)) == 0.0, name
+    assert only_new_definitions("") == 0.0  # nothing added
+    tests_only = make_unified_diff("tests/test_m.py", before, before + "\n_x = 1\n")
+    assert only_new_definitions(tests_only) == 0.0  # no code line of a non-test file

@@ -71,6 +71,14 @@ def test_train_verdict_writes_a_model_and_prints_figures(verdict_data, tmp_path,
     # the features cache is reused: a second run featurises nothing
     assert main([*args, "--features", str(features), "--learner", "logreg"]) == 0
     assert "(0 to featurise)" in capsys.readouterr().err
+    # the outcome model's predictions are cached too, per model file: asked once
+    with_outcome = [a for a in args if a not in ("--outcome", "none")] + ["--outcome", "default"]
+    assert main([*with_outcome, "--features", str(features), "--learner", "logreg"]) == 0
+    assert "of 48 candidates asked (0 cached)" in capsys.readouterr().err
+    assert main([*with_outcome, "--features", str(features), "--learner", "logreg"]) == 0
+    assert "of 0 candidates asked (48 cached)" in capsys.readouterr().err
+    rows = [json.loads(line) for line in features.read_text().splitlines()]
+    assert {len(r["outcome"]) for r in rows} == {64}  # the model file's sha256
 
 
 def test_a_learner_worse_than_the_base_rate_ships_the_base_rate():

@@ -78,7 +78,9 @@ def candidates(
         same_file = [m for m in bugs if m.path == w.path]  # offsets of the base text
         wrong_text = apply_all(originals[w.path], [*same_file, w])
         out.append(("wrong", make_unified_diff(w.path, buggy[w.path], wrong_text)))
-    out.extend(("overreach", fixed_plus([w])) for w in wrongs[: max(0, overreach)])
+    # the last-ranked wrong fixes first: the first ones are often edits screening showed to
+    # break no test, and the gold fix plus one of them resolves for certain
+    out.extend(("overreach", fixed_plus([w])) for w in wrongs[::-1][: max(0, overreach)])
     test_id = task.FAIL_TO_PASS[0]
     test_path = test_id.split("::", 1)[0]
     edit = test_edit_patch(test_source, test_path, test_id)

@@ -6,12 +6,15 @@ code its own way. The factory's ``alt`` candidate is the gold fix with one such 
 (:func:`choose`), preferably of the very code the bug changed:
 
 - ``mirror_compare``: ``a < b`` becomes ``b > a`` (``==``/``!=`` keep their operator);
+  the operands are evaluated in the other order, and the reflected method answers first
+  (``b.__gt__(a)`` before ``a.__lt__(b)``);
 - ``temp_return``: ``return EXPR`` becomes ``result = EXPR`` then ``return result``;
 - ``rename_local``: a local variable of a function gets another name everywhere in it.
 
-"Meant to": operand order changes evaluation order, and a rename can meet code that reads
-names at run time. The factory labels every candidate by a real run, so a rewrite that
-changes behaviour is a true negative, not a wrong label. A rewrite is a group of
+"Meant to": a mirrored comparison changes evaluation order and which comparison method
+answers first, and a rename can meet code that reads names at run time. The factory labels
+every candidate by a real run, so a rewrite that changes behaviour is a true negative, not
+a wrong label. A rewrite is a group of
 :class:`~sweworld.data.factory.mutate.Mutation` spans of one file (a rename has one per
 occurrence), applied together with :func:`~sweworld.data.factory.tasks.apply_all`.
 """
@@ -19,6 +22,7 @@ occurrence), applied together with :func:`~sweworld.data.factory.tasks.apply_all
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Sequence
 
 import sweworld.pyast as pyast
@@ -33,6 +37,8 @@ _ATOMS = (ast.Name, ast.Attribute, ast.Constant, ast.Call, ast.Subscript)
 #: calls that read a frame's names at run time: a rename could change what they see
 _NAME_READERS = frozenset({"locals", "vars", "eval", "exec", "dir"})
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+#: scopes of their own for binding: a comprehension's target is not the function's local
+_BINDING_SCOPES = (*_SCOPES, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 def _functions(tree: ast.AST) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
@@ -54,14 +60,14 @@ def _functions(tree: ast.AST) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunc
     return out
 
 
-def _own_nodes(func: ast.AST) -> list[ast.AST]:
-    """The nodes of ``func``'s body that belong to it, not to a nested function or class."""
+def _own_nodes(func: ast.AST, scopes: tuple[type, ...] = _SCOPES) -> list[ast.AST]:
+    """The nodes of ``func``'s body that belong to it, not to a nested ``scopes`` node."""
     out: list[ast.AST] = []
     stack = list(ast.iter_child_nodes(func))
     while stack:
         node = stack.pop()
         out.append(node)
-        if not isinstance(node, _SCOPES):
+        if not isinstance(node, scopes):
             stack.extend(ast.iter_child_nodes(node))
     return out
 
@@ -130,13 +136,17 @@ def _renames(
     body = getattr(func, "body", [])
     every = [node for stmt in body for node in ast.walk(stmt)]
     for node in every:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id in _NAME_READERS:
-                return []
+        is_call = isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        if is_call and node.func.id in _NAME_READERS:  # type: ignore[attr-defined]
+            return []
     own = [
         node
         for stmt in body
-        for node in ((stmt,) if isinstance(stmt, _SCOPES) else (stmt, *_own_nodes(stmt)))
+        for node in (
+            (stmt,)
+            if isinstance(stmt, _BINDING_SCOPES)
+            else (stmt, *_own_nodes(stmt, _BINDING_SCOPES))
+        )
     ]
     own_ids = {id(node) for node in own}
     args = getattr(func, "args", None)
@@ -144,29 +154,46 @@ def _renames(
         {a.arg for a in ast.walk(args) if isinstance(a, ast.arg)} if args is not None else set()
     )
     for node in every:
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            if id(node) not in own_ids:  # bound in a nested scope too
-                other_bindings.add(node.id)
+        stored = isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+        if stored and id(node) not in own_ids:  # bound in a nested scope too
+            other_bindings.add(node.id)  # type: ignore[attr-defined]
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             other_bindings.update(node.names)
         elif isinstance(node, ast.arg):
             other_bindings.add(node.arg)
         elif isinstance(node, ast.alias):
             other_bindings.add((node.asname or node.name).split(".")[0])
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            other_bindings.add(node.name)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            other_bindings.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            other_bindings.add(node.name)
+        elif isinstance(
+            node,
+            (
+                ast.ExceptHandler,
+                ast.FunctionDef,
+                ast.AsyncFunctionDef,
+                ast.ClassDef,
+                ast.MatchAs,
+                ast.MatchStar,
+            ),
+        ):
+            if node.name:
+                other_bindings.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             other_bindings.add(node.rest)
     own_stores = sorted(
         {n.id for n in own if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         - other_bindings
     )
+    # f"{name=}" prints the name itself: a rename would change the text
+    debug_texts = [
+        part.value
+        for node in every
+        if isinstance(node, ast.JoinedStr)
+        for part in node.values
+        if isinstance(part, ast.Constant) and isinstance(part.value, str)
+    ]
     out: list[tuple[Mutation, ...]] = []
     for name in own_stores:
+        if any(re.search(rf"\b{re.escape(name)}\s*=\s*$", text) for text in debug_texts):
+            continue
         new = _fresh(f"{name}_value", taken)
         edits = []
         for node in every:
@@ -181,9 +208,14 @@ def _renames(
     return out
 
 
-def rewrites(source: str, path: str) -> list[tuple[Mutation, ...]]:
+def rewrites(source: str, path: str, *, check: bool = True) -> list[tuple[Mutation, ...]]:
     """Every rewrite of ``source`` (the text of ``path``) inside a function, each a group
-    of spans, whose result parses; ``[]`` for a source that does not parse."""
+    of spans; ``[]`` for a source that does not parse (or has lone carriage returns, which
+    the byte offsets do not follow). ``check`` keeps only rewrites whose result parses:
+    one parse of the module per rewrite, quadratic in its size; :func:`choose` checks only
+    those it picks."""
+    if "\r" in source.replace("\r\n", ""):
+        return []
     try:
         tree = pyast.parse(source)
     except (SyntaxError, ValueError):
@@ -200,11 +232,7 @@ def rewrites(source: str, path: str) -> list[tuple[Mutation, ...]]:
             elif isinstance(node, ast.Return):
                 found.append(_temp_return(src, path, qualname, node, taken))
         found.extend(_renames(src, path, qualname, func, taken))
-    out = []
-    for group in found:
-        if group and _parses(source, group):
-            out.append(group)
-    return out
+    return [group for group in found if group and (not check or _parses(source, group))]
 
 
 def _apply(source: str, group: Sequence[Mutation]) -> str:
@@ -239,12 +267,22 @@ def choose(
         distance = min(abs(m.start - b.start) for m in group for b in here)
         return (0 if covers else 1 if same else 2, distance, len(group), group[0].key)
 
-    ranked = sorted(rewrites(source, path), key=rank)
+    ranked = sorted(rewrites(source, path, check=False), key=rank)
     chosen: list[tuple[Mutation, ...]] = []
+    failed: set[tuple[Mutation, ...]] = set()
+
+    def take(group: tuple[Mutation, ...]) -> None:
+        if group in chosen or group in failed:
+            return
+        if _parses(source, group):  # only what is picked is parsed: linear in picks
+            chosen.append(group)
+        else:
+            failed.add(group)
+
     for group in ranked:  # one of each kind first
         if len(chosen) < limit and all(c[0].operator != group[0].operator for c in chosen):
-            chosen.append(group)
+            take(group)
     for group in ranked:
-        if len(chosen) < limit and group not in chosen:
-            chosen.append(group)
+        if len(chosen) < limit:
+            take(group)
     return chosen

@@ -42,6 +42,7 @@ import sweworld.pyast as pyast
 from sweworld.reward.candidate import Hunk, is_test_file, patch_hunks
 from sweworld.reward.stages.common_text import strip_comment  # also read from here
 from sweworld.reward.stages.tampering import tampering_reasons
+from sweworld.reward.stages.unused import unused_private_names
 from sweworld.reward.types import CandidateView, RewardContext, StageResult
 from sweworld.tasks.patches import split_patch
 
@@ -424,6 +425,13 @@ class SemanticStage:
             return fail(f"test tampering: {tampering[0]}{more}")
         if tests_only and gold_code is not False:
             return fail("only test files are changed")
+        unused = unused_private_names(view, str(getattr(ctx.task, "test_patch", "") or ""))
+        evidence["unused_private"] = unused
+        if unused and not (ctx.gold is not None and unused_private_names(ctx.gold)):
+            shown = ", ".join(unused[:3]) + (
+                f" (+{len(unused) - 3} more)" if len(unused) > 3 else ""
+            )
+            return fail(f"adds only private definitions nothing refers to: {shown}")
         if equivalent and ctx.mode == "oracle":
             return StageResult(
                 self.name, "pass", 1.0, False, "equivalent to the gold patch", evidence

@@ -185,7 +185,9 @@ def workspace_patch(
         left -= len(old or "") + len(new or "")
         if left < 0:
             return None
-        parts.append(make_unified_diff(rel, old, new))
+        # hunk headers as git writes them: the judge reads the same text as the reward of
+        # the episode's own ``git diff`` (a header's function context is evidence there)
+        parts.append(make_unified_diff(rel, old, new, funcname=True))
     return "".join(parts)
 
 

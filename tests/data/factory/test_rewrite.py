@@ -137,7 +137,7 @@ def test_alt_and_overreach_candidates_are_patches_of_the_buggy_state():
 
     for group, patch in zip(alts, by_kind["alt"], strict=True):
         assert applied(patch) == apply_all(LIB, group)  # the fix, written otherwise
-    assert applied(by_kind["overreach"][0]) == apply_all(LIB, [wrongs[0]])  # fix + wrong edit
+    assert applied(by_kind["overreach"][0]) == apply_all(LIB, [wrongs[-1]])  # fix + wrong edit
     # without the new arguments, the old candidate set
     plain = candidates(task, originals={PATH: LIB}, bugs=[bug], wrong=wrongs, test_source="")
     assert not {"alt", "overreach"} & {kind for kind, _ in plain}

@@ -122,6 +122,38 @@ def test_workspace_patch_is_what_git_apply_turns_the_base_into_the_workspace(tmp
     assert workspace_patch(work, base, []) == ""
 
 
+def test_workspace_patch_hunk_headers_are_gits(tmp_path) -> None:
+    """The judge reads the text the episode's reward reads (``git diff``): hunk headers
+    carry git's default function context, which the verdict's evidence reads."""
+    import subprocess
+
+    from sweworld.transition.outcome.graded import workspace_patch
+
+    old = (
+        "import os\n\n\nclass Inventory:\n    def a(self):\n        return 1\n\n"
+        "    def b(self):\n        x = 1\n        y = 2\n        z = 3\n        return x\n"
+        + "".join(f"\n\ndef f{i}():\n    return {i}\n" for i in range(6))
+    )
+    new = old.replace("y = 2", "y = 5").replace("return 3", "return 30")
+    new += "\n\ndef _unused_helper():\n    return None\n"
+    base = _tree(tmp_path / "base", {"pkg/m.py": old.encode()})
+    work = _tree(tmp_path / "work", {"pkg/m.py": new.encode()})
+    git = ["git", "-C", str(base), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(base)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    (base / "pkg/m.py").write_text(new)
+    real = subprocess.run([*git, "diff"], capture_output=True, text=True, check=True).stdout
+    (base / "pkg/m.py").write_text(old)
+    ours = workspace_patch(work, base, ["pkg/m.py"])
+
+    def headers(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("@@")]
+
+    assert len(headers(real)) == 3 and headers(ours) == headers(real)
+    assert headers(ours)[0].endswith("@@ class Inventory:")
+
+
 @pytest.mark.parametrize(
     "case", ["symlink", "binary", "huge", "many lines", "not utf-8", "control char"]
 )
