@@ -141,3 +141,25 @@ def test_alt_and_overreach_candidates_are_patches_of_the_buggy_state():
     # without the new arguments, the old candidate set
     plain = candidates(task, originals={PATH: LIB}, bugs=[bug], wrong=wrongs, test_source="")
     assert not {"alt", "overreach"} & {kind for kind, _ in plain}
+
+
+def test_a_rename_never_touches_a_comprehension_name_or_an_fstring_debug_name():
+    source = (
+        "def names(objs):\n"
+        "    kinds = [type.__name__ for type in map(type, objs)]\n"
+        "    return kinds\n"
+        "\n"
+        "\n"
+        "def shown(n):\n"
+        "    m = n + 1\n"
+        '    return f"{m=}"\n'
+    )
+    renamed = {
+        (g[0].function, g[0].original)
+        for g in rewrites(source, PATH)
+        if g[0].operator == "rename_local"
+    }
+    assert ("names", "type") not in renamed  # the builtin `type` is read outside the loop
+    assert ("names", "kinds") in renamed
+    assert ("shown", "m") not in renamed  # f"{m=}" prints the name
+    assert rewrites("def f():\r    x = 1\r    return x\r", PATH) == []  # lone CR: no offsets
