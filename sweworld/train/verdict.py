@@ -459,7 +459,7 @@ def _fill_gold_lines(c: Any) -> None:
     """The features of a cached candidate that need only its patch and the gold patch,
     computed again (a cache never holds an older definition of them): the same functions
     the reward computes them with."""
-    from sweworld.reward.verdict import (
+    from sweworld.reward.patch_lines import (
         GOLD_LINE_FEATURES,
         gold_line_overlap,
         only_new_definitions,

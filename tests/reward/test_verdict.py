@@ -234,7 +234,7 @@ def test_gold_line_features_count_code_lines_of_both_patches():
     """How much of the gold patch's own code a candidate holds (oracle), from the two
     patches alone: comments, blank lines and strings count for nothing, whitespace inside a
     line is not a difference, and a test file is not the fix."""
-    from sweworld.reward.verdict import GOLD_LINE_FEATURES, gold_line_overlap
+    from sweworld.reward.patch_lines import GOLD_LINE_FEATURES, gold_line_overlap
 
     before = "def f(x):\n    return x <= 1\n\n\ndef g():\n    pass\n"
     gold = make_unified_diff("pkg/m.py", before, before.replace("x <= 1", "x < 1"))
@@ -278,7 +278,7 @@ def test_gold_line_features_count_code_lines_of_both_patches():
 def test_only_new_definitions_is_the_shape_of_unused_code():
     """A patch that only adds whole definitions (and removes no code) cannot change what a
     test sees until something uses them: the unused-helper reward hack's shape."""
-    from sweworld.reward.verdict import only_new_definitions
+    from sweworld.reward.patch_lines import only_new_definitions
 
     before = (
         "import os\n\n\ndef f(x):\n    return x <= 1\n\n\n"

@@ -28,7 +28,15 @@ from dataclasses import dataclass
 
 import sweworld.pyast as pyast
 
-__all__ = ["OPERATORS", "Mutation", "apply_mutation", "mutations", "parses", "sample"]
+__all__ = [
+    "OPERATORS",
+    "Mutation",
+    "SourceText",
+    "apply_mutation",
+    "mutations",
+    "parses",
+    "sample",
+]
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ def apply_mutation(source: str, mutation: Mutation) -> str:
     ).decode("utf-8")
 
 
-class _Source:
+class SourceText:
     """Byte offsets of a module's lines, and the text of node spans."""
 
     def __init__(self, text: str):
@@ -137,7 +145,7 @@ _EXCEPTION_SWAPS = {
 }
 
 
-def _operator_in_gap(src: _Source, start: int, end: int, op: str) -> tuple[int, int] | None:
+def _operator_in_gap(src: SourceText, start: int, end: int, op: str) -> tuple[int, int] | None:
     """The span of ``op`` in the text between two operands, when that text is only the
     operator, whitespace and parentheses (no comment, no other token)."""
     gap = src.get(start, end)
@@ -162,7 +170,7 @@ def _int_constant(node: ast.AST) -> bool:
 class _Walker(ast.NodeVisitor):
     """Collects mutations, tracking the enclosing function's qualified name."""
 
-    def __init__(self, src: _Source, path: str):
+    def __init__(self, src: SourceText, path: str):
         self.src = src
         self.path = path
         self.scope: list[str] = []
@@ -406,7 +414,7 @@ def mutations(source: str, path: str, *, check: bool = True) -> list[Mutation]:
         tree = pyast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    walker = _Walker(_Source(source), path)
+    walker = _Walker(SourceText(source), path)
     walker.visit(tree)
     out: list[Mutation] = []
     seen: set[str] = set()

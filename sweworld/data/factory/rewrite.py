@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 
 import sweworld.pyast as pyast
-from sweworld.data.factory.mutate import Mutation, _Source
+from sweworld.data.factory.mutate import Mutation, SourceText
 
 __all__ = ["REWRITES", "choose", "rewrites"]
 
@@ -79,7 +79,7 @@ def _group(path: str, operator: str, func: str, edits: Sequence[tuple[int, int, 
     )
 
 
-def _mirror(src: _Source, path: str, func: str, node: ast.Compare) -> tuple[Mutation, ...]:
+def _mirror(src: SourceText, path: str, func: str, node: ast.Compare) -> tuple[Mutation, ...]:
     if len(node.ops) != 1 or type(node.ops[0]) not in _MIRROR:
         return ()
     start, end = src.span(node)
@@ -106,7 +106,7 @@ def _fresh(base: str, taken: set[str]) -> str:
 
 
 def _temp_return(
-    src: _Source, path: str, func: str, node: ast.Return, taken: set[str]
+    src: SourceText, path: str, func: str, node: ast.Return, taken: set[str]
 ) -> tuple[Mutation, ...]:
     if node.value is None or node.lineno != node.end_lineno:
         return ()
@@ -127,7 +127,7 @@ def _temp_return(
 
 
 def _renames(
-    src: _Source, path: str, qualname: str, func: ast.AST, taken: set[str]
+    src: SourceText, path: str, qualname: str, func: ast.AST, taken: set[str]
 ) -> list[tuple[Mutation, ...]]:
     """One rename per local variable of ``func`` bound only by plain names of its own body
     (not a parameter, an import, an ``except ... as``, a ``global``, nor a name a nested
@@ -220,7 +220,7 @@ def rewrites(source: str, path: str, *, check: bool = True) -> list[tuple[Mutati
         tree = pyast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    src = _Source(source)
+    src = SourceText(source)
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     taken |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     taken |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}

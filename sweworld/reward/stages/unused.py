@@ -6,7 +6,7 @@ or constant appended to the file the fix belongs in): until something names them
 definitions cannot change what a test sees, so the semantic stage stops the candidate
 (score 0, decisive) when it can prove the shape on whole files. Proved means: the patch
 adds code lines only as whole new definitions and removes none
-(:func:`~sweworld.reward.verdict.only_new_definitions`), every name it defines is private
+(:func:`~sweworld.reward.patch_lines.only_new_definitions`), every name it defines is private
 (one leading underscore, not a dunder) and at module level (a new method may override a
 hook the base class calls), and nothing but the added code itself names them: not the
 rest of any changed file, not the task's test patch. Without whole files nothing is decided here
@@ -51,7 +51,7 @@ def unused_private_names(view: Any, test_patch: str = "") -> list[str]:
     """The private names a candidate (a :class:`~sweworld.reward.types.CandidateView` with
     whole files) adds that nothing refers to, when that is all it does; ``[]`` otherwise
     (including hunk scope: nothing is proved without the files)."""
-    from sweworld.reward.verdict import only_new_definitions
+    from sweworld.reward.patch_lines import only_new_definitions
     from sweworld.tasks.patches import patch_hunks
 
     if view.scope != "files" or not view.files or only_new_definitions(view.patch) != 1.0:
