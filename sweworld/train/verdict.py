@@ -45,7 +45,7 @@ from sweworld.train.verdict_learn import (
     raw_scores,
 )
 
-__all__ = ["add_arguments", "main", "make_parser", "run"]
+__all__ = ["add_arguments", "fit_matrix", "main", "make_parser", "run"]
 
 #: Candidate kinds by source, for figures within one source.
 SOURCES = {
@@ -165,7 +165,7 @@ def _matrix(rows: Sequence[Any], mode: str) -> np.ndarray:
     ).reshape(len(rows), len(VERDICT_FEATURES))
 
 
-def _fit_matrix(
+def fit_matrix(
     rows: Sequence[Any], mode: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(X, y, groups, weights) to fit on: ``rows`` plus, for each row that had whole-file
@@ -211,7 +211,7 @@ def train_mode(cands: list[Any], mode: str, heldout: set[str], args: Any) -> tup
     test = [c for c in cands if c.repo in heldout and c.source != "decoy"]
     decoys = [c for c in cands if c.repo in heldout and c.source == "decoy"]
     fit_rows = [c for c in train if c.hard[mode] is None]
-    X, y, groups, weight = _fit_matrix(fit_rows, mode)
+    X, y, groups, weight = fit_matrix(fit_rows, mode)
     if len(set(y.tolist())) < 2:
         raise ValueError(f"{mode}: the training candidates have one label only")
     learners = LEARNERS if args.learner == "both" else (args.learner,)
@@ -283,7 +283,7 @@ def _loro(cands: list[Any], mode: str, learner: str, args: Any) -> dict[str, Any
     for repo in sorted({c.repo for c in cands}):
         train = [c for c in cands if c.repo != repo and c.hard[mode] is None]
         test = [c for c in cands if c.repo == repo and c.source != "decoy"]
-        X, y, groups, weight = _fit_matrix(train, mode)
+        X, y, groups, weight = fit_matrix(train, mode)
         if len(set(y.tolist())) < 2:
             continue
         cal = (
@@ -397,7 +397,7 @@ def _run(args: argparse.Namespace) -> int:
     for c in cands:
         if _ckey(c) in cached:
             c.features, c.hard, predicted[_ckey(c)] = cached[_ckey(c)]
-            _fill_gold_lines(c)
+            _fill_patch_features(c)
     print(f"candidates: {len(cands)} ({len(todo)} to featurise)", file=sys.stderr)
     if todo:
         feature_rows(todo, checkouts)
@@ -455,7 +455,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fill_gold_lines(c: Any) -> None:
+def _fill_patch_features(c: Any) -> None:
     """The features of a cached candidate that need only its patch and the gold patch,
     computed again (a cache never holds an older definition of them): the same functions
     the reward computes them with."""

@@ -142,7 +142,7 @@ def test_decoys_are_made_from_the_gold_patch_with_their_labels(toy_tasks):
 
 def test_a_candidate_seen_with_and_without_whole_files_counts_once():
     from sweworld.reward.verdict import VERDICT_FEATURES, WHOLE_FILE_FEATURES
-    from sweworld.train.verdict import _fit_matrix
+    from sweworld.train.verdict import fit_matrix
     from sweworld.train.verdict_data import Candidate
 
     full = dict.fromkeys(VERDICT_FEATURES, 1.0)
@@ -152,7 +152,7 @@ def test_a_candidate_seen_with_and_without_whole_files_counts_once():
         Candidate("b-1", "o/b", "q", False, {}, "test", "agent", {"oracle": hunks_only}),
         Candidate("c-1", "o/c", "r", False, {}, "test", "agent", {"oracle": dict(full)}),
     ]
-    X, y, groups, weight = _fit_matrix(rows, "oracle")
+    X, y, groups, weight = fit_matrix(rows, "oracle")
     assert len(y) == 5  # two twins without whole files
     assert weight.tolist() == [0.5, 1.0, 0.5, 0.5, 0.5]
     assert float(weight.sum()) == len(rows)  # each candidate weighs one in all

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import sweworld.pyast as pyast
 from sweworld.data.factory.mutate import Mutation, SourceText
+from sweworld.data.factory.tasks import apply_all
 
 __all__ = ["REWRITES", "choose", "rewrites"]
 
@@ -235,16 +236,9 @@ def rewrites(source: str, path: str, *, check: bool = True) -> list[tuple[Mutati
     return [group for group in found if group and (not check or _parses(source, group))]
 
 
-def _apply(source: str, group: Sequence[Mutation]) -> str:
-    data = source.encode("utf-8")
-    for m in sorted(group, key=lambda m: m.start, reverse=True):
-        data = data[: m.start] + m.replacement.encode("utf-8") + data[m.end :]
-    return data.decode("utf-8")
-
-
 def _parses(source: str, group: Sequence[Mutation]) -> bool:
     try:
-        pyast.parse(_apply(source, group))
+        pyast.parse(apply_all(source, group))
     except (SyntaxError, ValueError):
         return False
     return True
