@@ -27,3 +27,33 @@ def test_parses_are_serialised_across_threads():
         assert not done.wait(0.2)  # ... so this one waits
     thread.join(5)
     assert done.is_set()
+
+
+def test_parse_shared_returns_one_tree_per_text(monkeypatch):
+    monkeypatch.setenv("SWEWORLD_AST_CACHE_MB", "1")
+    text = "def shared_tree_probe(a):\n    return a + 1\n"
+    first = pyast.parse_shared(text, "a.py")
+    assert pyast.parse_shared(text, "b.py") is first
+    assert ast.dump(first) == ast.dump(ast.parse(text))
+    assert pyast.parse_shared(text + "\n") is not first  # another text, another tree
+
+
+def test_parse_shared_keeps_a_bounded_amount(monkeypatch):
+    monkeypatch.setenv("SWEWORLD_AST_CACHE_MB", "0.001")  # 1,000 bytes of source
+    assert pyast.cache_limit() == 1000
+    texts = [f"x{i} = {i}\n" + "# pad\n" * 20 for i in range(40)]  # ~130 bytes each
+    trees = [pyast.parse_shared(t) for t in texts]
+    assert pyast.parse_shared(texts[-1]) is trees[-1]  # recent: kept
+    assert pyast.parse_shared(texts[0]) is not trees[0]  # oldest: dropped
+    big = "y = 1\n" * 100  # over a quarter of the budget: parsed, never kept
+    assert pyast.parse_shared(big) is not pyast.parse_shared(big)
+    monkeypatch.setenv("SWEWORLD_AST_CACHE_MB", "lots")
+    assert pyast.cache_limit() == 4_000_000
+
+
+def test_parse_shared_raises_like_parse():
+    import pytest
+
+    for _ in range(2):  # an error is not remembered as a tree
+        with pytest.raises(SyntaxError):
+            pyast.parse_shared("def broken(:\n", "broken.py")

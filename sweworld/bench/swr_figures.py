@@ -82,8 +82,8 @@ def _floor_rows(plan: Plan) -> list[dict[str, Any]]:
     rows = []
     for record, task in plan.pairs:
         scores = floor_scores(record, getattr(task, "patch", "") or "", plan.seed)
-        rows.append({"id": record.id, "repo": record.repo, "label": bool(record.resolved),
-                     **scores})  # fmt: skip
+        rows.append({"id": record.id, "repo": record.repo, "task": record.instance_id,
+                     "label": bool(record.resolved), **scores})  # fmt: skip
     return rows
 
 
@@ -93,7 +93,10 @@ def scorer_rows(rows: Sequence[dict[str, Any]], plan: Plan) -> dict[str, list[di
     verdict on some candidate), then the floors."""
     out: dict[str, list[dict[str, Any]]] = {}
     for name, mine in _series(rows, plan).items():
-        base = [{"id": r["id"], "repo": r["repo"], "label": r["label"]} for r in mine]
+        base = [
+            {"id": r["id"], "repo": r["repo"], "task": r.get("instance_id"), "label": r["label"]}
+            for r in mine
+        ]
         out[f"{name}: all stages"] = [
             {**b, "value": r["score"]} for b, r in zip(base, mine, strict=True)
         ]
@@ -150,6 +153,7 @@ def _classification_figures(
                 "gold patch), random (AUC about 0.5)."
             ),
         ),
+        *_interval_figures(scorers, sample_ids),
         figure(
             "Classification per repository",
             ["repository", "scorer", *columns],
@@ -158,6 +162,48 @@ def _classification_figures(
             "(small n: read as an indication only).",
         ),
     ], summary
+
+
+def _interval_figures(
+    scorers: dict[str, list[dict[str, Any]]], sample_ids: set[str]
+) -> list[Figure]:
+    """95% intervals of the combined scores and the floors: a seeded bootstrap that draws
+    whole tasks (the candidates of one task are not independent)."""
+    from sweworld.reward.metrics import metric_intervals
+
+    rows = []
+    for name, scored in scorers.items():
+        if name.endswith("stage alone"):
+            continue
+        sampled = [r for r in scored if r["id"] in sample_ids and r.get("value") is not None]
+        if not sampled:
+            continue
+        labels = [r["label"] for r in sampled]
+        values = [r["value"] for r in sampled]
+        point = metrics_of(sampled, "value")
+        ci = metric_intervals(labels, values, [r.get("task") or r["id"] for r in sampled])
+        cells = []
+        for key in ("balanced_accuracy", "roc_auc", "ece"):
+            span = ci[key]
+            cells.append(
+                "–" if point.get(key) is None
+                else f"{point[key]:.3f} [{span[0]:.3f}, {span[1]:.3f}]" if span
+                else f"{point[key]:.3f}"
+            )  # fmt: skip
+        rows.append([name, len(sampled), len({r.get("task") or r["id"] for r in sampled}), *cells])
+    if not rows:
+        return []
+    return [
+        figure(
+            "Intervals of the combined score",
+            ["scorer", "n", "tasks", "balanced accuracy", "ROC AUC", "ECE"],
+            rows,
+            notes="The label-balanced sample's figures with 95% intervals: a seeded "
+            "percentile bootstrap (1,000 draws) that draws whole tasks, since the candidates "
+            "of one task are not independent. An ECE near the target whose interval spans it "
+            "is not evidence either way.",
+        )
+    ]
 
 
 def _calibration(

@@ -35,6 +35,7 @@ __all__ = [
     "cross_validated_metrics",
     "cross_validated_predictions",
     "expected_calibration_error",
+    "metric_intervals",
     "reliability_bins",
     "roc_auc",
     "select_best",
@@ -200,6 +201,74 @@ def binary_metrics(
         "mean_score": _ratio(sum(xs), n),
         "base_rate": _ratio(positives, n),
     }
+
+
+def metric_intervals(
+    labels: Sequence[bool],
+    scores: Sequence[float],
+    groups: Sequence[Hashable] | None = None,
+    *,
+    draws: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    threshold: float = 0.5,
+    n_bins: int = 10,
+) -> dict[str, tuple[float, float] | None]:
+    """Percentile-bootstrap intervals of ``balanced_accuracy``, ``roc_auc`` and ``ece``
+    (the definitions of :func:`binary_metrics`), resampling whole ``groups`` (e.g. the task
+    of each candidate: candidates of one task are not independent) or single items.
+
+    A metric is ``None`` when fewer than half the draws define it (one class only, or
+    scores outside ``[0, 1]`` for ``ece``). Deterministic for a seed."""
+    from scipy.stats import rankdata
+
+    ys, xs = _check_inputs(labels, scores)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if draws < 1:
+        raise ValueError(f"draws must be >= 1, got {draws}")
+    names = ("balanced_accuracy", "roc_auc", "ece")
+    if not ys:
+        return dict.fromkeys(names)
+    y = np.asarray(ys, dtype=bool)
+    x = np.asarray(xs, dtype=float)
+    keys = list(range(len(y))) if groups is None else list(groups)
+    if len(keys) != len(y):
+        raise ValueError(f"{len(keys)} groups for {len(y)} labels")
+    members: dict[Hashable, list[int]] = {}
+    for i, key in enumerate(keys):
+        members.setdefault(key, []).append(i)
+    clusters = [np.asarray(v) for v in members.values()]
+    probabilities = bool(np.all((x >= 0.0) & (x <= 1.0)))
+    rng = np.random.default_rng(seed)
+    found: dict[str, list[float]] = {k: [] for k in names}
+    for _ in range(draws):
+        pick = rng.integers(0, len(clusters), len(clusters))
+        idx = np.concatenate([clusters[j] for j in pick])
+        yy, xx = y[idx], x[idx]
+        pos, neg = int(yy.sum()), int((~yy).sum())
+        if pos and neg:
+            predicted = xx >= threshold
+            recall = float((predicted & yy).sum()) / pos
+            specificity = float((~predicted & ~yy).sum()) / neg
+            found["balanced_accuracy"].append((recall + specificity) / 2)
+            ranks = rankdata(xx)
+            found["roc_auc"].append((float(ranks[yy].sum()) - pos * (pos + 1) / 2) / (pos * neg))
+        if probabilities:
+            index = np.minimum((xx * n_bins).astype(int), n_bins - 1)
+            gap = np.bincount(index, weights=xx - yy, minlength=n_bins)
+            found["ece"].append(float(np.abs(gap).sum()) / len(yy))
+    tail = (1.0 - level) / 2 * 100
+    out: dict[str, tuple[float, float] | None] = {}
+    for name in names:
+        values = found[name]
+        if len(values) * 2 < draws:
+            out[name] = None
+            continue
+        lo = float(np.percentile(values, tail, method="lower"))
+        hi = float(np.percentile(values, 100 - tail, method="higher"))
+        out[name] = (lo, hi)
+    return out
 
 
 # ------------------------------------------------------------------------------------------

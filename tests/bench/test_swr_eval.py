@@ -186,6 +186,10 @@ def test_bench_swr_report_resume_and_fresh(tmp_path: Path):
     assert gold["accuracy"] == 0.75 and gold["precision"] == pytest.approx(4 / 6)
     assert gold["balanced accuracy"] == 0.75 and gold["ROC AUC"] == 0.75
     assert gold["ECE"] == pytest.approx(6 / 8 * (1 - 4 / 6))
+    spans = _table(report, "Intervals of the combined score")
+    # every candidate scores 0.95: AUC 0.5 in every draw; 2 tasks of 4 candidates each
+    assert spans[f"replay:{replay} (oracle): all stages"]["ROC AUC"] == "0.500 [0.500, 0.500]"
+    assert spans["floor: gold files"]["tasks"] == 2
     per_repo = _table(report, "Classification per repository", key=1)
     assert per_repo[("psf/requests", "floor: gold files")]["n"] == 4
     calibration = _table(report, "Calibration of the combined score")

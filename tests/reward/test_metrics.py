@@ -13,6 +13,7 @@ from sweworld.reward.metrics import (
     cross_validated_metrics,
     cross_validated_predictions,
     expected_calibration_error,
+    metric_intervals,
     reliability_bins,
     roc_auc,
     select_best,
@@ -249,3 +250,37 @@ def test_cross_validation_limits():
         cross_validated_predictions(_Recorder, [1], [True], k=2)
     m = cross_validated_metrics(_Recorder, [1, 2, 3], [True, False, True], k=10)
     assert m["cv_k"] == 3 and m["n"] == 3 and m["cv_grouped"] is False
+
+
+# ------------------------------------------------------------------------------ intervals
+
+
+def test_metric_intervals_cover_the_point_and_are_deterministic():
+    labels = [i % 2 == 0 for i in range(200)]
+    scores = [(0.6 if y else 0.4) + (i % 7) * 0.04 - 0.12 for i, y in enumerate(labels)]
+    point = binary_metrics(labels, scores)
+    spans = metric_intervals(labels, scores, draws=300, seed=3)
+    for key in ("balanced_accuracy", "roc_auc", "ece"):
+        lo, hi = spans[key]
+        assert lo <= point[key] + 1e-9 and point[key] - 1e-9 <= hi and lo < hi
+    assert metric_intervals(labels, scores, draws=300, seed=3) == spans
+    assert metric_intervals(labels, scores, draws=300, seed=4) != spans
+
+
+def test_metric_intervals_perfect_ranking_and_clusters():
+    labels = [True, True, False, False] * 10
+    scores = [0.9, 0.8, 0.2, 0.1] * 10
+    spans = metric_intervals(labels, scores, [i // 4 for i in range(40)], draws=200)
+    assert spans["roc_auc"] == (1.0, 1.0) and spans["balanced_accuracy"] == (1.0, 1.0)
+    # |0.85 - 1| and |0.15 - 0| in every draw that keeps the task's balance
+    assert spans["ece"] == pytest.approx((0.15, 0.15))
+
+
+def test_metric_intervals_undefined_and_bad_input():
+    assert metric_intervals([True, True], [0.9, 0.8], draws=50)["roc_auc"] is None
+    assert metric_intervals([True, False], [3.0, -1.0], draws=50)["ece"] is None
+    assert metric_intervals([], []) == dict.fromkeys(("balanced_accuracy", "roc_auc", "ece"))
+    with pytest.raises(ValueError, match="groups"):
+        metric_intervals([True, False], [0.9, 0.1], ["a"])
+    with pytest.raises(ValueError, match="level"):
+        metric_intervals([True, False], [0.9, 0.1], level=1.5)

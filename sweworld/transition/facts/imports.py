@@ -85,7 +85,7 @@ class Workspace:
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        tree = pyast.parse(text, filename=path)
+                        tree = pyast.parse_shared(text, filename=path)
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
                     tree = None
             self._tree[path] = tree

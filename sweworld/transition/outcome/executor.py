@@ -7,7 +7,10 @@ tool's format (:mod:`~sweworld.transition.outcome.render`). No language model is
 so a step costs milliseconds. ``info["route"]`` says what answered:
 
 * ``outcome-model``: the model decided, the renderer wrote;
-* ``exact``: a script that does not exist or does not compile (the interpreter's message);
+* ``exact``: a script that does not exist or does not compile (the interpreter's message),
+  or pytest's ``--help`` / ``--version`` (exit 0, no test runs);
+* ``informational``: pytest's listings (``--fixtures``, ``--markers``, ...): exit 0, no
+  test runs;
 * ``conservative``: a command kind the model was not trained on (``pip``,
   ``python --version``, ...): exit 0 and no output, and ``info["reason"]`` says why;
 * ``lm``: the same, with a language model configured (``outcome-lm``): the LM route's
@@ -161,7 +164,7 @@ class OutcomeExecutor:
         )
         if _INSTALLS.search(" ".join(argv)):
             self._ledger(request.session_id).installed = True
-        exact = self._exact(request, kind, state, info)
+        exact = self._exact(request, kind, state, info) or self._informational(request, kind, info)
         if exact is not None:
             info["latency_s"] = round(time.perf_counter() - start, 6)
             exact.info = info
@@ -245,6 +248,23 @@ class OutcomeExecutor:
             return None
         info.update(route="exact", text_source="exact", exception=error.error_type)
         return ExecutionResult("", error.text, 1)
+
+    def _informational(
+        self, request: ExecutionRequest, kind: str, info: dict[str, Any]
+    ) -> ExecutionResult | None:
+        """pytest's ``--help``, ``--version`` and listings (``--fixtures``, ``--markers``,
+        ...): no test runs and exit 0 (exact for help and version); no text (pytest's help
+        differs between versions)."""
+        from sweworld.transition.facts import parse_command
+
+        if kind != "pytest":
+            return None
+        options = parse_command(tuple(request.argv)).pytest
+        if options is None or not (options.help or options.version or options.informational):
+            return None
+        exact = options.help or options.version
+        info.update(route="exact" if exact else "informational", tests=0, text_source="none")
+        return ExecutionResult("", "", 0)
 
     def _collect(
         self, request: ExecutionRequest, argv: list[str], kind: str, info: dict[str, Any]

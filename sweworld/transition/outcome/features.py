@@ -23,6 +23,7 @@ modules are followed through imports and every file read is capped
 from __future__ import annotations
 
 import ast
+import functools
 import posixpath
 import threading
 import warnings
@@ -68,16 +69,30 @@ _STATUS_CODE = {"": -1, "PASSED": 0, "FAILED": 1, "ERROR": 2, "SKIPPED": 3, "XFA
 
 
 def parse_source(text: str | None, path: str = "<file>") -> ast.Module | None:
-    """``text`` parsed through :func:`sweworld.pyast.parse` (one thread at a time), warnings
-    silenced; None for no text or text that does not parse (or is too deep or too big)."""
+    """``text`` parsed through :func:`sweworld.pyast.parse_shared` (one thread at a time; the
+    tree may be shared with other callers: never modify it), warnings silenced; None for no
+    text or text that does not parse (or is too deep or too big)."""
     if text is None:
         return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return pyast.parse(text, filename=path)
+            return pyast.parse_shared(text, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+@functools.lru_cache(maxsize=64)
+def _normal_dump(text: str) -> str | None:
+    """The AST dump of ``text`` without docstrings (None: it does not parse); kept for
+    the texts of recent steps (the gold patch's files are compared on every step)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = pyast.parse(text)  # a tree of its own: stripping changes it
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return ast.dump(pyast.strip_docstrings(tree))
 
 
 def definitions(tree: ast.Module | None) -> dict[str, str]:
@@ -102,8 +117,15 @@ def definitions(tree: ast.Module | None) -> dict[str, str]:
 
 def changed_names(before: str | None, after: str | None) -> set[str]:
     """Definitions whose AST differs between two texts of one file."""
+    return set(_changed_names(before, after))
+
+
+@functools.lru_cache(maxsize=64)
+def _changed_names(before: str | None, after: str | None) -> frozenset[str]:
+    """:func:`changed_names`, kept for recent pairs (every step of a session compares the
+    same changed files and the gold patch's)."""
     a, b = definitions(parse_source(before)), definitions(parse_source(after))
-    return {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
+    return frozenset(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
 def _same_ast(left: str | None, right: str | None) -> bool:
@@ -112,10 +134,12 @@ def _same_ast(left: str | None, right: str | None) -> bool:
     does not parse."""
     if left is None or right is None:
         return left is right
-    ta, tb = parse_source(left), parse_source(right)
-    if ta is None or tb is None:
-        return left == right
-    return ast.dump(pyast.strip_docstrings(ta)) == ast.dump(pyast.strip_docstrings(tb))
+    if left == right:
+        return True
+    da, db = _normal_dump(left), _normal_dump(right)
+    if da is None or db is None:
+        return False
+    return da == db
 
 
 def _imports(tree: ast.Module, rel: str) -> list[str]:
@@ -225,12 +249,14 @@ class StepFeatures:
 
 
 def _module_file(state: FileState, name: str, roots: Sequence[str]) -> str | None:
+    key = ("module_file", name, *roots)
+    if key in state.memo:
+        return state.memo[key]
     stem = name.replace(".", "/")
-    for root in roots:
-        for candidate in (f"{root}{stem}.py", f"{root}{stem}/__init__.py"):
-            if state.text(candidate) is not None:
-                return candidate
-    return None
+    candidates = (f"{r}{stem}{tail}" for r in roots for tail in (".py", "/__init__.py"))
+    found = next((c for c in candidates if state.text(c) is not None), None)
+    state.memo[key] = found
+    return found
 
 
 _IMPORTS_CACHE: dict[tuple[str, int, int, bool], tuple[bool, tuple[str, ...]]] = {}

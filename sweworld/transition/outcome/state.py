@@ -18,6 +18,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from sweworld.tasks.patches import apply_hunks, patch_hunks, split_patch
 
@@ -101,6 +102,9 @@ class FileState:
         self.changed = sorted({p for p in changed if not _noise(p)})
         self._current: dict[str, str | None] = {}
         self._base: dict[str, str | None] = {}
+        #: values derived from this state by the feature functions, kept for the rest of
+        #: the step (e.g. which file a module name resolves to)
+        self.memo: dict[Any, Any] = {}
 
     # ------------------------------------------------------------------ builders
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 
 import pytest
 
+import sweworld.pyast as pyast
 from sweworld.execution.log_parsers import parse_pytest_log
 from sweworld.sandbox.registry import make_executor
 from sweworld.transition.outcome.executor import OutcomeExecutor
@@ -66,6 +68,26 @@ def test_script_and_ledger_text(manager, toy_task, calc_model) -> None:
         s.run("printf 'print(1)\\n' > r.py")
         untrained = s.run("python r.py")
         assert last_info(untrained)["route"] == "conservative" and untrained.exit_code == 0
+
+
+def test_pytest_help_and_listings_run_no_tests(manager, toy_task, calc_model) -> None:
+    ex = OutcomeExecutor(calc_model, mode="oracle")
+    with manager.open(toy_task, executor=ex) as s:
+        for cmd, route in (
+            ("python -m pytest --help", "exact"),
+            ("pytest --version", "exact"),
+            ("pytest --fixtures tests/test_textutil.py", "informational"),
+        ):
+            run = s.run(cmd)
+            info = last_info(run)
+            assert run.exit_code == 0 and info["route"] == route and info["tests"] == 0
+            assert "passed" not in run.stdout and "failed" not in run.stdout
+        # a real run is still a model decision
+        assert last_info(s.run("pytest tests/test_textutil.py"))["route"] == "outcome-model"
+        # the trees the step parsed are shared between steps: none of them was modified
+        for path in ("tests/test_textutil.py", "stockroom/textutil.py"):
+            text = s.run(f"cat {path}").stdout
+            assert ast.dump(pyast.parse_shared(text)) == ast.dump(ast.parse(text))
 
 
 def test_bad_model_file_is_a_clear_error(tmp_path) -> None:
