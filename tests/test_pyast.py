@@ -29,8 +29,7 @@ def test_parses_are_serialised_across_threads():
     assert done.is_set()
 
 
-def test_parse_shared_returns_one_tree_per_text(monkeypatch):
-    monkeypatch.setenv("SWEWORLD_AST_CACHE_MB", "1")
+def test_parse_shared_returns_one_tree_per_text():
     text = "def shared_tree_probe(a):\n    return a + 1\n"
     first = pyast.parse_shared(text, "a.py")
     assert pyast.parse_shared(text, "b.py") is first
@@ -39,16 +38,23 @@ def test_parse_shared_returns_one_tree_per_text(monkeypatch):
 
 
 def test_parse_shared_keeps_a_bounded_amount(monkeypatch):
-    monkeypatch.setenv("SWEWORLD_AST_CACHE_MB", "0.001")  # 1,000 bytes of source
-    assert pyast.cache_limit() == 1000
-    texts = [f"x{i} = {i}\n" + "# pad\n" * 20 for i in range(40)]  # ~130 bytes each
+    text = "x0 = 0\n" + "# pad\n" * 20  # 3 + 20 * 2 tokens
+    assert pyast.tree_cost(text) == 43 * pyast.BYTES_PER_TOKEN
+    monkeypatch.setenv("SWEWORLD_AST_CACHE_MB", str(pyast.tree_cost(text) * 10 / 1e6))
+    texts = [text.replace("x0 = 0", f"x{i} = {i}") for i in range(40)]
     trees = [pyast.parse_shared(t) for t in texts]
     assert pyast.parse_shared(texts[-1]) is trees[-1]  # recent: kept
     assert pyast.parse_shared(texts[0]) is not trees[0]  # oldest: dropped
     big = "y = 1\n" * 100  # over a quarter of the budget: parsed, never kept
     assert pyast.parse_shared(big) is not pyast.parse_shared(big)
-    monkeypatch.setenv("SWEWORLD_AST_CACHE_MB", "lots")
-    assert pyast.cache_limit() == 4_000_000
+    monkeypatch.setenv("SWEWORLD_AST_CACHE_MB", "0")  # none kept
+    assert pyast.parse_shared(text) is not pyast.parse_shared(text)
+    for bad in ("lots", "inf", "nan", "-inf"):  # not a finite number: the default
+        monkeypatch.setenv("SWEWORLD_AST_CACHE_MB", bad)
+        assert pyast.cache_limit() == 256_000_000
+        assert ast.dump(pyast.parse_shared("z = 2\n")) == ast.dump(ast.parse("z = 2\n"))
+    monkeypatch.setenv("SWEWORLD_AST_CACHE_MB", "1e300")
+    assert pyast.cache_limit() == 10**12
 
 
 def test_parse_shared_raises_like_parse():

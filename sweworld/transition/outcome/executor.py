@@ -7,10 +7,8 @@ tool's format (:mod:`~sweworld.transition.outcome.render`). No language model is
 so a step costs milliseconds. ``info["route"]`` says what answered:
 
 * ``outcome-model``: the model decided, the renderer wrote;
-* ``exact``: a script that does not exist or does not compile (the interpreter's message),
-  or pytest's ``--help`` / ``--version`` (exit 0, no test runs);
-* ``informational``: pytest's listings (``--fixtures``, ``--markers``, ...): exit 0, no
-  test runs;
+* ``exact``: a script that does not exist or does not compile (the interpreter's message);
+* ``informational``: pytest's ``--help`` / ``--version``: exit 0, no test runs, no text;
 * ``conservative``: a command kind the model was not trained on (``pip``,
   ``python --version``, ...): exit 0 and no output, and ``info["reason"]`` says why;
 * ``lm``: the same, with a language model configured (``outcome-lm``): the LM route's
@@ -166,6 +164,7 @@ class OutcomeExecutor:
             self._ledger(request.session_id).installed = True
         exact = self._exact(request, kind, state, info) or self._informational(request, kind, info)
         if exact is not None:
+            self._remember(request, argv, exact)
             info["latency_s"] = round(time.perf_counter() - start, 6)
             exact.info = info
             return exact
@@ -179,12 +178,15 @@ class OutcomeExecutor:
             reason = f"command kind {kind!r} not trained"
             if self.text is not None:  # the LM route answers what the model cannot
                 answer = self.text.execute(request)
+                self._remember(request, argv, answer)
                 answer.info = {**info, "route": "lm", "reason": reason, "lm": answer.info}
                 answer.info["latency_s"] = round(time.perf_counter() - start, 6)
                 return answer
             info.update(route="conservative", reason=reason)
             info["latency_s"] = round(time.perf_counter() - start, 6)
-            return ExecutionResult("", "", 0, info)
+            conservative = ExecutionResult("", "", 0, info)
+            self._remember(request, argv, conservative)
+            return conservative
         ledger = self._ledger(request.session_id)
         stdin = request.stdin.decode("utf-8", "replace") if request.stdin else ""
         ids = self._collect(request, argv, kind, info) if kind in TEST_RUNNER_KINDS else []
@@ -208,14 +210,27 @@ class OutcomeExecutor:
             )
         else:
             result = self._script(request, step, state, exit_cls, exception, info)
-        key = shlex_join(argv)
-        with self._lock:
-            ledger.record(key, result.exit_code, info.pop("_statuses", {}))
-            if result.stdout:
-                self._outputs[(request.session_id, key, result.exit_code)] = result.stdout
+        self._remember(request, argv, result, info.pop("_statuses", {}))
         info["latency_s"] = round(time.perf_counter() - start, 6)
         result.info = info
         return result
+
+    def _remember(
+        self,
+        request: ExecutionRequest,
+        argv: list[str],
+        result: ExecutionResult,
+        statuses: dict[str, str] | None = None,
+    ) -> None:
+        """Every answered step goes into the session's ledger, as every recorded step does
+        when the model's training rows are made (the step count and the command's last exit
+        code are features)."""
+        key = shlex_join(argv)
+        ledger = self._ledger(request.session_id)
+        with self._lock:
+            ledger.record(key, result.exit_code, statuses or {})
+            if result.stdout:
+                self._outputs[(request.session_id, key, result.exit_code)] = result.stdout
 
     def _exact(
         self, request: ExecutionRequest, kind: str, state: FileState, info: dict[str, Any]
@@ -252,18 +267,17 @@ class OutcomeExecutor:
     def _informational(
         self, request: ExecutionRequest, kind: str, info: dict[str, Any]
     ) -> ExecutionResult | None:
-        """pytest's ``--help``, ``--version`` and listings (``--fixtures``, ``--markers``,
-        ...): no test runs and exit 0 (exact for help and version); no text (pytest's help
-        differs between versions)."""
+        """pytest's ``--help`` and ``--version``: exit 0 without collecting a test; the text
+        (which differs between versions) is not written. Listings such as ``--fixtures`` or
+        ``--setup-plan`` collect and can fail: the model decides those."""
         from sweworld.transition.facts import parse_command
 
         if kind != "pytest":
             return None
         options = parse_command(tuple(request.argv)).pytest
-        if options is None or not (options.help or options.version or options.informational):
+        if options is None or not (options.help or options.version):
             return None
-        exact = options.help or options.version
-        info.update(route="exact" if exact else "informational", tests=0, text_source="none")
+        info.update(route="informational", tests=0, text_source="none")
         return ExecutionResult("", "", 0)
 
     def _collect(

@@ -23,11 +23,12 @@ modules are followed through imports and every file read is capped
 from __future__ import annotations
 
 import ast
-import functools
+import hashlib
 import posixpath
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,17 +83,51 @@ def parse_source(text: str | None, path: str = "<file>") -> ast.Module | None:
         return None
 
 
-@functools.lru_cache(maxsize=64)
-def _normal_dump(text: str) -> str | None:
-    """The AST dump of ``text`` without docstrings (None: it does not parse); kept for
-    the texts of recent steps (the gold patch's files are compared on every step)."""
+class _TextMemo:
+    """Values computed from texts, kept for the most recent ``size`` argument tuples under
+    the texts' digests (the texts themselves are not kept)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._lock = threading.Lock()
+        self._values: OrderedDict[tuple[bytes, ...], Any] = OrderedDict()
+
+    def get(self, compute: Callable[..., Any], *texts: str | None) -> Any:
+        key = tuple(b"" if t is None else _digest(t) for t in texts)  # b"": None
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        value = compute(*texts)
+        with self._lock:
+            self._values[key] = value
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
+        return value
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+_NORMAL = _TextMemo(256)
+_CHANGED = _TextMemo(256)
+
+
+def _normal_digest(text: str) -> bytes | None:
+    """A digest of the AST dump of ``text`` without docstrings (None: it does not parse);
+    kept for recent texts (the gold patch's files are compared on every step)."""
+    return _NORMAL.get(_compute_normal_digest, text)
+
+
+def _compute_normal_digest(text: str) -> bytes | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = pyast.parse(text)  # a tree of its own: stripping changes it
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return ast.dump(pyast.strip_docstrings(tree))
+    return _digest(ast.dump(pyast.strip_docstrings(tree)))
 
 
 def definitions(tree: ast.Module | None) -> dict[str, str]:
@@ -116,14 +151,12 @@ def definitions(tree: ast.Module | None) -> dict[str, str]:
 
 
 def changed_names(before: str | None, after: str | None) -> set[str]:
-    """Definitions whose AST differs between two texts of one file."""
-    return set(_changed_names(before, after))
+    """Definitions whose AST differs between two texts of one file (kept for recent pairs:
+    every step of a session compares the same changed files and the gold patch's)."""
+    return set(_CHANGED.get(_changed_names, before, after))
 
 
-@functools.lru_cache(maxsize=64)
 def _changed_names(before: str | None, after: str | None) -> frozenset[str]:
-    """:func:`changed_names`, kept for recent pairs (every step of a session compares the
-    same changed files and the gold patch's)."""
     a, b = definitions(parse_source(before)), definitions(parse_source(after))
     return frozenset(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
@@ -136,7 +169,7 @@ def _same_ast(left: str | None, right: str | None) -> bool:
         return left is right
     if left == right:
         return True
-    da, db = _normal_dump(left), _normal_dump(right)
+    da, db = _normal_digest(left), _normal_digest(right)
     if da is None or db is None:
         return False
     return da == db
