@@ -317,6 +317,8 @@ def _run(args: argparse.Namespace) -> int:
         if learner == chosen:
             final = model
     assert final is not None
+    from sweworld.train.report import invocation
+
     final.meta = {
         "learner": chosen,
         "trained_kinds": sorted({r.kind for r in train} - {"other"}),
@@ -326,7 +328,7 @@ def _run(args: argparse.Namespace) -> int:
         "records": stats.get("records", 0),
         "heldout_figures": results,
         "validation": validation,
-        "command": "sweworld train outcome " + " ".join(sys.argv[1:]),
+        "command": invocation("outcome", sys.argv),
     }
     path = final.save(args.out)
     print(

@@ -14,6 +14,18 @@ from sweworld.train.examples import Example
 __all__ = ["data_report", "no_example_reason"]
 
 
+def invocation(command: str, argv: list[str]) -> str:
+    """``sweworld train COMMAND`` with the options of ``argv`` (a process's ``sys.argv``),
+    whether it ran as ``sweworld train COMMAND ...`` or ``python -m sweworld.train.COMMAND
+    ...``."""
+    args = list(argv[1:])
+    if args[:2] == ["train", command]:
+        args = args[2:]
+    elif args[:1] == [command]:
+        args = args[1:]
+    return " ".join(["sweworld", "train", command, *args])
+
+
 def data_report(
     config: TrainConfig,
     records: list[Any],

@@ -438,6 +438,7 @@ def _run(args: argparse.Namespace) -> int:
             f"leave one repository out, {mode} ({entry['learner']})",
             fig["leave_one_repository_out"],
         )
+    from sweworld.train.report import invocation
     from sweworld.transition.outcome.model import Head
 
     meta = {
@@ -445,7 +446,7 @@ def _run(args: argparse.Namespace) -> int:
         "heldout": sorted(heldout),
         "outcome": args.outcome,
         "trained_s": round(time.perf_counter() - started, 1),
-        "command": "sweworld train verdict " + " ".join(sys.argv[1:])[:500],
+        "command": invocation("verdict", sys.argv)[:500],
     }
     model = VerdictModel({m: {**e, "head": Head(e["head"])} for m, e in heads.items()}, meta)
     path = model.save(args.out)

@@ -84,3 +84,16 @@ def test_evaluation_is_sized_to_a_short_run():
     assert TrainConfig(eval_max_examples=5).eval_limit == 5
     with pytest.raises(ValueError, match="eval_max_examples"):
         TrainConfig(eval_max_examples=-2)
+
+
+def test_invocation_names_the_command_once():
+    from sweworld.train.report import invocation
+
+    want = "sweworld train verdict --data D --out M"
+    assert (
+        invocation("verdict", ["sweworld", "train", "verdict", "--data", "D", "--out", "M"]) == want
+    )
+    assert invocation("verdict", ["verdict.py", "--data", "D", "--out", "M"]) == want
+    assert (
+        invocation("outcome", ["-m", "outcome", "--data", "D"]) == "sweworld train outcome --data D"
+    )
