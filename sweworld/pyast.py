@@ -24,17 +24,80 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["cache_limit", "parse", "parse_shared", "strip_docstrings", "tree_cost"]
+__all__ = [
+    "TextCache",
+    "cache_limit",
+    "parse",
+    "parse_shared",
+    "strip_docstrings",
+    "text_key",
+    "tree_cost",
+]
 
 _LOCK = threading.Lock()
-_SHARED: OrderedDict[bytes, tuple[ast.Module, int]] = OrderedDict()
-_shared_cost = 0  # the estimated bytes of the kept trees
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 #: an upper estimate of a tree's memory per token of its source
 BYTES_PER_TOKEN = 350
 _DEFAULT_MB = 256.0
+_MISSING = object()
+
+
+def text_key(*texts: str | None) -> tuple[bytes, ...]:
+    """A key for values computed from ``texts``: their digests (``b""`` for None), so a
+    cache keyed by it does not keep the texts alive."""
+    return tuple(
+        b"" if t is None
+        else hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        for t in texts
+    )  # fmt: skip
+
+
+class TextCache:
+    """Values computed from texts under :func:`text_key` keys, least recently used out
+    first, at most ``limit`` in total cost (an int, or a function read on every insert); a
+    value costing over a quarter of the limit is not kept. Thread-safe."""
+
+    def __init__(self, limit: int | Callable[[], int]):
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[bytes, ...], tuple[Any, int]] = OrderedDict()
+        self._cost = 0
+
+    def limit(self) -> int:
+        return self._limit() if callable(self._limit) else self._limit
+
+    def get(self, key: tuple[bytes, ...], default: Any = None) -> Any:
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                return default
+            self._items.move_to_end(key)
+            return found[0]
+
+    def put(self, key: tuple[bytes, ...], value: Any, cost: int = 1) -> None:
+        limit = self.limit()
+        if cost * 4 > limit:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = (value, cost)
+            self._cost += cost
+            while self._items and self._cost > limit:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._cost -= dropped
+
+    def computed(self, compute: Callable[..., Any], *texts: str | None) -> Any:
+        """``compute(*texts)``, kept (cost 1 each)."""
+        key = text_key(*texts)
+        found = self.get(key, _MISSING)
+        if found is _MISSING:
+            found = compute(*texts)
+            self.put(key, found)
+        return found
 
 
 def cache_limit() -> int:
@@ -54,6 +117,9 @@ def tree_cost(source: str) -> int:
     return _TOKEN.subn("", source)[1] * BYTES_PER_TOKEN
 
 
+_SHARED = TextCache(cache_limit)
+
+
 def parse(source: str | bytes, filename: str = "<unknown>", mode: str = "exec", **kwargs: Any):
     """:func:`ast.parse`, one thread at a time."""
     with _LOCK:
@@ -64,27 +130,13 @@ def parse_shared(source: str, filename: str = "<unknown>") -> ast.Module:
     """:func:`parse` of a module's text, the tree shared between calls with the same text
     (the same object comes back): **the caller must not modify it**. Errors are raised as
     :func:`parse` raises them (and not kept)."""
-    global _shared_cost
-    limit = cache_limit()
-    if not limit:
+    if not cache_limit():
         return parse(source, filename)
-    key = hashlib.blake2b(source.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    with _LOCK:
-        found = _SHARED.get(key)
-        if found is not None:
-            _SHARED.move_to_end(key)
-            return found[0]
-    tree = parse(source, filename)
-    cost = tree_cost(source)
-    if cost * 4 > limit:
-        return tree
-    with _LOCK:
-        if key not in _SHARED:
-            _SHARED[key] = (tree, cost)
-            _shared_cost += cost
-            while _SHARED and _shared_cost > limit:
-                _, (_, dropped) = _SHARED.popitem(last=False)
-                _shared_cost -= dropped
+    key = text_key(source)
+    tree = _SHARED.get(key)
+    if tree is None:
+        tree = parse(source, filename)
+        _SHARED.put(key, tree, tree_cost(source))
     return tree
 
 

@@ -181,7 +181,8 @@ def _interval_figures(
         labels = [r["label"] for r in sampled]
         values = [r["value"] for r in sampled]
         point = metrics_of(sampled, "value")
-        ci = metric_intervals(labels, values, [r.get("task") or r["id"] for r in sampled])
+        tasks = [r.get("task") or r["id"] for r in sampled]
+        ci = metric_intervals(labels, values, tasks)
         cells = []
         for key in ("balanced_accuracy", "roc_auc", "ece"):
             span = ci[key]
@@ -190,7 +191,7 @@ def _interval_figures(
                 else f"{point[key]:.3f} [{span[0]:.3f}, {span[1]:.3f}]" if span
                 else f"{point[key]:.3f}"
             )  # fmt: skip
-        rows.append([name, len(sampled), len({r.get("task") or r["id"] for r in sampled}), *cells])
+        rows.append([name, len(sampled), len(set(tasks)), *cells])
     if not rows:
         return []
     return [

@@ -23,12 +23,10 @@ modules are followed through imports and every file read is capped
 from __future__ import annotations
 
 import ast
-import hashlib
 import posixpath
 import threading
 import warnings
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,41 +81,14 @@ def parse_source(text: str | None, path: str = "<file>") -> ast.Module | None:
         return None
 
 
-class _TextMemo:
-    """Values computed from texts, kept for the most recent ``size`` argument tuples under
-    the texts' digests (the texts themselves are not kept)."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._lock = threading.Lock()
-        self._values: OrderedDict[tuple[bytes, ...], Any] = OrderedDict()
-
-    def get(self, compute: Callable[..., Any], *texts: str | None) -> Any:
-        key = tuple(b"" if t is None else _digest(t) for t in texts)  # b"": None
-        with self._lock:
-            if key in self._values:
-                self._values.move_to_end(key)
-                return self._values[key]
-        value = compute(*texts)
-        with self._lock:
-            self._values[key] = value
-            while len(self._values) > self.size:
-                self._values.popitem(last=False)
-        return value
-
-
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-_NORMAL = _TextMemo(256)
-_CHANGED = _TextMemo(256)
+_NORMAL = pyast.TextCache(256)
+_CHANGED = pyast.TextCache(256)
 
 
 def _normal_digest(text: str) -> bytes | None:
     """A digest of the AST dump of ``text`` without docstrings (None: it does not parse);
     kept for recent texts (the gold patch's files are compared on every step)."""
-    return _NORMAL.get(_compute_normal_digest, text)
+    return _NORMAL.computed(_compute_normal_digest, text)
 
 
 def _compute_normal_digest(text: str) -> bytes | None:
@@ -127,7 +98,7 @@ def _compute_normal_digest(text: str) -> bytes | None:
             tree = pyast.parse(text)  # a tree of its own: stripping changes it
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return _digest(ast.dump(pyast.strip_docstrings(tree)))
+    return pyast.text_key(ast.dump(pyast.strip_docstrings(tree)))[0]
 
 
 def definitions(tree: ast.Module | None) -> dict[str, str]:
@@ -153,7 +124,7 @@ def definitions(tree: ast.Module | None) -> dict[str, str]:
 def changed_names(before: str | None, after: str | None) -> set[str]:
     """Definitions whose AST differs between two texts of one file (kept for recent pairs:
     every step of a session compares the same changed files and the gold patch's)."""
-    return set(_CHANGED.get(_changed_names, before, after))
+    return set(_CHANGED.computed(_changed_names, before, after))
 
 
 def _changed_names(before: str | None, after: str | None) -> frozenset[str]:
