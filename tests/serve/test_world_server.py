@@ -207,3 +207,35 @@ def test_sigterm_drains_a_step_in_flight(tmp_path):
             proc.kill()
             proc.wait()
     assert list((runtime / "sessions").iterdir()) == []  # nothing leaked
+
+
+def test_second_signal_kills_a_sandbox_that_starts_after_it(monkeypatch, caplog):
+    """A step still starting its sandbox when the second signal came starts it afterwards;
+    the forced stop kills it too (not only the processes alive at the signal), so the
+    session closes instead of waiting for the step's command until the deadline."""
+    started: list[subprocess.Popen] = []
+    exited = threading.Event()
+
+    def late_step() -> None:
+        time.sleep(1.5)  # spawned after the first kill (which waits 1 s for the 503s)
+        started.append(subprocess.Popen(["sleep", "60"]))
+
+    class Manager:
+        def close_all(self) -> None:  # a session's close waits for its step to return
+            while not started:
+                time.sleep(0.01)
+            started[0].wait()
+
+    class World:
+        manager = Manager()
+
+    monkeypatch.setattr(server, "_child_pids", lambda: [p.pid for p in started])
+    monkeypatch.setattr(server.os, "_exit", lambda code: exited.set())
+    srv = server.draining_server(uvicorn.Config(app=None), World(), force_timeout_s=20.0)
+    threading.Thread(target=late_step, daemon=True).start()
+    began = time.monotonic()
+    srv._exit_now(threading.Event())
+    assert exited.is_set()
+    assert started[0].returncode == -signal.SIGKILL
+    assert time.monotonic() - began < 15  # closed once the step returned, not at the deadline
+    assert "still closing" not in caplog.text

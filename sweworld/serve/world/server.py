@@ -332,6 +332,12 @@ def _child_pids() -> list[int]:
     return found
 
 
+def _kill_children() -> None:
+    for pid in _child_pids():
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _uvicorn_server_class() -> type:
     import uvicorn
 
@@ -405,14 +411,16 @@ def _uvicorn_server_class() -> type:
         def _exit_now(self, answered: threading.Event) -> None:
             deadline = time.monotonic() + self.force_timeout_s
             answered.wait(1.0)
-            for pid in _child_pids():
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+            _kill_children()
             manager = getattr(self.world, "manager", None)
             if manager is not None:
                 closer = threading.Thread(target=manager.close_all, daemon=True)
                 closer.start()
-                closer.join(max(0.0, deadline - time.monotonic()))
+                # a step that was still starting its sandbox when the signal came starts it
+                # now: kill again until the sessions are closed (each waits for its step)
+                while closer.is_alive() and time.monotonic() < deadline:
+                    closer.join(min(0.1, max(0.0, deadline - time.monotonic())))
+                    _kill_children()
                 if closer.is_alive():
                     log.warning("exit: sessions still closing after %.0f s; `sweworld gc` "
                                 "removes what is left", self.force_timeout_s)  # fmt: skip
