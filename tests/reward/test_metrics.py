@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
+import numpy as np
 import pytest
 
 from sweworld.reward.metrics import (
@@ -284,3 +285,18 @@ def test_metric_intervals_undefined_and_bad_input():
         metric_intervals([True, False], [0.9, 0.1], ["a"])
     with pytest.raises(ValueError, match="level"):
         metric_intervals([True, False], [0.9, 0.1], level=1.5)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_metric_intervals_compute_what_binary_metrics_computes(seed):
+    """One group: every draw is the whole sample, so each interval is one point, and that
+    point is binary_metrics' value (ties, scores on the threshold and at 1.0 included)."""
+    rng = np.random.default_rng(seed)
+    n = 60 + 10 * seed
+    labels = [bool(v) for v in rng.integers(0, 2, n)]
+    scores = [float(v) for v in rng.choice([0.0, 0.1, 0.35, 0.5, 0.5, 0.72, 0.9, 1.0], n)]
+    point = binary_metrics(labels, scores)
+    spans = metric_intervals(labels, scores, ["task"] * n, draws=20, seed=seed)
+    for key in ("balanced_accuracy", "roc_auc", "ece"):
+        lo, hi = spans[key]
+        assert lo == pytest.approx(point[key]) and hi == pytest.approx(point[key]), key
