@@ -55,3 +55,30 @@ def test_labels_complete_the_passing_tests_a_quiet_run_does_not_name() -> None:
     assert [normal_status(s) for s in ("ERROR:", "xfail", "passed", "weird")] == [
         "ERROR", "SKIPPED", "PASSED", "ERROR"
     ]  # fmt: skip
+
+
+def test_tree_settings_reach_the_trees(calc_data, tmp_path, capsys) -> None:
+    """--min-samples-leaf larger than the data leaves every tree one leaf (nothing can be
+    split); the default grows splits. Bad values are refused by the parser."""
+    import json
+
+    import pytest
+
+    def trees(*extra: str) -> list[dict]:
+        out = tmp_path / "-".join(extra or ("default",))
+        argv = ["--data", str(calc_data["data"]), "--out", str(out),
+                "--repos", str(calc_data["repo"]), "--cache", str(tmp_path / "bases"),
+                "--heldout", "acme/heldout", "--max-iter", "5", "--learner", "hgb",
+                *extra]  # fmt: skip
+        assert main(argv) == 0
+        body = json.loads((out / "model.json").read_text())
+        return [t for head in body["heads"].values() if head.get("kind") == "trees"
+                for row in head["trees"] for t in row]  # fmt: skip
+
+    assert any(len(t["leaf"]) > 1 for t in trees())
+    grown = trees("--min-samples-leaf", "100000", "--l2", "1.0")
+    assert grown and all(len(t["leaf"]) == 1 for t in grown)
+    for bad in (["--min-samples-leaf", "0"], ["--l2", "nan"], ["--l2", "-1"]):
+        with pytest.raises(SystemExit):
+            main(["--data", "x", "--out", str(tmp_path / "bad"), *bad])
+    capsys.readouterr()
