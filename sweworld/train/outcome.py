@@ -134,6 +134,8 @@ def _figure(hits: Sequence[bool]) -> dict[str, Any]:
 class TreeSettings:
     """How the gradient-boosted trees grow (hgb only)."""
 
+    #: boosting iterations
+    max_iter: int = 150
     #: fewest rows in a leaf
     min_samples_leaf: int = 5
     #: L2 regularisation of the leaf values
@@ -144,7 +146,6 @@ def _fit(
     learner: str,
     X: np.ndarray,
     y: Sequence[str],
-    max_iter: int,
     seed: int,
     trees: TreeSettings = TreeSettings(),
 ) -> Any:
@@ -166,7 +167,7 @@ def _fit(
         }
     if learner == "hgb":
         est = HistGradientBoostingClassifier(
-            max_iter=max_iter,
+            max_iter=trees.max_iter,
             learning_rate=0.1,
             max_leaf_nodes=15,
             min_samples_leaf=trees.min_samples_leaf,
@@ -193,29 +194,27 @@ def _exception_labels(rows: Sequence[Any]) -> tuple[list[str], set[str]]:
 def train_heads(
     rows: Sequence[Any],
     learner: str,
-    max_iter: int,
-    seed: int,
+    seed: int = 0,
     trees: TreeSettings = TreeSettings(),
 ) -> dict[str, Any]:
     """Fit the three heads on ``rows`` (:class:`~sweworld.transition.outcome.dataset.Row`)."""
     from sweworld.transition.outcome.model import Head
 
     X = np.asarray([r.features for r in rows], dtype=float)
-    heads = {"exit": Head(_fit(learner, X, [r.exit_class for r in rows], max_iter, seed, trees))}
+    heads = {"exit": Head(_fit(learner, X, [r.exit_class for r in rows], seed, trees))}
     exc_labels, _ = _exception_labels(rows)
-    heads["exception"] = Head(_fit(learner, X, exc_labels, max_iter, seed, trees))
+    heads["exception"] = Head(_fit(learner, X, exc_labels, seed, trees))
     tests = [t for r in rows for t in r.tests]
     if tests:
         Xt = np.asarray([t.features for t in tests], dtype=float)
-        heads["test"] = Head(_fit(learner, Xt, [t.status for t in tests], max_iter, seed, trees))
+        heads["test"] = Head(_fit(learner, Xt, [t.status for t in tests], seed, trees))
     return heads
 
 
 def per_mode_heads(
     rows: Sequence[Any],
     learner: str,
-    max_iter: int,
-    seed: int,
+    seed: int = 0,
     trees: TreeSettings = TreeSettings(),
 ) -> dict[str, Any]:
     """The three heads fitted separately on each mode's rows (``exit@oracle``, ...): an oracle
@@ -223,7 +222,7 @@ def per_mode_heads(
     compromise that serves neither."""
     heads: dict[str, Any] = {}
     for mode in sorted({r.mode for r in rows}):
-        fitted = train_heads([r for r in rows if r.mode == mode], learner, max_iter, seed, trees)
+        fitted = train_heads([r for r in rows if r.mode == mode], learner, seed, trees)
         heads.update({f"{name}@{mode}": head for name, head in fitted.items()})
     return heads
 
@@ -336,7 +335,7 @@ def _run(args: argparse.Namespace) -> int:
         print("sweworld train outcome: no training rows (no record with a state)", file=sys.stderr)
         return 1
     learners = ("hgb", "logreg") if args.learner == "both" else (args.learner,)
-    trees = TreeSettings(args.min_samples_leaf, args.l2)
+    trees = TreeSettings(max_iter=args.max_iter, min_samples_leaf=args.min_samples_leaf, l2=args.l2)
     chosen = learners[0]
     validation: dict[str, Any] = {}
     if len(learners) > 1:
@@ -348,7 +347,7 @@ def _run(args: argparse.Namespace) -> int:
         valid_rows = [r for r in train if r.instance_id in valid_ids]
         best = -1.0
         for learner in learners:
-            model = OutcomeModel(per_mode_heads(fit_rows, learner, args.max_iter, args.seed, trees))
+            model = OutcomeModel(per_mode_heads(fit_rows, learner, args.seed, trees))
             score = 0.0
             for mode in ("oracle", "blind"):
                 figs = evaluate(model, [r for r in valid_rows if r.mode == mode], mode)
@@ -365,7 +364,7 @@ def _run(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {}
     final: OutcomeModel | None = None
     for learner in learners:
-        model = OutcomeModel(per_mode_heads(train, learner, args.max_iter, args.seed, trees))
+        model = OutcomeModel(per_mode_heads(train, learner, args.seed, trees))
         for mode in ("oracle", "blind"):
             figs = evaluate(model, [r for r in test if r.mode == mode], mode)
             results[f"{learner}/{mode}"] = figs

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import configparser
-import hashlib
 import posixpath
 import re
 import warnings
@@ -20,7 +19,8 @@ from sweworld.transition.facts.simulation import dotted_name, literal_value
 from sweworld.transition.types import WORKDIR, WorkspaceView
 
 _ImportStmt = tuple[int, tuple[str, ...], str]  # (level, names, module); names for Import
-_SUMMARIES: dict[tuple[str, bytes], tuple[SyntaxErrorInfo | None, tuple[_ImportStmt, ...]]] = {}
+_Summary = tuple[SyntaxErrorInfo | None, tuple[_ImportStmt, ...]]
+_SUMMARIES: dict[tuple[str | bytes, ...], _Summary] = {}
 _SUMMARIES_MAX = 20000
 
 
@@ -28,7 +28,7 @@ def _module_summary(path: str, text: str) -> tuple[SyntaxErrorInfo | None, tuple
     """(syntax error, module-level unconditional imports up to the first statement that may
     exit) of a module's text; cached for the process by content, since parsing a large
     package's import closure is the expensive part of collecting its tests."""
-    key = (path, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+    key = (path, *pyast.text_key(text))
     if key in _SUMMARIES:
         return _SUMMARIES[key]
     imports: list[_ImportStmt] = []
@@ -59,12 +59,12 @@ def _module_summary(path: str, text: str) -> tuple[SyntaxErrorInfo | None, tuple
     return _SUMMARIES[key]
 
 
-_COMPILED: dict[tuple[str, bytes], SyntaxErrorInfo | None] = {}
+_COMPILED: dict[tuple[str | bytes, ...], SyntaxErrorInfo | None] = {}
 
 
 def cached_syntax_error(text: str, path: str) -> SyntaxErrorInfo | None:
     """:func:`format_syntax_error`'s error, cached for the process by content."""
-    key = (path, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+    key = (path, *pyast.text_key(text))
     if key not in _COMPILED:
         if len(_COMPILED) >= _SUMMARIES_MAX:
             _COMPILED.clear()

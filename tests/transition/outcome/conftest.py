@@ -127,13 +127,14 @@ def calc_data(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def calc_model(calc_data, tmp_path_factory) -> Path:
     """An outcome model trained on the tiny library's records (seconds)."""
-    from sweworld.train.outcome import train_heads
+    from sweworld.train.outcome import TreeSettings, train_heads
     from sweworld.train.outcome_data import BaseCheckouts, load_rows
     from sweworld.transition.outcome.model import OutcomeModel
 
     cache = tmp_path_factory.mktemp("bases")
     rows = load_rows([calc_data["data"]], BaseCheckouts([calc_data["repo"]], cache))
     model = OutcomeModel(
-        train_heads(rows, "hgb", 20, 0), {"trained_kinds": sorted({r.kind for r in rows})}
+        train_heads(rows, "hgb", 0, TreeSettings(max_iter=20)),
+        {"trained_kinds": sorted({r.kind for r in rows})},
     )
     return model.save(tmp_path_factory.mktemp("model") / "model.json")
