@@ -24,6 +24,7 @@ import stat
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 
 _spawner: concurrent.futures.ThreadPoolExecutor | None = None
 _spawner_lock = threading.Lock()
+_spawned: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()
 
 
 def spawn(argv: Sequence[str], **options: Any) -> subprocess.Popen:
@@ -68,7 +70,25 @@ def spawn(argv: Sequence[str], **options: Any) -> subprocess.Popen:
             _spawner = concurrent.futures.ThreadPoolExecutor(
                 max_workers=4, thread_name_prefix="sweworld-spawn"
             )
-    return _spawner.submit(subprocess.Popen, list(argv), **options).result()
+    proc = _spawner.submit(subprocess.Popen, list(argv), **options).result()
+    with _spawner_lock:
+        _spawned.add(proc)
+    return proc
+
+
+def kill_spawned() -> int:
+    """SIGKILL every process :func:`spawn` started that is still running (the sandboxes;
+    a sandbox's commands die with it); the number signalled. Other child processes of this
+    one (a closing session's ``rm``) are left alone."""
+    with _spawner_lock:
+        live = [p for p in _spawned if p.returncode is None]
+    killed = 0
+    for proc in live:
+        with contextlib.suppress(OSError):
+            if proc.poll() is None:
+                proc.kill()
+                killed += 1
+    return killed
 
 
 class SandboxRunner(OutputPump):

@@ -26,6 +26,7 @@ httpx = pytest.importorskip("httpx")
 import uvicorn  # noqa: E402
 
 from sweworld.env import EpisodeConfig  # noqa: E402
+from sweworld.sandbox import bwrap  # noqa: E402
 from sweworld.serve.world import server  # noqa: E402
 from sweworld.serve.world.app import JsonErrors, create_app  # noqa: E402
 from sweworld.serve.world.config import ServiceConfig  # noqa: E402
@@ -212,13 +213,17 @@ def test_sigterm_drains_a_step_in_flight(tmp_path):
 def test_second_signal_kills_a_sandbox_that_starts_after_it(monkeypatch, caplog):
     """A step still starting its sandbox when the second signal came starts it afterwards;
     the forced stop kills it too (not only the processes alive at the signal), so the
-    session closes instead of waiting for the step's command until the deadline."""
+    session closes instead of waiting for the step's command until the deadline. The repeated
+    kills take only sandboxes: a child that closing itself starts (``rm -rf``) lives."""
     started: list[subprocess.Popen] = []
+    helpers: list[subprocess.Popen] = []
     exited = threading.Event()
 
     def late_step() -> None:
         time.sleep(1.5)  # spawned after the first kill (which waits 1 s for the 503s)
-        started.append(subprocess.Popen(["sleep", "60"]))
+        started.append(bwrap.spawn(["sleep", "60"]))
+        # a closing session's helper (`rm -rf`) is a child too, not a sandbox: it lives
+        helpers.append(subprocess.Popen(["sleep", "60"]))
 
     class Manager:
         def close_all(self) -> None:  # a session's close waits for its step to return
@@ -229,7 +234,8 @@ def test_second_signal_kills_a_sandbox_that_starts_after_it(monkeypatch, caplog)
     class World:
         manager = Manager()
 
-    monkeypatch.setattr(server, "_child_pids", lambda: [p.pid for p in started])
+    # the service's children, as /proc would list them (none alive at the first kill)
+    monkeypatch.setattr(server, "_child_pids", lambda: [p.pid for p in started + helpers])
     monkeypatch.setattr(server.os, "_exit", lambda code: exited.set())
     srv = server.draining_server(uvicorn.Config(app=None), World(), force_timeout_s=20.0)
     threading.Thread(target=late_step, daemon=True).start()
@@ -239,3 +245,8 @@ def test_second_signal_kills_a_sandbox_that_starts_after_it(monkeypatch, caplog)
     assert started[0].returncode == -signal.SIGKILL
     assert time.monotonic() - began < 15  # closed once the step returned, not at the deadline
     assert "still closing" not in caplog.text
+    try:
+        assert helpers[0].poll() is None
+    finally:
+        helpers[0].kill()
+        helpers[0].wait()

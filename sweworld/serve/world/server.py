@@ -409,6 +409,8 @@ def _uvicorn_server_class() -> type:
             ).start()
 
         def _exit_now(self, answered: threading.Event) -> None:
+            from sweworld.sandbox.bwrap import kill_spawned
+
             deadline = time.monotonic() + self.force_timeout_s
             answered.wait(1.0)
             _kill_children()
@@ -417,10 +419,11 @@ def _uvicorn_server_class() -> type:
                 closer = threading.Thread(target=manager.close_all, daemon=True)
                 closer.start()
                 # a step that was still starting its sandbox when the signal came starts it
-                # now: kill again until the sessions are closed (each waits for its step)
+                # now: kill the sandboxes again until the sessions are closed (each waits for
+                # its step); the closing's own helpers (`rm`) are not sandboxes and live
                 while closer.is_alive() and time.monotonic() < deadline:
                     closer.join(min(0.1, max(0.0, deadline - time.monotonic())))
-                    _kill_children()
+                    kill_spawned()
                 if closer.is_alive():
                     log.warning("exit: sessions still closing after %.0f s; `sweworld gc` "
                                 "removes what is left", self.force_timeout_s)  # fmt: skip

@@ -20,17 +20,18 @@ from sweworld.transition.types import WORKDIR, WorkspaceView
 
 _ImportStmt = tuple[int, tuple[str, ...], str]  # (level, names, module); names for Import
 _Summary = tuple[SyntaxErrorInfo | None, tuple[_ImportStmt, ...]]
-_SUMMARIES: dict[tuple[str | bytes, ...], _Summary] = {}
-_SUMMARIES_MAX = 20000
+_SUMMARIES = pyast.TextCache(20000)  # (path, text) -> _Summary, for the process
+_COMPILED = pyast.TextCache(20000)  # (path, text) -> the syntax error or None
 
 
-def _module_summary(path: str, text: str) -> tuple[SyntaxErrorInfo | None, tuple[_ImportStmt, ...]]:
+def _module_summary(path: str, text: str) -> _Summary:
     """(syntax error, module-level unconditional imports up to the first statement that may
     exit) of a module's text; cached for the process by content, since parsing a large
     package's import closure is the expensive part of collecting its tests."""
-    key = (path, *pyast.text_key(text))
-    if key in _SUMMARIES:
-        return _SUMMARIES[key]
+    return _SUMMARIES.computed(_summarise, path, text)
+
+
+def _summarise(path: str, text: str) -> _Summary:
     imports: list[_ImportStmt] = []
     error = None
     try:
@@ -53,23 +54,12 @@ def _module_summary(path: str, text: str) -> tuple[SyntaxErrorInfo | None, tuple
             elif isinstance(stmt, ast.ImportFrom) and stmt.module != "__future__":
                 names = tuple(a.name for a in stmt.names if a.name != "*")
                 imports.append((stmt.level or 0, names, stmt.module or ""))
-    if len(_SUMMARIES) >= _SUMMARIES_MAX:
-        _SUMMARIES.clear()
-    _SUMMARIES[key] = (error, tuple(imports))
-    return _SUMMARIES[key]
-
-
-_COMPILED: dict[tuple[str | bytes, ...], SyntaxErrorInfo | None] = {}
+    return error, tuple(imports)
 
 
 def cached_syntax_error(text: str, path: str) -> SyntaxErrorInfo | None:
     """:func:`format_syntax_error`'s error, cached for the process by content."""
-    key = (path, *pyast.text_key(text))
-    if key not in _COMPILED:
-        if len(_COMPILED) >= _SUMMARIES_MAX:
-            _COMPILED.clear()
-        _COMPILED[key] = format_syntax_error(text, path)[0]
-    return _COMPILED[key]
+    return _COMPILED.computed(lambda p, t: format_syntax_error(t, p)[0], path, text)
 
 
 def static_broken_import(
