@@ -272,7 +272,7 @@ def _defs_covered(candidate: Any, gold: Any, gold_code: set[str]) -> float:
     if candidate.scope != "files" or gold.scope != "files":
         return NAN
     from sweworld.reward.stages.semantic import normalize_source
-    from sweworld.transition.outcome.features import changed_names
+    from sweworld.transition.outcome.programs import changed_names
 
     def names(f: Any) -> set[str]:
         before = normalize_source(f.before) if f.before else None

@@ -25,12 +25,10 @@ from __future__ import annotations
 import ast
 import posixpath
 import threading
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import sweworld.pyast as pyast
 from sweworld.tasks.fields import test_list
 from sweworld.tasks.patches import patch_hunks
 from sweworld.transition.facts import parse_command
@@ -41,6 +39,7 @@ from sweworld.transition.outcome.commands import (
     pytest_equivalent,
     runner_args,
 )
+from sweworld.transition.outcome.programs import changed_names, parse_source, same_program
 from sweworld.transition.outcome.state import FileState, apply_patch_text
 
 __all__ = [
@@ -52,7 +51,6 @@ __all__ = [
     "Ledger",
     "StepFeatures",
     "command_kind_of",
-    "parse_source",
     "per_test_features",
     "pytest_equivalent",
     "runner_args",
@@ -65,85 +63,6 @@ _STATUS_CODE = {"": -1, "PASSED": 0, "FAILED": 1, "ERROR": 2, "SKIPPED": 3, "XFA
 
 
 # ------------------------------------------------------------------------------ AST helpers
-
-
-def parse_source(text: str | None, path: str = "<file>") -> ast.Module | None:
-    """``text`` parsed through :func:`sweworld.pyast.parse_shared` (one thread at a time; the
-    tree may be shared with other callers: never modify it), warnings silenced; None for no
-    text or text that does not parse (or is too deep or too big)."""
-    if text is None:
-        return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return pyast.parse_shared(text, filename=path)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
-_NORMAL = pyast.TextCache(256)
-_CHANGED = pyast.TextCache(256)
-
-
-def _normal_digest(text: str) -> bytes | None:
-    """A digest of the AST dump of ``text`` without docstrings (None: it does not parse);
-    kept for recent texts (the gold patch's files are compared on every step)."""
-    return _NORMAL.computed(_compute_normal_digest, text)
-
-
-def _compute_normal_digest(text: str) -> bytes | None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = pyast.parse(text)  # a tree of its own: stripping changes it
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    return pyast.text_key(ast.dump(pyast.strip_docstrings(tree)))[0]
-
-
-def definitions(tree: ast.Module | None) -> dict[str, str]:
-    """Qualified name -> AST dump of every function and class (methods as ``Cls.meth``),
-    plus ``<module>`` for the module's other top-level statements."""
-    out: dict[str, str] = {}
-    if tree is None:
-        return out
-    rest: list[ast.stmt] = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out[node.name] = ast.dump(node)
-            if isinstance(node, ast.ClassDef):
-                for sub in node.body:
-                    if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        out[f"{node.name}.{sub.name}"] = ast.dump(sub)
-        else:
-            rest.append(node)
-    out["<module>"] = ast.dump(ast.Module(body=rest, type_ignores=[]))
-    return out
-
-
-def changed_names(before: str | None, after: str | None) -> set[str]:
-    """Definitions whose AST differs between two texts of one file (kept for recent pairs:
-    every step of a session compares the same changed files and the gold patch's)."""
-    return set(_CHANGED.computed(_changed_names, before, after))
-
-
-def _changed_names(before: str | None, after: str | None) -> frozenset[str]:
-    a, b = definitions(parse_source(before)), definitions(parse_source(after))
-    return frozenset(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-
-
-def _same_ast(left: str | None, right: str | None) -> bool:
-    """Whether two texts of a file are the same program: equal ASTs once docstrings are
-    removed (the semantic stage's equivalence with the gold patch), equal text when one
-    does not parse."""
-    if left is None or right is None:
-        return left is right
-    if left == right:
-        return True
-    da, db = _normal_digest(left), _normal_digest(right)
-    if da is None or db is None:
-        return False
-    return da == db
 
 
 def _imports(tree: ast.Module, rel: str) -> list[str]:
@@ -399,8 +318,8 @@ def _gold_relation(
             is_gold = False
             continue
         gold_defs |= {(path, n) for n in changed_names(base, golden)}
-        is_gold = is_gold and _same_ast(now, golden)
-        is_base = is_base and _same_ast(now, base)
+        is_gold = is_gold and same_program(now, golden)
+        is_base = is_base and same_program(now, base)
     ours = {(p, n) for p, names in changed_defs.items() for n in names}
     def_overlap = len(gold_defs & ours) / len(gold_defs) if gold_defs else 0.0
     return file_overlap, def_overlap, float(is_gold), float(is_base)

@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweworld.transition.outcome.features import parse_source
 from sweworld.transition.outcome.fixtures_ast import (
     IMPORTED,
     Dynamic,
@@ -39,6 +38,7 @@ from sweworld.transition.outcome.fixtures_ast import (
     parametrized,
     pytestmark_of,
 )
+from sweworld.transition.outcome.programs import parse_source
 
 __all__ = [
     "BUILTIN_FIXTURES",

@@ -9,12 +9,12 @@ from sweworld.transition.outcome.features import (
     STEP_FEATURES,
     TEST_FEATURES,
     Ledger,
-    changed_names,
     command_kind_of,
     per_test_features,
     reachability,
     step_features,
 )
+from sweworld.transition.outcome.programs import changed_names
 from sweworld.transition.outcome.state import FileState
 
 from .conftest import BROKEN, BUG, IDS
