@@ -125,12 +125,13 @@ def _softmax(raw: np.ndarray) -> np.ndarray:
 MAX_TREE_DEPTH = 1024
 
 
-def _tree_depth(left: np.ndarray, right: np.ndarray, inner: np.ndarray) -> int:
-    """The depth of the tree rooted at node 0 (the number of splits on its longest path);
+def _forest_depth(left: np.ndarray, right: np.ndarray, inner: np.ndarray, roots: np.ndarray) -> int:
+    """The depth of the deepest tree (the number of splits on its longest path), every tree
+    walked at once from its root (children already checked to stay inside their own tree);
     ValueError for a node reached twice (a cycle or shared subtree) or too deep a tree."""
     seen = np.zeros(len(inner), dtype=bool)
-    seen[0] = True
-    level, depth = np.array([0]), 0
+    seen[roots] = True
+    level, depth = roots, 0
     while True:
         split = level[inner[level]]
         if not split.size:
@@ -166,8 +167,8 @@ class Head:
         if cached is not None:
             return cached
         keys = ("feature", "threshold", "missing_left", "left", "right", "leaf", "value")
-        parts: dict[str, list[np.ndarray]] = {k: [] for k in keys}
-        roots, classes, offset, deepest = [], [], 0, 0
+        lists: dict[str, list[Any]] = {k: [] for k in keys}
+        sizes, classes = [], []
         width = len(self.body["baseline"])
         for number, iteration in enumerate(self.body["trees"]):
             if len(iteration) != width:
@@ -180,42 +181,42 @@ class Head:
                     raise ValueError(f"iteration {number} has an empty tree")
                 if any(len(tree[k]) != n for k in keys):
                     raise ValueError("a tree whose node lists differ in length")
-                arrays = {
-                    key: np.asarray(tree[key], dtype=dtype)
-                    for key, dtype in (("feature", np.int64), ("threshold", float),
-                                       ("missing_left", bool), ("left", np.int64),
-                                       ("right", np.int64), ("leaf", bool), ("value", float))
-                }  # fmt: skip
-                if any(a.shape != (n,) for a in arrays.values()):
-                    raise ValueError("a tree whose node lists are not flat lists of numbers")
-                inner = ~arrays["leaf"]
-                if not np.isfinite(arrays["value"]).all():
-                    raise ValueError("a tree with a non-finite leaf value")
-                if np.isnan(arrays["threshold"][inner]).any():  # inf splits are fine
-                    raise ValueError("a tree with a NaN threshold")
-                for key in ("left", "right"):
-                    child = arrays[key][inner]
-                    if child.size and (child.min() < 0 or child.max() >= n):
-                        raise ValueError("a tree whose children point outside it")
-                deepest = max(deepest, _tree_depth(arrays["left"], arrays["right"], inner))
-                if (arrays["feature"][inner] < 0).any():
-                    raise ValueError(
-                        "a tree reads a feature the input does not have (a negative index)"
-                    )
                 for key in keys:
-                    value = arrays[key]
-                    if key in ("left", "right"):  # a leaf's children are never followed
-                        value = np.where(inner, value, 0) + offset
-                    elif key == "feature":  # nor its feature read: any column will do
-                        value = np.where(inner, value, 0)
-                    parts[key].append(value)
-                roots.append(offset)
+                    lists[key].extend(tree[key])
+                sizes.append(n)
                 classes.append(j)
-                offset += n
-        arrays_flat = [np.concatenate(parts[k]) if parts[k] else np.zeros(0) for k in keys]
-        feature, leaf = arrays_flat[0], arrays_flat[5]
+        a = {
+            key: np.asarray(lists[key], dtype=dtype)
+            for key, dtype in (("feature", np.int64), ("threshold", float),
+                               ("missing_left", bool), ("left", np.int64),
+                               ("right", np.int64), ("leaf", bool), ("value", float))
+        }  # fmt: skip
+        total = sum(sizes)
+        if any(v.shape != (total,) for v in a.values()):
+            raise ValueError("a tree whose node lists are not flat lists of numbers")
+        size = np.asarray(sizes, dtype=np.int64)
+        roots = np.concatenate([[0], np.cumsum(size)[:-1]]).astype(np.int64) if sizes else size
+        offset = np.repeat(roots, size)  # each node's tree's first node
+        n_of = np.repeat(size, size)  # each node's tree's size
+        inner = ~a["leaf"]
+        if not np.isfinite(a["value"]).all():
+            raise ValueError("a tree with a non-finite leaf value")
+        if np.isnan(a["threshold"][inner]).any():  # inf splits are fine
+            raise ValueError("a tree with a NaN threshold")
+        for key in ("left", "right"):
+            child = a[key][inner]
+            if child.size and ((child < 0).any() or (child >= n_of[inner]).any()):
+                raise ValueError("a tree whose children point outside it")
+        if (a["feature"][inner] < 0).any():
+            raise ValueError("a tree reads a feature the input does not have (a negative index)")
+        # a leaf's children are never followed, nor its feature read: any index will do
+        for key in ("left", "right"):
+            a[key] = np.where(inner, a[key], 0) + offset
+        a["feature"] = np.where(inner, a["feature"], 0)
+        deepest = _forest_depth(a["left"], a["right"], inner, roots) if sizes else 0
+        feature, leaf = a["feature"], a["leaf"]
         widest = int(feature[~leaf].max()) + 1 if (~leaf).any() else 0  # columns read
-        flat = (*arrays_flat, np.asarray(roots, dtype=np.int64),
+        flat = (*(a[k] for k in keys), roots,
                 np.asarray(classes, dtype=np.int64), deepest, widest)  # fmt: skip
         self.__dict__["_flat"] = flat
         return flat
@@ -467,6 +468,8 @@ def _checked_head(body: Any) -> Head:
                         raise ValueError(f"tree field {key!r} has the wrong length")
                 if n and (max(tree["left"]) >= n or max(tree["right"]) >= n):
                     raise ValueError("tree child index out of range")
-    else:
-        np.asarray(body["coef"], dtype=float)
+        head = Head(body)
+        head._forest()  # every tree checked now: a corrupt file fails at load, named
+        return head
+    np.asarray(body["coef"], dtype=float)
     return Head(body)

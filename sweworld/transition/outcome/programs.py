@@ -7,7 +7,8 @@ state's each time). Here each top-level statement (and each method) is first com
 its source lines: equal lines are the same subtree, so only the statements whose lines
 differ are dumped, and the cost follows the size of the change. The answers are the
 dumps' answers; a text with a carriage return (whose line numbering the split below would
-not follow) is compared by its dumps alone.
+not follow) is compared by its dumps alone, and a statement nested too deep to dump (which
+parses, but overflows Python's recursion limit) differs when its lines differ.
 """
 
 from __future__ import annotations
@@ -104,11 +105,14 @@ def _same(x: ast.stmt, y: ast.stmt, lx: _Lines, ly: _Lines, strip: bool) -> bool
         return True
     if type(x) is not type(y):
         return False
-    if not isinstance(x, _DEFS):
-        return _dump(x, strip) == _dump(y, strip)
-    for name in x._fields:
-        if name != "body" and _value(getattr(x, name, None)) != _value(getattr(y, name, None)):
-            return False
+    try:
+        if not isinstance(x, _DEFS):
+            return _dump(x, strip) == _dump(y, strip)
+        for name in x._fields:
+            if name != "body" and _value(getattr(x, name, None)) != _value(getattr(y, name, None)):
+                return False
+    except RecursionError:  # an expression nested too deep to dump: its lines differ
+        return False
     return _same_body(x.body, y.body, lx, ly, strip, block=True)
 
 

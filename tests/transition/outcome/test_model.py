@@ -124,6 +124,19 @@ def test_a_head_reading_a_feature_it_does_not_have_is_refused(tmp_path) -> None:
         OutcomeModel.load(path)
 
 
+def test_a_tree_with_a_cycle_is_refused_at_load(tmp_path) -> None:
+    """Every tree is checked when the file loads (the error names it), not at a step."""
+    data = _model().to_dict()
+    tree = data["heads"]["exit"]["trees"][0][0]
+    inner = [i for i, is_leaf in enumerate(tree["leaf"]) if not is_leaf]
+    assert inner
+    tree["left"][inner[-1]] = 0  # an inner node's child is the root: a cycle
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ModelFileError, match=rf"{re.escape(str(path))}.*cycle"):
+        OutcomeModel.load(path)
+
+
 def _linear(classes: list[str], coef: list[list[float]], intercept: list[float]) -> Head:
     return Head({"kind": "linear", "classes": classes, "coef": coef, "intercept": intercept})
 

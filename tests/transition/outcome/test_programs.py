@@ -136,3 +136,14 @@ def test_carriage_returns_and_texts_that_do_not_parse() -> None:
     assert same_program("def f(:\n", "def f(:\n")
     assert changed_names("def f(:\n", "def f():\n    pass\n") == {"f", "<module>"}
     assert same_program(None, None) and not same_program(None, "x = 1\n")
+
+
+def test_an_expression_too_deep_to_dump_differs_when_its_lines_differ() -> None:
+    """It parses, but dumping or copying it overflows the recursion limit: no error, and a
+    change of its lines is a change (the rest of the file is still compared)."""
+    deep = "x = " + "+".join(["1"] * 1500) + "\n"
+    before = deep + "\ndef f():\n    return 1\n"
+    after = deep.replace("1\n", "2\n") + "\ndef f():\n    return 1\n"
+    assert changed_names(before, after) == {"<module>"}
+    assert not same_program(before, after) and same_program(before, before + "\n")
+    assert changed_names(before, before.replace("return 1", "return 2")) == {"f"}
