@@ -84,9 +84,11 @@ def kill_spawned() -> int:
         live = [p for p in _spawned if p.returncode is None]
     killed = 0
     for proc in live:
-        with contextlib.suppress(OSError):
-            if proc.poll() is None:
-                proc.kill()
+        # no poll(): reaping here would free the pid while its owner may still signal it
+        # (a killed sandbox stays a zombie, its pid reserved, until the owner waits)
+        if proc.returncode is None:
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, signal.SIGKILL)
                 killed += 1
     return killed
 
@@ -463,6 +465,8 @@ def _read_small(dir_fd: int, name: str) -> str | None:
 
 
 def _kill(proc: subprocess.Popen) -> None:
+    if proc.returncode is not None:  # reaped: its pid (and group id) may be another's now
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -558,3 +560,29 @@ def test_the_sandbox_takes_executor_objects_not_specs(manager, toy_task, tmp_pat
     assert isinstance(manager.default_executor, NoExecutor)
     with manager.open(toy_task) as session:
         assert isinstance(session.executor, NoExecutor)
+
+
+def test_kill_spawned_kills_without_reaping() -> None:
+    """The forced stop's kills leave each killed sandbox a zombie until its owner waits, so
+    its pid (and group id) cannot be another process's when the owner signals it."""
+    from sweworld.sandbox import bwrap
+
+    proc = bwrap.spawn(["sleep", "60"], start_new_session=True)
+    helper = subprocess.Popen(["sleep", "60"])  # a child that spawn() did not start
+    try:
+        assert bwrap.kill_spawned() >= 1
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with open(f"/proc/{proc.pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("the spawned process was not killed")
+        assert proc.returncode is None  # not reaped by the kill: the owner's to reap
+        assert helper.poll() is None
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+        bwrap._kill(proc)  # reaped: no signal to a pid that may be another's now
+    finally:
+        helper.kill()
+        helper.wait()

@@ -201,8 +201,12 @@ class OutcomeExecutor:
             test_ids=ids,
         )
         exit_cls = self.model.predict_exit([step.values], self.mode)[0]
-        exception = self.model.predict_exception([step.values], self.mode)[0]
-        info.update(route="outcome-model", exit_class=exit_cls, exception=exception)
+        info.update(route="outcome-model", exit_class=exit_cls, exception="none")
+
+        def exception() -> str:  # asked only when a failure shows it (the widest head)
+            info["exception"] = self.model.predict_exception([step.values], self.mode)[0]
+            return info["exception"]
+
         if kind in TEST_RUNNER_KINDS:
             graded = self._graded(request, state, ids, info)
             result = self._tests(
@@ -380,7 +384,7 @@ class OutcomeExecutor:
         state: FileState,
         ledger: Ledger,
         exit_cls: str,
-        exception: str,
+        exception: Callable[[], str],
         info: dict[str, Any],
         graded: dict[str, str] | None = None,
         task: Any = None,
@@ -403,7 +407,9 @@ class OutcomeExecutor:
             statuses[test] = status
             if status in ("FAILED", "ERROR") and step.values[step_index("exitfirst")]:
                 break
-        exc = exception if exception != "none" else "AssertionError"
+        failed = any(s in ("FAILED", "ERROR") for s in statuses.values())
+        predicted_exc = exception() if failed else "none"
+        exc = predicted_exc if predicted_exc != "none" else "AssertionError"
         errors = sorted(p for p in step.unparsable if p.endswith(".py"))[:5]
         if exit_cls == "2" and errors:
             statuses = {}
@@ -463,7 +469,7 @@ class OutcomeExecutor:
         step: Any,
         state: FileState,
         exit_cls: str,
-        exception: str,
+        exception: Callable[[], str],
         info: dict[str, Any],
     ) -> ExecutionResult:
         script = step.info.script or ""
@@ -487,7 +493,8 @@ class OutcomeExecutor:
                 else script
             )
             source = state.sandbox_text(script, request.cwd)[1]
-        exc = exception if exception != "none" else "Exception"
+        predicted_exc = exception()
+        exc = predicted_exc if predicted_exc != "none" else "Exception"
         return ExecutionResult(stdout, render_traceback(exc, script=shown, source=source), code)
 
     def _lm_text(self, request: ExecutionRequest, info: dict[str, Any]) -> str:

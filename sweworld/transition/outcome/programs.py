@@ -5,10 +5,13 @@ Both questions were answered by dumping whole syntax trees, which costs as much 
 file is long on every step of a session (the gold patch's files are compared with the
 state's each time). Here each top-level statement (and each method) is first compared by
 its source lines: equal lines are the same subtree, so only the statements whose lines
-differ are dumped, and the cost follows the size of the change. The answers are the
-dumps' answers; a text with a carriage return (whose line numbering the split below would
-not follow) is compared by its dumps alone, and a statement nested too deep to dump (which
-parses, but overflows Python's recursion limit) differs when its lines differ.
+differ are dumped, and the cost follows the size of the change. Lines are compared by ids
+given to the distinct lines of the two texts once, so many statements sharing one long line
+stay linear. The answers are the dumps' answers; a text with a carriage return (whose line
+numbering the split below would not follow) is compared by its dumps alone. Where a dump
+cannot be made (a statement nested deeper than this thread's stack allows, an integer
+literal too long to print) the answer is a conservative one that is not kept: a definition
+whose lines differ changed, texts that differ are different programs.
 """
 
 from __future__ import annotations
@@ -23,46 +26,63 @@ __all__ = ["changed_names", "parse_source", "same_program"]
 
 _CHANGED = pyast.TextCache(256)
 _SAME = pyast.TextCache(256)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+#: what a dump (or a copy) of a parsed tree can raise: not kept in the caches, since a
+#: shallower stack may succeed
+_UNDUMPABLE = (RecursionError, ValueError, MemoryError)
+_Lines = list[int] | None
 
 
 def parse_source(text: str | None, path: str = "<file>") -> ast.Module | None:
     """``text`` parsed through :func:`sweworld.pyast.parse_shared` (one thread at a time; the
     tree may be shared with other callers: never modify it), warnings silenced; None for no
     text or text that does not parse (or is too deep or too big)."""
+    try:
+        return _parse(text, path)
+    except RecursionError:
+        return None
+
+
+def _parse(text: str | None, path: str = "<file>") -> ast.Module | None:
+    """:func:`parse_source`, except that running out of stack is raised (not a property of
+    the text alone)."""
     if text is None:
         return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return pyast.parse_shared(text, filename=path)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError, MemoryError):
         return None
 
 
-def _lines(text: str) -> list[str] | None:
-    return None if "\r" in text else text.split("\n")
+def _line_ids(*texts: str | None) -> list[_Lines]:
+    """Each text's lines as ids shared between the texts (equal ids: equal lines); None for
+    a text without lines or with a carriage return."""
+    ids: dict[str, int] = {}
+    out: list[_Lines] = []
+    for text in texts:
+        if text is None or "\r" in text:
+            out.append(None)
+        else:
+            out.append([ids.setdefault(line, len(ids)) for line in text.split("\n")])
+    return out
 
 
-def _source(node: ast.stmt, lines: list[str] | None) -> str | None:
-    """The full lines of a statement (decorators included) with its columns, or None."""
+def _source(node: ast.stmt, lines: _Lines) -> tuple[int, ...] | None:
+    """The statement's columns and the ids of its full lines (decorators included), or
+    None."""
     if lines is None or node.end_lineno is None:
         return None
     start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
-    text = "\n".join(lines[start - 1 : node.end_lineno])
-    return f"{node.col_offset}:{node.end_col_offset}:{text}"
+    return (node.col_offset, node.end_col_offset or 0, *lines[start - 1 : node.end_lineno])
 
 
-_Lines = list[str] | None
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-def _definitions(text: str | None) -> tuple[_Lines, dict[str, list[ast.stmt]]]:
-    """(the text's lines, qualified name -> statements) of every function and class
-    (methods as ``Cls.meth``), plus ``<module>`` for the module's other top-level
-    statements."""
-    tree = parse_source(text)
-    if tree is None or text is None:
-        return None, {}
+def _definitions(tree: ast.Module | None) -> dict[str, list[ast.stmt]]:
+    """Qualified name -> statements of every function and class (methods as
+    ``Cls.meth``), plus ``<module>`` for the module's other top-level statements."""
+    if tree is None:
+        return {}
     out: dict[str, list[ast.stmt]] = {}
     rest: list[ast.stmt] = []
     for node in tree.body:
@@ -75,7 +95,7 @@ def _definitions(text: str | None) -> tuple[_Lines, dict[str, list[ast.stmt]]]:
         else:
             rest.append(node)
     out["<module>"] = rest
-    return _lines(text), out
+    return out
 
 
 def _same_body(
@@ -105,14 +125,11 @@ def _same(x: ast.stmt, y: ast.stmt, lx: _Lines, ly: _Lines, strip: bool) -> bool
         return True
     if type(x) is not type(y):
         return False
-    try:
-        if not isinstance(x, _DEFS):
-            return _dump(x, strip) == _dump(y, strip)
-        for name in x._fields:
-            if name != "body" and _value(getattr(x, name, None)) != _value(getattr(y, name, None)):
-                return False
-    except RecursionError:  # an expression nested too deep to dump: its lines differ
-        return False
+    if not isinstance(x, _DEFS):
+        return _dump(x, strip) == _dump(y, strip)
+    for name in x._fields:
+        if name != "body" and _value(getattr(x, name, None)) != _value(getattr(y, name, None)):
+            return False
     return _same_body(x.body, y.body, lx, ly, strip, block=True)
 
 
@@ -134,11 +151,24 @@ def changed_names(before: str | None, after: str | None) -> set[str]:
     """Definitions whose syntax tree differs between two texts of one file (kept for
     recent pairs: every step of a session compares the same changed files and the gold
     patch's)."""
-    return set(_CHANGED.computed(_changed_names, before, after))
+    try:
+        return set(_CHANGED.computed(_changed_names, before, after))
+    except _UNDUMPABLE:  # not kept: the definitions whose lines differ
+        a, b = _definitions(parse_source(before)), _definitions(parse_source(after))
+        la, lb = _line_ids(before, after)
+        return {
+            name
+            for name in set(a) | set(b)
+            if name not in a
+            or name not in b
+            or [_source(n, la) for n in a[name]] != [_source(n, lb) for n in b[name]]
+            or None in [_source(n, la) for n in a[name]]
+        }
 
 
 def _changed_names(before: str | None, after: str | None) -> frozenset[str]:
-    (la, a), (lb, b) = _definitions(before), _definitions(after)
+    a, b = _definitions(_parse(before)), _definitions(_parse(after))
+    la, lb = _line_ids(before, after)
     return frozenset(
         name
         for name in set(a) | set(b)
@@ -156,14 +186,22 @@ def same_program(left: str | None, right: str | None) -> bool:
         return left is right
     if left == right:
         return True
-    return bool(_SAME.computed(_same_program, left, right))
+    try:
+        return bool(_SAME.computed(_same_program, left, right))
+    except _UNDUMPABLE:  # not kept: the whole trees' dumps, when they can be made
+        try:
+            trees = [pyast.strip_docstrings(pyast.parse(t)) for t in (left, right)]
+            return ast.dump(trees[0]) == ast.dump(trees[1])
+        except (SyntaxError, *_UNDUMPABLE):
+            return False
 
 
 def _same_program(left: str, right: str) -> bool:
-    x, y = parse_source(left), parse_source(right)
+    x, y = _parse(left), _parse(right)
     if x is None or y is None:
         return False
-    return _same_body(x.body, y.body, _lines(left), _lines(right), strip=True, block=False)
+    lx, ly = _line_ids(left, right)
+    return _same_body(x.body, y.body, lx, ly, strip=True, block=False)
 
 
 def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:

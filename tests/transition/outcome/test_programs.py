@@ -147,3 +147,41 @@ def test_an_expression_too_deep_to_dump_differs_when_its_lines_differ() -> None:
     assert changed_names(before, after) == {"<module>"}
     assert not same_program(before, after) and same_program(before, before + "\n")
     assert changed_names(before, before.replace("return 1", "return 2")) == {"f"}
+
+
+def test_a_def_nested_deep_enough_to_overflow_a_copy_is_still_compared_exactly() -> None:
+    """Copying a tree takes more stack than dumping it: a docstring change inside a def
+    with a 400-term expression is still no change (the whole trees are dumped instead)."""
+    deep = "+".join(["1"] * 400)
+    a = f'if True:\n    def f():\n        "doc1"\n        return {deep}\n'
+    b = a.replace("doc1", "doc2")
+    assert same_program(a, b) == _reference_same(a, b) is True
+
+
+def test_an_answer_made_short_of_stack_is_not_kept() -> None:
+    """Run out of stack deep in a caller, the answer is the conservative one, and a later
+    caller with room gets the exact one (it was not cached)."""
+    a = "x = " + "+".join(["1"] * 300) + "\n"
+    b = a.replace("\n", "  # c\n")
+
+    def deep(n: int) -> tuple[bool, set[str]]:
+        return (same_program(a, b), changed_names(a, b)) if n == 0 else deep(n - 1)
+
+    deep(850)
+    assert same_program(a, b) and changed_names(a, b) == set() == _reference_changed(a, b)
+
+
+def test_a_literal_too_long_to_print_gets_the_conservative_answer() -> None:
+    big = "0x" + "f" * 4000  # parses, but its dump exceeds the int-to-text digit limit
+    before, after = f"x = {big}\n", f"x = {big}  # c\n"
+    assert changed_names(before, after) == {"<module>"}  # its lines differ
+    assert not same_program(before, after)
+    assert changed_names(before, before) == set() and same_program(before, before)
+
+
+def test_many_statements_on_one_line() -> None:
+    n = 3000
+    a = ";".join(f"x{i}={i}" for i in range(n)) + "\n"
+    b = a.replace(f"x{n - 1}={n - 1}", f"x{n - 1}=0")
+    assert changed_names(a, b) == {"<module>"} == _reference_changed(a, b)
+    assert not same_program(a, b) and same_program(a, a + "\n")
