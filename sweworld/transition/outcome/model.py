@@ -223,7 +223,7 @@ class Head:
 
     def _trees_raw(self, X: np.ndarray, k: int) -> np.ndarray:
         """The summed leaf values of every tree, per class: all trees walked at once."""
-        feature, threshold, missing_left, left, right, leaf, value, roots, cls, deepest, widest = (
+        feature, threshold, missing_left, _, _, _, value, roots, cls, deepest, widest = (
             self._forest()
         )
         raw = np.zeros((len(X), k))
@@ -233,17 +233,38 @@ class Head:
             raise ValueError("a tree reads a feature the input does not have")
         node = np.broadcast_to(roots, (len(X), len(roots))).copy()
         rows = np.arange(len(X))[:, None]
+        children, width = self._walk()
+        nan = np.isnan(X).any()
         for _ in range(deepest):  # every path ends at a leaf within the depth (checked)
-            active = ~leaf[node]
-            if not active.any():
-                break
             x = X[rows, feature[node]]
-            go_left = np.where(np.isnan(x), missing_left[node], x <= threshold[node])
-            node = np.where(active, np.where(go_left, left[node], right[node]), node)
+            go_left = x <= threshold[node]
+            if nan:
+                go_left |= np.isnan(x) & missing_left[node]
+            node = children[2 * node + ~go_left]
         leaves = value[node]
-        for j in range(k):
-            raw[:, j] = leaves[:, cls == j].sum(axis=1)
+        if width:  # trees laid out iteration by iteration, one per class
+            raw[:, :width] = leaves.reshape(len(X), -1, width).sum(axis=1)
+        else:
+            for j in range(k):
+                raw[:, j] = leaves[:, cls == j].sum(axis=1)
         return raw
+
+    def _walk(self) -> tuple[np.ndarray, int]:
+        """(each node's two children side by side, a leaf's being itself: every path walks
+        the same number of steps and rests at its leaf; the number of trees per iteration
+        when tree ``i`` is of class ``i % width``, else 0), built once."""
+        cached = self.__dict__.get("_children")
+        if cached is not None:
+            return cached
+        _, _, _, left, right, leaf, _, _, cls, _, _ = self._forest()
+        here = np.arange(len(leaf))
+        children = np.stack([np.where(leaf, here, left), np.where(leaf, here, right)], axis=1)
+        width = int(cls.max()) + 1 if len(cls) else 0
+        tiled = width and len(cls) % width == 0
+        if tiled and not np.array_equal(cls, np.tile(np.arange(width), len(cls) // width)):
+            tiled = False
+        self.__dict__["_children"] = (children.ravel(), width if tiled else 0)
+        return self.__dict__["_children"]
 
     def proba(self, X: np.ndarray) -> np.ndarray:
         """Class probabilities, shape (n, len(classes))."""
