@@ -30,13 +30,13 @@ _MODELS: dict[str, Any] = {}
 
 def _load(spec: str | Path | None) -> Any:
     from sweworld.transition.outcome.executor import DEFAULT_MODEL
-    from sweworld.transition.outcome.model import OutcomeModel
+    from sweworld.transition.outcome.model import load_shared
 
     key = str(spec or DEFAULT_MODEL)
     with _LOCK:
         if key not in _MODELS:
             try:
-                _MODELS[key] = OutcomeModel.load(Path(key))
+                _MODELS[key] = load_shared(Path(key))
             except Exception as exc:  # remembered: a bad file is not re-read on every call
                 _MODELS[key] = exc
         found = _MODELS[key]

@@ -56,7 +56,7 @@ from sweworld.transition.outcome.graded import (
     reconcile_statuses,
     workspace_patch,
 )
-from sweworld.transition.outcome.model import OutcomeModel
+from sweworld.transition.outcome.model import OutcomeModel, load_shared
 from sweworld.transition.outcome.render import (
     render_django,
     render_pytest,
@@ -111,7 +111,7 @@ class OutcomeExecutor:
             self.model, self.model_path = model, "<in memory>"
         else:
             path = Path(model) if model is not None else DEFAULT_MODEL
-            self.model, self.model_path = OutcomeModel.load(path), str(path)
+            self.model, self.model_path = load_shared(path), str(path)
         self.judge = judge
         self._judged: dict[tuple[str, str], bool | None] = {}
         self._ledgers: dict[str, Ledger] = {}

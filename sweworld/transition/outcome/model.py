@@ -17,6 +17,8 @@ set raises :class:`ModelFileError` naming the file.
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,7 @@ __all__ = [
     "OutcomeModel",
     "exit_class",
     "export_estimator",
+    "load_shared",
 ]
 
 FORMAT = "sweworld-outcome-model"
@@ -494,3 +497,26 @@ def _checked_head(body: Any) -> Head:
         return head
     np.asarray(body["coef"], dtype=float)
     return Head(body)
+
+
+_SHARED: dict[tuple[str, int, int], OutcomeModel] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def load_shared(path: str | Path) -> OutcomeModel:
+    """:meth:`OutcomeModel.load`, once per process for a file (the world's executor and the
+    reward's test predictor read the same model: one load, one copy in memory); a file
+    rewritten since is read again. The model is shared: never modify it."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "model.json"
+    try:
+        st = os.stat(path)
+        key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    except OSError:
+        return OutcomeModel.load(path)  # the error, worded by load
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is None:
+            found = _SHARED[key] = OutcomeModel.load(path)
+        return found

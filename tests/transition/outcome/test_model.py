@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
+import time
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from sweworld.transition.outcome.model import (
     OutcomeModel,
     exit_class,
     export_estimator,
+    load_shared,
 )
 
 
@@ -310,3 +313,18 @@ def test_hostile_trees_that_are_bounded_and_correct() -> None:
                  left=left, right=right, leaf=leaf, value=[0.0] * size)  # fmt: skip
     with pytest.raises(ValueError, match="deeper than 1024"):
         _trees([[deep]]).proba(X)
+
+
+def test_load_shared_reads_a_file_once_and_again_when_rewritten(tmp_path) -> None:
+    """The world's executor and the reward's test predictor share one copy of a model."""
+    path = _model().save(tmp_path / "m")
+    first = load_shared(path)
+    assert load_shared(tmp_path / "m") is first  # the folder names the same file
+    data = json.loads(path.read_text())
+    data["meta"] = {"note": "retrained"}
+    path.write_text(json.dumps(data))
+    os.utime(path, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+    again = load_shared(path)
+    assert again is not first and again.meta == {"note": "retrained"}
+    with pytest.raises(ModelFileError, match="nope"):
+        load_shared(tmp_path / "nope.json")
