@@ -265,20 +265,29 @@ def test_parse_statuses_synonyms_and_unknown_ids():
 def test_reading_a_long_report_is_linear():
     """20,000 reported ids against 2,000 listed ones took seconds (a list's ``in`` for the
     unknown ids and a scan of every listed id per reported one: quadratic)."""
+    import gc
     import time
 
     expected = [f"tests/test_m{i % 7}.py::Case::test_{i}[p/{i}]" for i in range(2000)]
 
     def seconds(n: int) -> float:
+        """The best of three parses (the collector off while timed: a full collection of
+        the whole suite's heap is not the parser's time)."""
         tests = {f"tests/test_x.py::test_{i}": "PASSED" for i in range(n)}
         tests.update({f"test_{i}[p/{i}]": "FAILED" for i in range(0, 2000, 2)})
         text = swr_target(tests, False)
-        started = time.perf_counter()
-        parsed = parse_swr_output(text, expected_tests=expected)
-        elapsed = time.perf_counter() - started
-        assert len(parsed.unknown_tests) == n and len(parsed.tests) == 1000
-        assert parsed.tests[expected[0]] == "FAILED" and expected[1] in parsed.missing_tests
-        return elapsed
+        best = float("inf")
+        for _ in range(3):
+            gc.disable()
+            try:
+                started = time.perf_counter()
+                parsed = parse_swr_output(text, expected_tests=expected)
+                best = min(best, time.perf_counter() - started)
+            finally:
+                gc.enable()
+            assert len(parsed.unknown_tests) == n and len(parsed.tests) == 1000
+            assert parsed.tests[expected[0]] == "FAILED" and expected[1] in parsed.missing_tests
+        return best
 
     small, large = seconds(5000), seconds(20_000)
     assert large < 2.0, large
