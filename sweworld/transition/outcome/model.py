@@ -182,6 +182,8 @@ class Head:
                 n = len(tree["feature"])
                 if n == 0:
                     raise ValueError(f"iteration {number} has an empty tree")
+                if not all(isinstance(tree[k], list) for k in keys):
+                    raise ValueError("a tree whose node lists are not flat lists of numbers")
                 if any(len(tree[k]) != n for k in keys):
                     raise ValueError("a tree whose node lists differ in length")
                 for key in keys:

@@ -153,17 +153,15 @@ def changed_names(before: str | None, after: str | None) -> set[str]:
     patch's)."""
     try:
         return set(_CHANGED.computed(_changed_names, before, after))
-    except _UNDUMPABLE:  # not kept: the definitions whose lines differ
+    except _UNDUMPABLE:  # not kept: the definitions whose lines differ (or have none)
         a, b = _definitions(parse_source(before)), _definitions(parse_source(after))
         la, lb = _line_ids(before, after)
-        return {
-            name
-            for name in set(a) | set(b)
-            if name not in a
-            or name not in b
-            or [_source(n, la) for n in a[name]] != [_source(n, lb) for n in b[name]]
-            or None in [_source(n, la) for n in a[name]]
-        }
+        out = set(a) ^ set(b)
+        for name in set(a) & set(b):
+            lines = [_source(n, la) for n in a[name]]
+            if None in lines or lines != [_source(n, lb) for n in b[name]]:
+                out.add(name)
+        return out
 
 
 def _changed_names(before: str | None, after: str | None) -> frozenset[str]:

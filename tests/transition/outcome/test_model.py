@@ -270,6 +270,7 @@ def _trees(trees: list, baseline: list | None = None, classes: list | None = Non
         ),
         (_trees([[_tree(left=[1, 2, 0], leaf=[0, 0, 1], right=[1, 0, 0])]]), "cycle or share"),
         (_trees([[_tree(threshold=[[0.5], [0.0], [0.0]])]]), "not flat"),
+        (_trees([[_tree(leaf={"a": 0, "b": 1, "c": 1})]]), "not flat"),
         (_trees([[_tree(), _tree()]]), "has 2 trees; the baseline has 1"),
         (_trees([[]]), "has 0 trees"),
         (_trees([[_tree()] * 3], baseline=[0.0] * 3, classes=["a", "b"]), "baseline of 3"),
