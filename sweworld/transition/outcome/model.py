@@ -12,6 +12,11 @@ nodes (feature, threshold, children, leaf values) or the coefficients, evaluated
 numpy. Loading a model never unpickles anything, so a downloaded model file cannot run
 code. A file that is not valid JSON, of another format version, or made for another feature
 set raises :class:`ModelFileError` naming the file.
+
+Two forms of a trees head, both read: version 1 holds every tree as JSON lists (``trees``);
+version 2, written by :meth:`OutcomeModel.save`, holds the whole forest as little-endian
+arrays in base64 (``forest``, :mod:`~sweworld.transition.outcome.packed`), which loads
+without parsing a float per node. Both are plain data, checked the same way at load.
 """
 
 from __future__ import annotations
@@ -27,11 +32,18 @@ from typing import Any
 import numpy as np
 
 from sweworld.transition.outcome.features import STEP_FEATURES, TEST_FEATURES
+from sweworld.transition.outcome.packed import (
+    NODE_FIELDS,
+    pack_trees,
+    read_packed,
+    unpack_trees,
+)
 
 __all__ = [
     "EXIT_CLASSES",
     "FORMAT",
     "FORMAT_VERSION",
+    "READ_VERSIONS",
     "TEST_STATUSES",
     "Head",
     "ModelFileError",
@@ -42,7 +54,9 @@ __all__ = [
 ]
 
 FORMAT = "sweworld-outcome-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: The versions :meth:`OutcomeModel.load` reads (1: trees as JSON lists; 2: packed arrays).
+READ_VERSIONS = (1, 2)
 #: Exit-code classes: the code itself for the common ones, ``other`` for the rest.
 EXIT_CLASSES = ("0", "1", "2", "4", "5", "other")
 TEST_STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED")
@@ -169,36 +183,14 @@ class Head:
         cached = self.__dict__.get("_flat")
         if cached is not None:
             return cached
-        keys = ("feature", "threshold", "missing_left", "left", "right", "leaf", "value")
-        lists: dict[str, list[Any]] = {k: [] for k in keys}
-        sizes, classes = [], []
-        width = len(self.body["baseline"])
-        for number, iteration in enumerate(self.body["trees"]):
-            if len(iteration) != width:
-                raise ValueError(
-                    f"iteration {number} has {len(iteration)} trees; the baseline has {width}"
-                )
-            for j, tree in enumerate(iteration):
-                n = len(tree["feature"])
-                if n == 0:
-                    raise ValueError(f"iteration {number} has an empty tree")
-                if not all(isinstance(tree[k], list) for k in keys):
-                    raise ValueError("a tree whose node lists are not flat lists of numbers")
-                if any(len(tree[k]) != n for k in keys):
-                    raise ValueError("a tree whose node lists differ in length")
-                for key in keys:
-                    lists[key].extend(tree[key])
-                sizes.append(n)
-                classes.append(j)
-        a = {
-            key: np.asarray(lists[key], dtype=dtype)
-            for key, dtype in (("feature", np.int64), ("threshold", float),
-                               ("missing_left", bool), ("left", np.int64),
-                               ("right", np.int64), ("leaf", bool), ("value", float))
-        }  # fmt: skip
-        total = sum(sizes)
+        keys = NODE_FIELDS
+        a, size = self._node_arrays()
+        total = int(size.sum())
         if any(v.shape != (total,) for v in a.values()):
             raise ValueError("a tree whose node lists are not flat lists of numbers")
+        sizes = size.tolist()
+        width = max(len(self.body["baseline"]), 1)
+        classes = np.arange(len(size)) % width
         size = np.asarray(sizes, dtype=np.int64)
         roots = np.concatenate([[0], np.cumsum(size)[:-1]]).astype(np.int64) if sizes else size
         offset = np.repeat(roots, size)  # each node's tree's first node
@@ -208,13 +200,14 @@ class Head:
             raise ValueError("a tree with a non-finite leaf value")
         if np.isnan(a["threshold"][inner]).any():  # inf splits are fine
             raise ValueError("a tree with a NaN threshold")
-        for key in ("left", "right"):
-            child = a[key][inner]
-            if child.size and ((child < 0).any() or (child >= n_of[inner]).any()):
+        for key in ("left", "right"):  # leaves too: a file holds no index out of range
+            child = a[key]
+            if child.size and ((child < 0).any() or (child >= n_of).any()):
                 raise ValueError("a tree whose children point outside it")
-        if (a["feature"][inner] < 0).any():
+        if (a["feature"] < 0).any():
             raise ValueError("a tree reads a feature the input does not have (a negative index)")
-        # a leaf's children are never followed, nor its feature read: any index will do
+        self.__dict__["_max_feature"] = int(a["feature"].max()) if total else -1
+        # a leaf's children are never followed, nor its feature read: zeroed for the walk
         for key in ("left", "right"):
             a[key] = np.where(inner, a[key], 0) + offset
         a["feature"] = np.where(inner, a["feature"], 0)
@@ -225,6 +218,47 @@ class Head:
                 np.asarray(classes, dtype=np.int64), deepest, widest)  # fmt: skip
         self.__dict__["_flat"] = flat
         return flat
+
+    def _node_arrays(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """(each node field over every tree, the number of nodes of each tree) from either
+        form of the file, trees laid out iteration by iteration, one per class."""
+        body = self.body
+        width = len(body["baseline"])
+        dtypes = {"feature": np.int64, "threshold": float, "missing_left": bool,
+                  "left": np.int64, "right": np.int64, "leaf": bool, "value": float}  # fmt: skip
+        if "forest" in body:
+            packed = read_packed(body["forest"])
+            size = packed.pop("tree_nodes").astype(np.int64)
+            if width == 0 or len(size) % width:
+                raise ValueError(
+                    f"{len(size)} trees do not fill iterations of {width} (the baseline)"
+                )
+            if (size <= 0).any():
+                raise ValueError("an empty tree")
+            for key in ("missing_left", "leaf"):
+                if (packed[key] > 1).any():
+                    raise ValueError(f"a node flag {key!r} that is not 0 or 1")
+            return {k: packed[k].astype(dtypes[k]) for k in NODE_FIELDS}, size
+        lists: dict[str, list[Any]] = {k: [] for k in NODE_FIELDS}
+        sizes = []
+        for number, iteration in enumerate(body["trees"]):
+            if len(iteration) != width:
+                raise ValueError(
+                    f"iteration {number} has {len(iteration)} trees; the baseline has {width}"
+                )
+            for tree in iteration:
+                n = len(tree["feature"])
+                if n == 0:
+                    raise ValueError(f"iteration {number} has an empty tree")
+                if not all(isinstance(tree[k], list) for k in NODE_FIELDS):
+                    raise ValueError("a tree whose node lists are not flat lists of numbers")
+                if any(len(tree[k]) != n for k in NODE_FIELDS):
+                    raise ValueError("a tree whose node lists differ in length")
+                for key in NODE_FIELDS:
+                    lists[key].extend(tree[key])
+                sizes.append(n)
+        arrays = {k: np.asarray(lists[k], dtype=dtypes[k]) for k in NODE_FIELDS}
+        return arrays, np.asarray(sizes, dtype=np.int64)
 
     def _trees_raw(self, X: np.ndarray, k: int) -> np.ndarray:
         """The summed leaf values of every tree, per class: all trees walked at once."""
@@ -287,9 +321,7 @@ class Head:
                 )
             if not np.isfinite(baseline).all():
                 raise ValueError("a non-finite baseline (the model file is corrupt)")
-            raw = np.tile(baseline, (len(X), 1))
-            if body["trees"]:
-                raw += self._trees_raw(X, raw.shape[1])
+            raw = np.tile(baseline, (len(X), 1)) + self._trees_raw(X, len(baseline))
         else:
             if body.get("mean") is not None:
                 X = (X - np.asarray(body["mean"])) / np.asarray(body["std"])
@@ -299,13 +331,18 @@ class Head:
             return np.stack([1.0 - p, p], axis=1)
         return _softmax(raw)
 
+    def tree_sizes(self) -> list[int]:
+        """The number of nodes of each tree (iteration by iteration; [] for a linear head)."""
+        if self.body["kind"] != "trees":
+            return []
+        _, _, _, left, _, _, _, roots, _, _, _ = self._forest()
+        return np.diff(np.append(roots, len(left))).tolist()
+
     def max_feature(self) -> int:
         """The largest feature index the head reads (-1 for none)."""
         if self.body["kind"] == "trees":
-            return max(
-                (max(tree["feature"], default=-1) for it in self.body["trees"] for tree in it),
-                default=-1,
-            )
+            self._forest()
+            return int(self.__dict__["_max_feature"])
         return (
             np.asarray(self.body["coef"], dtype=float).reshape(len(self.body["coef"]), -1).shape[1]
             - 1
@@ -328,12 +365,15 @@ class OutcomeModel:
         """Command kinds seen in training (others get the conservative answer)."""
         return list(self.meta.get("trained_kinds", []))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, packed: bool = True) -> dict[str, Any]:
+        """The file's content: version 2 with packed forests, or version 1 (``packed=False``,
+        every tree as JSON lists: readable, and what older sweworld releases load)."""
+        convert = pack_trees if packed else unpack_trees
         return {
             "format": FORMAT,
-            "version": FORMAT_VERSION,
+            "version": FORMAT_VERSION if packed else 1,
             "features": {"step": list(STEP_FEATURES), "test": list(TEST_FEATURES)},
-            "heads": {name: head.body for name, head in self.heads.items()},
+            "heads": {name: convert(head.body) for name, head in self.heads.items()},
             "meta": self.meta,
         }
 
@@ -359,10 +399,10 @@ class OutcomeModel:
             raise ModelFileError(f"{path}: not an outcome model (corrupt JSON: {exc})") from exc
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ModelFileError(f"{path}: not an outcome model (format is not {FORMAT!r})")
-        if data.get("version") != FORMAT_VERSION:
+        if data.get("version") not in READ_VERSIONS or isinstance(data.get("version"), bool):
             raise ModelFileError(
                 f"{path}: outcome model format version {data.get('version')!r}; "
-                f"this sweworld reads version {FORMAT_VERSION}"
+                f"this sweworld reads versions {', '.join(map(str, READ_VERSIONS))}"
             )
         feats = data.get("features") or {}
         if feats.get("step") != list(STEP_FEATURES) or feats.get("test") != list(TEST_FEATURES):
@@ -373,6 +413,14 @@ class OutcomeModel:
         heads: dict[str, Head] = {}
         try:
             for name, body in (data.get("heads") or {}).items():
+                version = data["version"]
+                if (
+                    isinstance(body, dict)
+                    and body.get("kind") == "trees"
+                    and ("forest" in body) != (version >= 2)
+                ):
+                    form = "a packed forest" if version >= 2 else "lists of trees"
+                    raise ValueError(f"head {name!r}: a version {version} file's trees are {form}")
                 heads[name] = _checked_head(body)
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelFileError(f"{path}: corrupt outcome model head: {exc}") from exc
@@ -486,14 +534,6 @@ def _checked_head(body: Any) -> Head:
     if body["kind"] == "trees":
         if len(body["baseline"]) not in (1, len(classes)):
             raise ValueError("baseline does not match the classes")
-        for iteration in body["trees"]:
-            for tree in iteration:
-                n = len(tree["feature"])
-                for key in ("threshold", "missing_left", "left", "right", "leaf", "value"):
-                    if len(tree[key]) != n:
-                        raise ValueError(f"tree field {key!r} has the wrong length")
-                if n and (max(tree["left"]) >= n or max(tree["right"]) >= n):
-                    raise ValueError("tree child index out of range")
         head = Head(body)
         head._forest()  # every tree checked now: a corrupt file fails at load, named
         return head

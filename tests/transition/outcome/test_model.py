@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pickle
@@ -21,6 +22,7 @@ from sweworld.transition.outcome.model import (
     export_estimator,
     load_shared,
 )
+from sweworld.transition.outcome.packed import PACKED_DTYPES, pack_trees, unpack_trees
 
 
 def _data(n_classes: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -87,11 +89,12 @@ def test_pickle_is_refused(tmp_path) -> None:
 
 
 def test_other_version_and_feature_set(tmp_path) -> None:
-    data = _model().to_dict()
+    data = _model().to_dict(packed=False)
     path = tmp_path / "model.json"
-    path.write_text(json.dumps({**data, "version": FORMAT_VERSION + 1}))
-    with pytest.raises(ModelFileError, match="version"):
-        OutcomeModel.load(path)
+    for version in (FORMAT_VERSION + 1, 0, True, "1", None):
+        path.write_text(json.dumps({**data, "version": version}))
+        with pytest.raises(ModelFileError, match="version"):
+            OutcomeModel.load(path)
     feats = {"step": [*STEP_FEATURES, "extra"], "test": list(TEST_FEATURES)}
     path.write_text(json.dumps({**data, "features": feats}))
     with pytest.raises(ModelFileError, match="another feature set"):
@@ -103,6 +106,96 @@ def test_other_version_and_feature_set(tmp_path) -> None:
         OutcomeModel.load(path)
     path.write_text(json.dumps({**data, "format": "something-else"}))
     with pytest.raises(ModelFileError, match="not an outcome model"):
+        OutcomeModel.load(path)
+
+
+def test_both_forms_load_to_the_same_model(tmp_path) -> None:
+    """save writes version 2 (packed forests); a version-1 file (lists of trees) still
+    loads; both give the same probabilities and convert into each other exactly."""
+    model = _model()
+    packed = json.loads(model.save(tmp_path / "m2").read_text())
+    assert packed["version"] == FORMAT_VERSION == 2
+    assert "forest" in packed["heads"]["exit"] and "trees" not in packed["heads"]["exit"]
+    lists = model.to_dict(packed=False)
+    assert lists["version"] == 1 and "trees" in lists["heads"]["exit"]
+    (tmp_path / "m1.json").write_text(json.dumps(lists))
+    X, _ = _data(3, seed=7)
+    one, two = OutcomeModel.load(tmp_path / "m1.json"), OutcomeModel.load(tmp_path / "m2")
+    np.testing.assert_array_equal(one.heads["exit"].proba(X), two.heads["exit"].proba(X))
+    np.testing.assert_array_equal(model.heads["exit"].proba(X), two.heads["exit"].proba(X))
+    assert unpack_trees(pack_trees(lists["heads"]["exit"])) == lists["heads"]["exit"]
+    assert two.to_dict(packed=False)["heads"] == lists["heads"]
+    assert one.heads["exit"].tree_sizes() == two.heads["exit"].tree_sizes()
+
+
+def _packed_file(tmp_path, edit) -> str:
+    """A saved model whose exit head's packed arrays went through ``edit(arrays)``."""
+    data = _model().to_dict()
+    forest = data["heads"]["exit"]["forest"]
+    arrays = {k: np.frombuffer(base64.b64decode(v), dtype=PACKED_DTYPES[k]).copy()
+              for k, v in forest.items()}  # fmt: skip
+    edit(arrays)
+    forest.clear()
+    for key, value in arrays.items():
+        forest[key] = (
+            value if isinstance(value, str)
+            else base64.b64encode(np.asarray(value, dtype=PACKED_DTYPES[key]).tobytes()).decode()
+        )  # fmt: skip
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def _set(key, index, value):
+    def edit(arrays):
+        arrays[key][index] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_set("left", 0, 10**6), "outside"),
+        (_set("right", -1, -3), "outside"),  # a leaf's child too: no index out of range
+        (_set("feature", 0, 10**6), "reads a feature"),
+        (_set("feature", -1, -1), "negative index"),
+        (_set("leaf", 0, 7), "not 0 or 1"),
+        (_set("value", 1, float("nan")), "non-finite"),
+        (_set("tree_nodes", 0, 0), "empty tree"),
+        (_set("tree_nodes", 0, 10**6), "not flat lists"),  # sizes and nodes disagree
+        (lambda a: a.update(threshold=a["threshold"][:-1]), "not flat lists"),
+        (lambda a: a.update(tree_nodes=a["tree_nodes"][:-1]), "do not fill iterations"),
+        (lambda a: a.update(value="not base64!"), "not base64"),
+        (lambda a: a.update(value="AAAA"), "whole number"),  # 3 bytes of float64
+        (lambda a: a.pop("leaf"), "must hold exactly"),
+    ],
+)
+def test_a_corrupt_packed_forest_is_refused_at_load(tmp_path, edit, message) -> None:
+    path = _packed_file(tmp_path, edit)
+    with pytest.raises(ModelFileError, match=rf"{re.escape(path)}.*{message}"):
+        OutcomeModel.load(path)
+
+
+def test_a_cycle_in_a_packed_forest_is_refused(tmp_path) -> None:
+    def edit(arrays):
+        inner = np.flatnonzero(arrays["leaf"][: arrays["tree_nodes"][0]] == 0)
+        assert inner.size
+        arrays["left"][inner[-1]] = 0  # a child of an inner node is its tree's root
+
+    with pytest.raises(ModelFileError, match="cycle"):
+        OutcomeModel.load(_packed_file(tmp_path, edit))
+
+
+def test_a_file_mixing_the_forms_is_refused(tmp_path) -> None:
+    """A version-2 file holds packed forests only; a version-1 file lists only."""
+    packed, lists = _model().to_dict(), _model().to_dict(packed=False)
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps({**packed, "heads": lists["heads"]}))
+    with pytest.raises(ModelFileError, match="version 2 file's trees are a packed forest"):
+        OutcomeModel.load(path)
+    path.write_text(json.dumps({**lists, "heads": packed["heads"]}))
+    with pytest.raises(ModelFileError, match="version 1 file's trees are lists of trees"):
         OutcomeModel.load(path)
 
 
@@ -119,7 +212,7 @@ def test_exit_class() -> None:
 
 def test_a_head_reading_a_feature_it_does_not_have_is_refused(tmp_path) -> None:
     """A crafted tree whose split reads column 10**6 is refused at load, not at a step."""
-    data = _model().to_dict()
+    data = _model().to_dict(packed=False)
     data["heads"]["exit"]["trees"][0][0]["feature"][0] = 10**6
     path = tmp_path / "model.json"
     path.write_text(json.dumps(data))
@@ -129,7 +222,7 @@ def test_a_head_reading_a_feature_it_does_not_have_is_refused(tmp_path) -> None:
 
 def test_a_tree_with_a_cycle_is_refused_at_load(tmp_path) -> None:
     """Every tree is checked when the file loads (the error names it), not at a step."""
-    data = _model().to_dict()
+    data = _model().to_dict(packed=False)
     tree = data["heads"]["exit"]["trees"][0][0]
     inner = [i for i, is_leaf in enumerate(tree["leaf"]) if not is_leaf]
     assert inner
@@ -287,9 +380,17 @@ def test_hostile_tree_files_give_clear_errors(head: Head, match: str) -> None:
 def test_hostile_trees_that_are_bounded_and_correct() -> None:
     X = np.asarray([[0.0], [1.0], [np.nan]])
     expected = 1 / (1 + np.exp([1.0, -1.0, 1.0]))
-    # a leaf's feature and children are never read, an infinite threshold is a real split
-    odd_leaves = _tree(feature=[0, 99, -5], left=[1, -3, 77], right=[2, 10**9, -1])
-    np.testing.assert_allclose(_trees([[odd_leaves]]).proba(X)[:, 1], expected)
+    # a leaf's feature is never read in a walk (but counts as read: a file whose leaves name
+    # a column the input lacks is refused at load); an infinite threshold is a real split
+    odd_leaves = _trees([[_tree(feature=[0, 99, 0], left=[1, 2, 0], right=[2, 1, 0])]])
+    np.testing.assert_allclose(odd_leaves.proba(X)[:, 1], expected)
+    assert odd_leaves.max_feature() == 99
+    # a leaf's children are never followed, yet no index in a tree may point outside it
+    for left, right in (([1, -3, 0], [2, 0, 0]), ([1, 0, 77], [2, 0, 0]), ([1, 0, 0], [2, 9, 0])):
+        with pytest.raises(ValueError, match="outside"):
+            _trees([[_tree(left=left, right=right)]]).proba(X)
+    with pytest.raises(ValueError, match="negative index"):
+        _trees([[_tree(feature=[0, 0, -5])]]).proba(X)
     inf = _tree(threshold=[float("inf"), 0.0, 0.0])
     np.testing.assert_allclose(_trees([[inf]]).proba(X[:2])[:, 1], 1 / (1 + np.exp([1.0, 1.0])))
     assert _trees([]).proba(X).shape == (3, 2)  # no trees: the baseline

@@ -60,8 +60,6 @@ def test_labels_complete_the_passing_tests_a_quiet_run_does_not_name() -> None:
 def test_tree_settings_reach_the_trees(calc_data, tmp_path, capsys) -> None:
     """--min-samples-leaf larger than the data leaves every tree one leaf (nothing can be
     split); the default grows splits. Bad values are refused by the parser."""
-    import json
-
     import pytest
 
     def trees(*extra: str) -> list[dict]:
