@@ -362,10 +362,15 @@ TITLE = "SWT against recorded real transitions (sweworld bench swt)"
 
 
 def unusable_reason(record: SWTRecord, modes: Sequence[str]) -> str | None:
-    """Why ``record`` cannot be evaluated (an empty command, an unreadable context), or
+    """Why ``record`` cannot be evaluated (an empty command, an unreadable context, a
+    replayed state found to differ from the agent's: :mod:`sweworld.data.divergence`), or
     None."""
+    from sweworld.data.divergence import state_diverged
+
     if not str(record.command or "").strip():
         return "missing field: command"
+    if state_diverged(record):
+        return "replayed state diverged from the agent's"
     if record.exit_code is None:
         return "missing field: exit_code"
     try:

@@ -59,8 +59,7 @@ __all__ = [
 #: seconds and need nothing beyond pytest (each checked here with ``make-tasks``; left out:
 #: humanize, funcy, jmespath and idna, whose tests need packages the environment lacks;
 #: docopt and sortedcontainers, whose sdists have no tests; more-itertools, ~20 s a run;
-#: webcolors, whose every mutant breaks too many tests; isodate, 2 tasks from 300 mutants;
-#: pathspec qualifies (40 tasks in 15 min), kept out to hold the build's time)
+#: webcolors, whose every mutant breaks too many tests; isodate, 2 tasks from 300 mutants)
 DEFAULT_LIBRARIES: tuple[str, ...] = (
     "six",
     "cachetools",
@@ -74,6 +73,7 @@ DEFAULT_LIBRARIES: tuple[str, ...] = (
     "glom",
     "toolz",
     "inflection",
+    "pathspec",
 )
 
 

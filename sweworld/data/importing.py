@@ -104,6 +104,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="git history of the replay checkouts: depth:1 (default), depth:N, none, full",
     )
     parser.add_argument(
+        "--writers",
+        default="real",
+        choices=("real", "recorded"),
+        help="execution steps whose program may write files (an agent's edit script): real "
+        "(run them for real in the replay, with the host's Python and nothing installed, so "
+        "that their edits reach the state; checked against the recording) or recorded "
+        "(answer them from the recording only, as every other execution step)",
+    )
+    parser.add_argument(
         "--context-model",
         default="embedded",
         help="whose context budgets the SWT contexts use: embedded (the default model's, "
@@ -214,6 +223,7 @@ def _process(
     model: str,
     modes: tuple[str, ...] = ("oracle", "blind"),
     history: str = REPLAY_HISTORY,
+    writers: Any = None,
 ) -> None:
     from sweworld.data.replay import fallback_records, replay_trajectory
 
@@ -229,6 +239,7 @@ def _process(
                 model=model,
                 modes=modes,
                 history=history,
+                writers=writers,
             )
         except Exception as exc:  # no repository, a commit missing, a bad row: fall back
             reason = _fallback_reason(exc)
@@ -250,6 +261,9 @@ def _process(
     stats.add(f"steps_{result.state_source}", result.steps)
     stats.add("steps_consistent", result.steps_consistent)
     stats.add("steps_failed", result.steps_failed)
+    stats.add("records_diverged", result.records_diverged)
+    stats.add("writer_steps_run", result.writers_run)
+    stats.add("writer_steps_verified", result.writers_verified)
     stats.time(result.state_source, seconds)
     store.done(
         unit,
@@ -259,6 +273,7 @@ def _process(
         swr=int(label is not None),
         steps=result.steps,
         steps_consistent=result.steps_consistent,
+        records_diverged=result.records_diverged,
         seconds=round(seconds, 3),
     )
 
@@ -301,23 +316,30 @@ def import_source(
     shard: tuple[int, int] | None = None,
     modes: tuple[str, ...] = ("oracle", "blind"),
     history: str = REPLAY_HISTORY,
+    writers: str = "real",
 ) -> dict[str, Any]:
     """Import ``source`` into ``out`` (see the module docstring); returns the summary.
     ``instances`` and ``limit`` (trajectories) apply to every format; ``repos`` keeps the
     trajectories (and records) of those repositories, ``shard`` ``(K, N)`` those of shard K
     (:func:`in_shard`); ``modes`` are the SWT contexts built (none: ``()``), ``history``
-    the replay checkouts' git history; ``options`` are passed to the importer's ``read``
-    (``tasks``, ``reports``, ...)."""
+    the replay checkouts' git history; ``writers`` (``real`` / ``recorded``) whether the
+    replay runs the execution steps that may write files for real
+    (:func:`~sweworld.data.replay.writer_executor`); ``options`` are passed to the
+    importer's ``read`` (``tasks``, ``reports``, ...)."""
     from tqdm import tqdm
 
     name = detect_format(source) if fmt == "auto" else fmt
     importer = get_importer(name)
     stats = ImportStats()
-    manager = None
+    if writers not in ("real", "recorded"):
+        raise ValueError(f"writers is real or recorded, not {writers!r}")
+    manager = real = None
     if replay:
+        from sweworld.data.replay import writer_executor
         from sweworld.sandbox.manager import SessionManager
 
         manager = SessionManager(runtime_root=Path(runtime_root) if runtime_root else None)
+        real = writer_executor(step_timeout) if writers == "real" else None
     wanted = set(instances) if instances else None
     wanted_repos = set(repos) if repos else None
     started = time.perf_counter()
@@ -368,6 +390,7 @@ def import_source(
                         model=model,
                         modes=modes,
                         history=history,
+                        writers=real,
                     )
                     fut.add_done_callback(lambda _f: (slots.release(), bar.update(1)))
                     futures.append(fut)
@@ -377,6 +400,8 @@ def import_source(
         bar.close()
         if manager is not None:
             manager.close_all()
+        if real is not None:
+            real.close()
     wall = time.perf_counter() - started
     extra = {
         "import": {
@@ -490,6 +515,7 @@ def run(args: argparse.Namespace) -> int:
             shard=shard,
             modes=CONTEXT_CHOICES[args.contexts],
             history=args.history,
+            writers=args.writers,
         )
     except (ValueError, OSError) as exc:  # unknown format; --out not a writable folder
         print(f"sweworld: error: {exc}", file=sys.stderr)

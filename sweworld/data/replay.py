@@ -26,6 +26,12 @@ recorded text mixes their outputs and cannot be split without guessing, and a wr
 is worse than a missing one. The first call is answered with the recording, later ones with
 empty output and exit 0.
 
+Divergence. Execution commands are not run, so a script that edits files leaves the replayed
+workspace behind the agent's. When a later step that only reads workspace files (``cat``,
+``sed -n``, ``git diff``, ...) prints something else than the recording, the records after
+the likely cause (the last execution whose code may write files) are marked diverged
+(:mod:`sweworld.data.divergence`): their state is not the one the output was made on.
+
 **Fallback** (no repository): :func:`fallback_records` writes one record per execution step
 (decided by the router's classification, not a new list) with ``state_source="trajectory"``:
 the context holds what the trajectory itself showed (problem, history of the earlier
@@ -46,6 +52,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from sweworld.data.divergence import (
+    StepCheck,
+    comparable_reading,
+    divergence_cause,
+    mark_diverged,
+    may_write_files,
+    reads_workspace_only,
+)
 from sweworld.data.record import (
     HISTORY_OUTPUT_CHARS,
     HISTORY_STEPS,
@@ -72,6 +86,7 @@ __all__ = [
     "replay_trajectory",
     "same_output",
     "trajectory_key",
+    "writer_executor",
 ]
 
 WORKDIR = "/testbed"
@@ -91,6 +106,9 @@ class ReplayResult:
     steps: int = 0
     steps_consistent: int = 0  # steps whose observation reproduced the recording
     steps_failed: int = 0  # steps the sandbox could not run
+    records_diverged: int = 0  # records whose state was found to differ from the agent's
+    writers_run: int = 0  # execution steps that may write files, run for real
+    writers_verified: int = 0  # ... whose real run reproduced the recording
 
 
 def trajectory_key(trajectory: Trajectory) -> tuple[str, ...]:
@@ -140,27 +158,95 @@ class ReplayExecutor:
 
     name = "replay"
 
-    def __init__(self) -> None:
+    def __init__(self, writers: Any = None) -> None:
         self._lock = threading.Lock()
         self._step: TrajectoryStep | None = None
         self.calls = 0
+        self.writers = writers
+        self.writes = False  # a call of the current step may write files
+        self.verified: bool | None = None  # its real run reproduced the recording (None: not run)
 
     def prepare(self, step: TrajectoryStep | None) -> None:
         with self._lock:
             self._step = step
             self.calls = 0
+            self.writes = False
+            self.verified = None
 
     def execute(self, request: ExecutionRequest) -> ExecutionResult:
+        writes = _may_write(request)
         with self._lock:
             self.calls += 1
+            self.writes |= writes
             first = self.calls == 1
             step = self._step
+        if writes and first and step is not None and self.writers is not None:
+            self.verified = _run_for_real(self.writers, request, step)
         if step is None or not first:
             return ExecutionResult("", "", 0, info={"executor": self.name, "answered": False})
         code = TIMEOUT_EXIT_CODE if step.exit_code is None else int(step.exit_code)
         if step.stderr is not None:
             return ExecutionResult(step.output, step.stderr, code, info={"executor": self.name})
         return ExecutionResult(step.output, "", code, info={"executor": self.name})
+
+
+def writer_executor(timeout: float = 60.0) -> Any:
+    """The real executor of the replay's writing steps: a
+    :class:`~sweworld.execution.local.LocalExecutor` whose environment is a bare virtualenv
+    of the host's Python (nothing installed: an edit script needs the standard library and
+    the workspace, which is ``/testbed`` as for the agent)."""
+    import sys
+
+    from sweworld.execution.envs import EnvBuilder, EnvRecipe
+    from sweworld.execution.local import LocalExecutor
+
+    recipe = EnvRecipe(python=sys.executable, packages=(), install=())
+    return LocalExecutor(builder=EnvBuilder(default=recipe), timeout=timeout, max_warm=4)
+
+
+def _run_for_real(executor: Any, request: ExecutionRequest, step: TrajectoryStep) -> bool:
+    """Run ``request`` for real (its file writes reach the workspace; no bytecode files
+    are written); whether its exit code and output are the recording's."""
+    from dataclasses import replace
+
+    quiet = replace(request, env={**request.env, "PYTHONDONTWRITEBYTECODE": "1"})
+    try:
+        result = executor.execute(quiet)
+    except Exception:  # the real run failed to start: its effects are unknown
+        return False
+    if (result.info or {}).get("executed") is False or step.exit_code is None:
+        return False
+    if int(result.exit_code) != int(step.exit_code):
+        return False
+    merged = [result.stdout + result.stderr, result.stderr + result.stdout]
+    return any(same_output(text, step.output, step.output_truncated) for text in merged)
+
+
+def _may_write(request: ExecutionRequest) -> bool:
+    """Whether an execution call may write files: its arguments, its stdin or the script it
+    runs (read from the workspace; unreadable: assumed to) call a writing API."""
+    code = "\n".join(request.argv) + "\n" + request.stdin.decode("utf-8", "replace")
+    if may_write_files(code):
+        return True
+    program = request.argv[0].rsplit("/", 1)[-1] if request.argv else ""
+    args = [a for a in request.argv[1:] if not a.startswith("-")]
+    if not program.startswith("python") or not args or not args[0].endswith(".py"):
+        return False  # a test runner's files are tests, not the program (tmp_path writes)
+    if request.workspace is None:
+        return True
+    rel = args[0]
+    if rel.startswith("/"):
+        if not rel.startswith(WORKDIR + "/"):
+            return False  # /tmp and the like: outside the workspace the replay rebuilds
+        rel = rel[len(WORKDIR) + 1 :]
+    else:
+        cwd = request.cwd.rstrip("/")
+        rel = f"{cwd[len(WORKDIR) + 1 :]}/{rel}" if cwd.startswith(WORKDIR + "/") else rel
+    try:
+        with open(Path(request.workspace) / rel, encoding="utf-8", errors="replace") as fh:
+            return may_write_files(fh.read(1_000_000))
+    except OSError:
+        return True
 
 
 def _observed(result: Any) -> tuple[int | None, str, bool] | None:
@@ -177,8 +263,12 @@ def replay_trajectory(
     modes: tuple[str, ...] = ("oracle", "blind"),
     model: str = "embedded",
     history: str = REPLAY_HISTORY,
+    writers: Any = None,
 ) -> ReplayResult:
     """Replay ``trajectory`` in a session of ``manager`` (see the module docstring).
+
+    ``writers``: an executor that runs the execution calls that may write files for real
+    (:func:`writer_executor`; None: they are answered from the recording only).
 
     ``history`` is the checkout's git history (:func:`~sweworld.sandbox.repos.materialize`):
     the last commit only by default, since a full history costs ~10x the checkout on a large
@@ -195,7 +285,7 @@ def replay_trajectory(
 
     task = Task.from_row(trajectory.task)
     manager.checkout(task, history=history)  # no repository: raise before any cost
-    replay = ReplayExecutor()
+    replay = ReplayExecutor(writers)
     buffer: list[SWTRecord] = []
     recorder = RecordingExecutor(
         replay,
@@ -211,6 +301,7 @@ def replay_trajectory(
     session = manager.open(task, executor=recorder, config=config, history=history)
     scripts: frozenset[str] | None = None
     tool_calls = trajectory.meta.get("tool_calls") or {}
+    checks: list[StepCheck] = []
     try:
         if not _prepare_state(session, trajectory, out):
             return out
@@ -239,6 +330,7 @@ def replay_trajectory(
                 out.steps_failed += 1
                 out.skipped.append((unit, f"sandbox error: {type(exc).__name__}"))
                 del buffer[start:]
+                checks.append(StepCheck(index, failed=True))
                 continue
             observed = _observed(result)
             consistent = (
@@ -247,6 +339,28 @@ def replay_trajectory(
                 and same_output(observed[1], step.output, step.output_truncated or observed[2])
             )
             out.steps_consistent += int(consistent)
+            ran = bool(replay.calls or static)
+            out.writers_run += int(replay.verified is not None)
+            out.writers_verified += int(bool(replay.verified))
+            checks.append(
+                StepCheck(
+                    index,
+                    execution=ran,
+                    writes=replay.writes and not replay.verified,
+                    mismatch=(not ran and observed is not None and observed[0] != step.exit_code),
+                    evidence=(
+                        not ran
+                        and observed is not None
+                        and observed[0] == step.exit_code
+                        and reads_workspace_only(step.command or "")
+                        and not same_output(
+                            comparable_reading(observed[1]),
+                            comparable_reading(step.output),
+                            step.output_truncated or observed[2],
+                        )
+                    ),
+                )
+            )
             step_records = buffer[start:]
             del buffer[start:]
             if not step_records:
@@ -265,7 +379,12 @@ def replay_trajectory(
                 )
                 out.records.append(rec)
     finally:
+        if writers is not None and hasattr(writers, "close_session"):
+            writers.close_session(session.id)
         session.destroy()
+    found = divergence_cause(checks)
+    if found is not None:
+        out.records_diverged = mark_diverged(out.records, *found)
     return out
 
 

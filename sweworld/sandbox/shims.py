@@ -158,7 +158,10 @@ printf '%s\0' "$name" "$@" > "$d/argv"
 printf '%s\n' "$PWD" > "$d/cwd"
 for v in $(compgen -e); do printf '%s=%s\0' "$v" "${!v}"; done > "$d/env"
 # Feed stdin when it is data meant for the command: always for a pipe; for a file or heredoc
-# only when a Python interpreter reads its program from it (`python - <<EOF`, `python < f`).
+# when a Python interpreter reads its program from it (`python - <<EOF`, `python < f`: all of
+# it is read); for a file given to `python -c`, `-m` or a script (`python -c '...' < f`, or
+# a `while read` loop's file), what is left of it from the current offset, read through a
+# new open file so that the shell's offset stays where it is (the loop reads on).
 reads_stdin=0
 if [ -p /dev/stdin ]; then
   reads_stdin=1
@@ -171,15 +174,21 @@ elif [ -f /dev/stdin ]; then
         if [ $skip = 1 ]; then skip=0; continue; fi
         case $a in
           -) break ;;
-          -c|-m) reads_stdin=0; break ;;
+          -c|-m) reads_stdin=2; break ;;
           -W|-X|--check-hash-based-pycs) skip=1 ;;
           -*) ;;
-          *) reads_stdin=0; break ;;
+          *) reads_stdin=2; break ;;
         esac
       done ;;
   esac
 fi
-if [ $reads_stdin = 1 ]; then head -c 1048577 > "$d/stdin"; fi
+if [ $reads_stdin = 1 ]; then
+  head -c 1048577 > "$d/stdin"
+elif [ $reads_stdin = 2 ]; then
+  info=$(< /proc/self/fdinfo/0) 2>/dev/null
+  pos=${info%%$'\n'*}; pos=${pos//[!0-9]/}
+  tail -c +$((${pos:-0} + 1)) /proc/self/fd/0 2>/dev/null | head -c 1048577 > "$d/stdin"
+fi
 mkfifo "$d/done" && exec 3<>"$d/done" || {
   echo "sweworld: $name: cannot reach the session's executor" >&2; exit 126; }
 printf '%s\n' "${d##*/}" > "$ctl/exec"

@@ -327,7 +327,8 @@ def _run(args: argparse.Namespace) -> int:
     by_repo = Counter((r.repo, r.split) for r in rows if r.mode == "oracle")
     print(
         f"records: {stats.get('records', 0)} with states, "
-        f"{stats.get('skipped_no_state', 0)} skipped (no state)"
+        f"{stats.get('skipped_no_state', 0)} skipped (no state), "
+        f"{stats.get('skipped_diverged', 0)} skipped (replayed state diverged)"
     )
     for (repo, split), n in sorted(by_repo.items()):
         print(f"  {split:<5} {repo}: {n} records")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sweworld.data.divergence import state_diverged
 from sweworld.data.schema import SWTRecord, record_from_dict, split_of
 from sweworld.tasks.fields import test_list
 from sweworld.transition.outcome.features import (
@@ -363,6 +364,9 @@ def load_rows(
             checkout = checkouts.for_task(task, rec.base_commit)
             if checkout is None or rec.state_source == "trajectory":
                 stats["skipped_no_state"] = stats.get("skipped_no_state", 0) + 1
+                continue
+            if state_diverged(rec):  # its state is not the one its output was made on
+                stats["skipped_diverged"] = stats.get("skipped_diverged", 0) + 1
                 continue
             argv = _argv(rec.command)
             if not argv:

@@ -205,9 +205,12 @@ def test_bench_swt_counts_records_with_missing_fields(tmp_path: Path):
     folder = tmp_path / "raw"  # record files, not finalized: read row by row
     good = swt_record("t-pyc", "pallets/flask", "python -c 'print(1)'", stdout="1\n")
     no_command = swt_record("t-empty", "pallets/flask", "", stdout="")
+    diverged = swt_record("t-div", "pallets/flask", "python -c 'print(1)'", stdout="1\n")
+    diverged.meta = json.dumps({"state": "diverged", "diverged_after": 3})
     with RecordStore(folder) as store:
         store.add(good)
         store.add(no_command)
+        store.add(diverged)
     lacking = good.to_dict()
     lacking["id"] = "t-no-exit"
     del lacking["exit_code"]
@@ -222,6 +225,7 @@ def test_bench_swt_counts_records_with_missing_fields(tmp_path: Path):
         "missing field: exit_code": 1,
         "missing field: command": 1,
         "unreadable row (not JSON)": 1,
+        "replayed state diverged from the agent's": 1,
     }
     overall = _table(report, "Agreement with the real execution, overall")
     assert overall[f"replay:{replay} (oracle)"]["n"] == 1

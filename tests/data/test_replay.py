@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from sweworld.data.divergence import state_diverged
 from sweworld.data.importers import mini_swe_agent as msa
 from sweworld.data.replay import (
     ReplayExecutor,
@@ -174,3 +175,61 @@ def test_a_harness_run_is_replayed_from_base_plus_candidate_plus_test_patch(mana
     odd = Trajectory(**{**traj.__dict__, "meta": {"state": "somewhere else"}})
     result = replay_trajectory(odd, manager, step_timeout=30, model="default")
     assert result.skipped == [(toy_task.instance_id, "unknown starting state 'somewhere else'")]
+
+
+def _edit_script_trajectory(toy_trajectory: Trajectory) -> Trajectory:
+    """An agent that writes an edit script, runs it, reads the file, then runs Python."""
+    script = (
+        "cat > fix.py <<'EOF'\nimport pathlib, sys\np = pathlib.Path('stockroom/money.py')\n"
+        "p.write_text(p.read_text() + sys.stdin.read())\nprint('fixed')\nEOF"
+    )
+    steps = [
+        TrajectoryStep(command=script, output="", exit_code=0),
+        TrajectoryStep(command="python fix.py < note.txt", output="fixed\n", exit_code=0),
+        TrajectoryStep(command="tail -n 1 stockroom/money.py", output="# fixed\n", exit_code=0),
+        TrajectoryStep(command="python -c 'print(2)'", output="2\n", exit_code=0),
+    ]
+    note = TrajectoryStep(command="printf '# fixed\\n' > note.txt", output="", exit_code=0)
+    return Trajectory(
+        source=toy_trajectory.source,
+        instance_id=toy_trajectory.instance_id,
+        repo=toy_trajectory.repo,
+        task=toy_trajectory.task,
+        steps=[note, *steps],
+        meta={"trajectory_id": "edit-script"},
+    )
+
+
+@requires_sandbox
+@pytest.mark.slow
+def test_an_edit_script_runs_for_real_and_its_edit_reaches_the_state(toy_trajectory, manager):
+    """Run for real (the host's Python, a bare environment, its stdin file given), its output
+    checked against the recording: the next records' state holds its edit."""
+    from sweworld.data.replay import writer_executor
+
+    trajectory = _edit_script_trajectory(toy_trajectory)
+    real = writer_executor(timeout=30)
+    try:
+        result = replay_trajectory(trajectory, manager, step_timeout=30, modes=(), writers=real)
+    finally:
+        real.close()
+    by_step = {r.step: r for r in result.records}
+    assert (result.writers_run, result.writers_verified, result.records_diverged) == (1, 1, 0)
+    assert "b/stockroom/money.py" in by_step[4].diff and "+# fixed" in by_step[4].diff
+    assert "b/stockroom/money.py" not in by_step[2].diff  # the state before the script ran
+    assert not any(state_diverged(r) for r in result.records)
+    assert "__pycache__" not in by_step[4].diff  # no bytecode written by the real run
+    assert result.steps_consistent == result.steps == 5
+
+
+@requires_sandbox
+@pytest.mark.slow
+def test_without_the_real_run_the_read_shows_the_divergence(toy_trajectory, manager):
+    """Answered from the recording only, the script's edit is missing: the later read
+    differs from what the agent saw, and the records after the script are marked."""
+    trajectory = _edit_script_trajectory(toy_trajectory)
+    result = replay_trajectory(trajectory, manager, step_timeout=30, modes=())
+    by_step = {r.step: r for r in result.records}
+    assert (result.writers_run, result.records_diverged) == (0, 1)
+    assert state_diverged(by_step[4]) and not state_diverged(by_step[2])
+    assert json.loads(by_step[4].meta)["diverged_after"] == 2

@@ -223,13 +223,17 @@ def test_execution_commands_go_to_the_executor(manager, toy_task):
         assert json.loads(heredoc.stdout)["stdin"] == "print('hi')\n"
         piped = s.run("printf 'a\\nb\\n' | python reader.py")
         assert json.loads(piped.stdout)["stdin"] == "a\nb\n"
-        # A script given as a file operand does not swallow a redirected stdin file.
+        # A script given as a file operand does not swallow a redirected stdin file: it is
+        # sent what is left of it, and the loop reads on.
         s.run("printf 'x.py\\ny.py\\n' > list.txt")
         loop = s.run('while read f; do python "$f"; done < list.txt')
-        assert [json.loads(line)["argv"][1] for line in loop.stdout.splitlines()] == [
-            "x.py",
-            "y.py",
-        ]
+        calls = [json.loads(line) for line in loop.stdout.splitlines()]
+        assert [c["argv"][1] for c in calls] == ["x.py", "y.py"]
+        assert [c["stdin"] for c in calls] == ["y.py\n", ""]
+        # `python -c '...' < file` (an edit script reading the module it rewrites) gets it
+        s.run("printf 'line1\\nline2\\n' > data.txt")
+        redirected = s.run("python -c 'import sys; sys.stdin.read()' < data.txt")
+        assert json.loads(redirected.stdout)["stdin"] == "line1\nline2\n"
         absolute = s.run("/usr/bin/python3 -c 'print(1)' && echo ok")
         assert json.loads(absolute.stdout.splitlines()[0])["argv"][0] == "python3"
         chained = s.run("python run.py fail && echo no || echo recovered")

@@ -69,14 +69,40 @@ def test_tree_settings_reach_the_trees(calc_data, tmp_path, capsys) -> None:
                 "--heldout", "acme/heldout", "--max-iter", "5", "--learner", "hgb",
                 *extra]  # fmt: skip
         assert main(argv) == 0
-        body = json.loads((out / "model.json").read_text())
-        return [t for head in body["heads"].values() if head.get("kind") == "trees"
-                for row in head["trees"] for t in row]  # fmt: skip
+        model = OutcomeModel.load(out / "model.json")
+        return [n for head in model.heads.values() if head.body["kind"] == "trees"
+                for n in head.tree_sizes()]  # fmt: skip
 
-    assert any(len(t["leaf"]) > 1 for t in trees())
+    assert any(n > 1 for n in trees())
     grown = trees("--min-samples-leaf", "100000", "--l2", "1.0")
-    assert grown and all(len(t["leaf"]) == 1 for t in grown)
+    assert grown and all(n == 1 for n in grown)
     for bad in (["--min-samples-leaf", "0"], ["--l2", "nan"], ["--l2", "-1"]):
         with pytest.raises(SystemExit):
             main(["--data", "x", "--out", str(tmp_path / "bad"), *bad])
     capsys.readouterr()
+
+
+def test_records_whose_replayed_state_diverged_are_left_out(calc_data, tmp_path) -> None:
+    """A record marked diverged (its state is not the one its output was made on) gives no
+    training row; the others are kept, and the count is reported."""
+    import json
+
+    from sweworld.train.outcome_data import BaseCheckouts, load_rows
+
+    lines = calc_data["data"].read_text().splitlines()
+    marked = []
+    for i, line in enumerate(lines):
+        record = json.loads(line)
+        if i % 3 == 0:
+            record["meta"] = json.dumps({"state": "diverged", "diverged_after": 0})
+        marked.append(json.dumps(record))
+    data = tmp_path / "records" / "swt.jsonl"
+    data.parent.mkdir()
+    data.write_text("\n".join(marked) + "\n")
+    checkouts = BaseCheckouts([calc_data["repo"]], tmp_path / "bases")
+    stats: dict[str, int] = {}
+    rows = load_rows([data], checkouts, modes=("oracle",), stats=stats)
+    whole = load_rows([calc_data["data"]], checkouts, modes=("oracle",))
+    n_marked = (len(lines) + 2) // 3
+    assert stats["skipped_diverged"] == n_marked
+    assert len(rows) == len(whole) - n_marked

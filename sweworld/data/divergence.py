@@ -1,0 +1,187 @@
+"""Where a replayed workspace stops being the one the agent had.
+
+A replay runs the agent's file operations for real but answers execution commands from the
+recording (:mod:`sweworld.data.replay`): a script that edits files (``python fix.py``, a
+``python -c`` that rewrites a module) is not run, so from there on the replayed workspace
+may differ from the agent's, and the records made on it would pair a wrong state with the
+real output. Two checks find that:
+
+* **evidence**: a later step that only reads workspace files (``cat``, ``sed -n``, ``nl``,
+  ``head``, ``tail``, ``grep`` without recursion, ``git diff`` / ``git show``, pipelines of
+  these) printed something other than what the agent saw (:func:`reads_workspace_only`);
+* **cause**: the first step before that evidence that may have left the workspace behind:
+  an execution step whose program may write files (:func:`may_write_files`: its inline
+  code or script calls a writing API) and that was not run, or not reproduced, for real; a
+  step the sandbox failed to run; a step whose exit code in the replay was not the
+  recorded one (an editor the machine lacks, a ``sed`` or ``patch`` that failed); else the
+  trajectory's first execution step (unknown cause: every later state is in doubt).
+
+Records after the cause are marked diverged (:func:`mark_diverged`; ``meta.state =
+"diverged"``); :func:`state_diverged` tells consumers (training, ``sweworld bench swt``),
+which leave them out and count them. Pure functions of the commands and outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sweworld.data.schema import to_json
+
+__all__ = [
+    "StepCheck",
+    "comparable_reading",
+    "divergence_cause",
+    "mark_diverged",
+    "may_write_files",
+    "reads_workspace_only",
+    "state_diverged",
+]
+
+#: Programs whose output is a function of the files they name (plus options).
+_READERS = frozenset({"cat", "head", "tail", "nl", "sed", "grep", "git", "wc"})
+#: Filters allowed after the first command of a pipeline (they read only their stdin).
+_FILTERS = frozenset({"grep", "head", "tail", "sed", "nl", "wc", "sort", "uniq", "cut"})
+_SHELL_SYNTAX = re.compile(r"[;&<>`\n]|\$\(|\$\{|\|\|")
+#: Calls of a program that write, delete or move files, or run other programs.
+_WRITES = re.compile(
+    r"""open\([^)]*?,\s*(?:mode\s*=\s*)?['"][^'"]*[wax+]|\.write_(?:text|bytes)\(|"""
+    r"""\bos\.(?:remove|unlink|rename|replace|rmdir|makedirs|mkdir|system|popen)\b|"""
+    r"""\bshutil\.|\bsubprocess\b|\.(?:unlink|rename|replace|touch|mkdir|rmdir)\(|"""
+    r"""\bfileinput\b|\bsed\s+-i\b"""
+)
+_MAX_SCAN = 1_000_000
+
+
+def _words(command: str) -> list[list[str]] | None:
+    """The simple commands of a pipeline ``a | b | c`` (None: anything else)."""
+    if _SHELL_SYNTAX.search(command):
+        return None
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars="|")
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:
+        return None
+    stages: list[list[str]] = [[]]
+    for token in tokens:
+        if token == "|":
+            stages.append([])
+        elif set(token) <= {"|"}:
+            return None
+        else:
+            stages[-1].append(token)
+    return stages if all(stages) else None
+
+
+def _reader(words: list[str], first: bool) -> bool:
+    name, args = words[0], words[1:]
+    if name not in (_READERS if first else _FILTERS):
+        return False
+    if name == "sed":
+        return "-n" in args and not any(a.startswith(("-i", "--in-place")) for a in args)
+    if name == "grep":
+        return not any(
+            a in ("-r", "-R", "--recursive", "--dereference-recursive")
+            or (a.startswith("-") and not a.startswith("--") and ("r" in a or "R" in a))
+            for a in args
+        )
+    if name == "git":
+        return bool(args) and args[0] in ("diff", "show")
+    return True
+
+
+def reads_workspace_only(command: str) -> bool:
+    """Whether ``command`` only prints workspace files: its output would be the same on
+    the same files (no execution, no redirection, no recursion into build artefacts)."""
+    stages = _words(command or "")
+    if not stages:
+        return False
+    return all(_reader(words, i == 0) for i, words in enumerate(stages))
+
+
+_GIT_INDEX = re.compile(r"^index [0-9a-f]{4,64}\.\.[0-9a-f]{4,64}", re.M)
+_BROKEN_PIPE = re.compile(r"^[\w.-]+: (?:write error: )?Broken pipe\n?", re.M)
+
+
+def comparable_reading(text: str) -> str:
+    """A read's output with what differs between equal workspaces taken out: ``git diff``'s
+    abbreviated blob ids, whose length follows the number of objects in the repository (a
+    replay's shallow checkout abbreviates shorter than the agent's full clone), and the
+    ``write error: Broken pipe`` a reader prints, or not, when ``head`` stops early (a race)."""
+    return _BROKEN_PIPE.sub("", _GIT_INDEX.sub("index", text or ""))
+
+
+def may_write_files(code: str) -> bool:
+    """Whether Python source ``code`` (a ``-c`` argument or a script's text) calls an API
+    that writes, deletes or moves files or runs other programs (a static over-estimate)."""
+    return bool(_WRITES.search((code or "")[:_MAX_SCAN]))
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """What the replay saw at one step of a trajectory.
+
+    Attributes:
+        step: the step's index.
+        execution: the step ran execution commands (answered from the recording).
+        writes: one of them may write files (:func:`may_write_files`).
+        failed: the sandbox could not run the step.
+        mismatch: the step exited otherwise in the replay than in the recording.
+        evidence: the step only read workspace files and its output differed from the
+            recording.
+    """
+
+    step: int
+    execution: bool = False
+    writes: bool = False
+    failed: bool = False
+    mismatch: bool = False
+    evidence: bool = False
+
+
+def divergence_cause(checks: Sequence[StepCheck]) -> tuple[int, int] | None:
+    """(the step after which the replayed state is in doubt, the step that showed it), or
+    None when no read disagreed with the recording (see the module docstring)."""
+    evidence = next((c.step for c in checks if c.evidence), None)
+    if evidence is None:
+        return None
+    before = [c for c in checks if c.step < evidence]
+    cause = next((c.step for c in before if c.writes or c.failed or c.mismatch), None)
+    if cause is None:
+        cause = next((c.step for c in before if c.execution), None)
+    return (cause if cause is not None else evidence), evidence
+
+
+def mark_diverged(records: Sequence[Any], cause: int, evidence: int) -> int:
+    """Mark the records (with ``step`` and a JSON ``meta``) made after step ``cause``;
+    returns how many."""
+    marked = 0
+    for rec in records:
+        if int(rec.step) <= cause:
+            continue
+        meta = _meta(rec.meta)
+        meta.update(state="diverged", diverged_after=cause, divergence_seen=evidence)
+        rec.meta = to_json(meta)
+        marked += 1
+    return marked
+
+
+def _meta(text: Any) -> dict[str, Any]:
+    if isinstance(text, dict):
+        return dict(text)
+    try:
+        value = json.loads(text or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def state_diverged(record: Any) -> bool:
+    """Whether a record's workspace state was found to differ from the agent's."""
+    meta = record.get("meta") if isinstance(record, dict) else getattr(record, "meta", None)
+    return _meta(meta).get("state") == "diverged"
