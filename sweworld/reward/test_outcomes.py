@@ -13,7 +13,6 @@ Without a base checkout or without the test lists (blind mode) there is no predi
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,25 +23,15 @@ from sweworld.transition.outcome.graded import reconcile_statuses
 
 __all__ = ["TestPredictor", "predicted_test_features", "reconcile_statuses"]
 
-_LOCK = threading.Lock()
-_MODELS: dict[str, Any] = {}
-
 
 def _load(spec: str | Path | None) -> Any:
+    """The model of ``spec`` (None: the shipped one), the copy the world's executor shares
+    (:func:`~sweworld.transition.outcome.model.load_shared`: read again when the file is
+    rewritten, a bad file's error remembered until then)."""
     from sweworld.transition.outcome.executor import DEFAULT_MODEL
     from sweworld.transition.outcome.model import load_shared
 
-    key = str(spec or DEFAULT_MODEL)
-    with _LOCK:
-        if key not in _MODELS:
-            try:
-                _MODELS[key] = load_shared(Path(key))
-            except Exception as exc:  # remembered: a bad file is not re-read on every call
-                _MODELS[key] = exc
-        found = _MODELS[key]
-    if isinstance(found, Exception):
-        raise found
-    return found
+    return load_shared(Path(str(spec or DEFAULT_MODEL)))
 
 
 class TestPredictor:

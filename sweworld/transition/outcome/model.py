@@ -541,14 +541,16 @@ def _checked_head(body: Any) -> Head:
     return Head(body)
 
 
-_SHARED: dict[tuple[str, int, int], OutcomeModel] = {}
+_SHARED: dict[tuple[str, int, int], OutcomeModel | ModelFileError] = {}
 _SHARED_LOCK = threading.Lock()
 
 
 def load_shared(path: str | Path) -> OutcomeModel:
     """:meth:`OutcomeModel.load`, once per process for a file (the world's executor and the
     reward's test predictor read the same model: one load, one copy in memory); a file
-    rewritten since is read again. The model is shared: never modify it."""
+    rewritten since is read again, and a file that cannot be used raises the same
+    :class:`ModelFileError` without being read again until it changes. The model is
+    shared: never modify it."""
     path = Path(path)
     if path.is_dir():
         path = path / "model.json"
@@ -560,5 +562,13 @@ def load_shared(path: str | Path) -> OutcomeModel:
     with _SHARED_LOCK:
         found = _SHARED.get(key)
         if found is None:
-            found = _SHARED[key] = OutcomeModel.load(path)
-        return found
+            try:
+                found = OutcomeModel.load(path)
+            except ModelFileError as exc:
+                found = exc
+            if len(_SHARED) >= 64:  # files rewritten over and over: keep memory bounded
+                _SHARED.clear()
+            _SHARED[key] = found
+    if isinstance(found, ModelFileError):
+        raise ModelFileError(str(found))  # a new one: a shared one would grow its traceback
+    return found

@@ -430,3 +430,32 @@ def test_load_shared_reads_a_file_once_and_again_when_rewritten(tmp_path) -> Non
     assert again is not first and again.meta == {"note": "retrained"}
     with pytest.raises(ModelFileError, match="nope"):
         load_shared(tmp_path / "nope.json")
+
+
+def test_the_reward_and_the_world_read_a_rewritten_model_alike(tmp_path, monkeypatch) -> None:
+    """The reward's test predictor asks load_shared too: after the file is rewritten both
+    get the new model; a bad file's error is remembered (not re-read) until it changes."""
+    from sweworld.reward.test_outcomes import TestPredictor
+    from sweworld.transition.outcome import model as model_module
+
+    path = _model().save(tmp_path / "m")
+    assert TestPredictor(path).model is load_shared(path)
+    data = json.loads(path.read_text())
+    data["meta"] = {"note": "retrained"}
+    path.write_text(json.dumps(data))
+    os.utime(path, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+    assert TestPredictor(path).model is load_shared(path)
+    assert TestPredictor(path).model.meta == {"note": "retrained"}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "sweworld-outcome-model", "vers')
+    reads = []
+    real_load = OutcomeModel.load
+    monkeypatch.setattr(model_module.OutcomeModel, "load",
+                        classmethod(lambda cls, p: reads.append(p) or real_load(p)))  # fmt: skip
+    for _ in range(3):
+        with pytest.raises(ModelFileError, match="corrupt JSON"):
+            _ = TestPredictor(bad).model
+    assert len(reads) == 1  # remembered
+    bad.write_text(path.read_text())
+    os.utime(bad, ns=(time.time_ns() + 2 * 10**9, time.time_ns() + 2 * 10**9))
+    assert TestPredictor(bad).model.meta == {"note": "retrained"} and len(reads) == 2
