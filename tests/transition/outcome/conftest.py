@@ -134,7 +134,7 @@ def calc_model(calc_data, tmp_path_factory) -> Path:
     cache = tmp_path_factory.mktemp("bases")
     rows = load_rows([calc_data["data"]], BaseCheckouts([calc_data["repo"]], cache))
     model = OutcomeModel(
-        train_heads(rows, "hgb", 0, TreeSettings(max_iter=20)),
+        train_heads(rows, "hgb", 0, TreeSettings(max_iter=20, min_samples_leaf=5, l2=0.0)),
         {"trained_kinds": sorted({r.kind for r in rows})},
     )
     return model.save(tmp_path_factory.mktemp("model") / "model.json")

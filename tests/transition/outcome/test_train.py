@@ -10,7 +10,8 @@ def test_train_prints_figures_beside_floors(calc_data, tmp_path, capsys) -> None
     out = tmp_path / "model"
     argv = ["--data", str(calc_data["data"]), "--out", str(out),
             "--repos", str(calc_data["repo"]), "--cache", str(tmp_path / "bases"),
-            "--heldout", "acme/heldout", "--max-iter", "20"]  # fmt: skip
+            "--heldout", "acme/heldout", "--max-iter", "20", "--learner", "both",
+            "--min-samples-leaf", "5", "--l2", "0"]  # tiny data: small leaves  # fmt: skip
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "train acme/train: 36 records" in text and "test  acme/heldout: 36 records" in text
@@ -67,7 +68,7 @@ def test_tree_settings_reach_the_trees(calc_data, tmp_path, capsys) -> None:
         argv = ["--data", str(calc_data["data"]), "--out", str(out),
                 "--repos", str(calc_data["repo"]), "--cache", str(tmp_path / "bases"),
                 "--heldout", "acme/heldout", "--max-iter", "5", "--learner", "hgb",
-                *extra]  # fmt: skip
+                "--min-samples-leaf", "5", "--l2", "0", *extra]  # fmt: skip
         assert main(argv) == 0
         model = OutcomeModel.load(out / "model.json")
         return [n for head in model.heads.values() if head.body["kind"] == "trees"
