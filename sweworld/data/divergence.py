@@ -10,11 +10,11 @@ real output. Two checks find that:
   ``head``, ``tail``, ``grep`` without recursion, ``git diff`` / ``git show``, pipelines of
   these) printed something other than what the agent saw (:func:`reads_workspace_only`);
 * **cause**: the first step before that evidence that may have left the workspace behind:
-  an execution step whose program may write files (:func:`may_write_files`: its inline
-  code or script calls a writing API) and that was not run, or not reproduced, for real; a
-  step the sandbox failed to run; a step whose exit code in the replay was not the
-  recorded one (an editor the machine lacks, a ``sed`` or ``patch`` that failed); else the
-  trajectory's first execution step (unknown cause: every later state is in doubt).
+  an execution step not reproduced for real (answered from the recording; a program that
+  may write files, :func:`may_write_files`, is run for real and checked, and a static check
+  misses some writers, so any other execution counts too); a step the sandbox failed to
+  run; a step whose exit code in the replay was not the recorded one (an editor the
+  machine lacks, a ``sed`` or ``patch`` that failed).
 
 Records after the cause are marked diverged (:func:`mark_diverged`; ``meta.state =
 "diverged"``); :func:`state_diverged` tells consumers (training, ``sweworld bench swt``),
@@ -49,10 +49,11 @@ _FILTERS = frozenset({"grep", "head", "tail", "sed", "nl", "wc", "sort", "uniq",
 _SHELL_SYNTAX = re.compile(r"[;&<>`\n]|\$\(|\$\{|\|\|")
 #: Calls of a program that write, delete or move files, or run other programs.
 _WRITES = re.compile(
-    r"""open\([^)]*?,\s*(?:mode\s*=\s*)?['"][^'"]*[wax+]|\.write_(?:text|bytes)\(|"""
-    r"""\bos\.(?:remove|unlink|rename|replace|rmdir|makedirs|mkdir|system|popen)\b|"""
-    r"""\bshutil\.|\bsubprocess\b|\.(?:unlink|rename|replace|touch|mkdir|rmdir)\(|"""
-    r"""\bfileinput\b|\bsed\s+-i\b"""
+    r"""open\([^\n]{0,120}?['"][rbt]{0,3}[wax+][rwxabt+]{0,3}['"]|"""
+    r"""\.write_(?:text|bytes)\(|\bos\.(?:remove|unlink|rename|replace|rmdir|makedirs|"""
+    r"""mkdir|system|popen|truncate|symlink|link|chmod|open)\b|"""
+    r"""\bshutil\b|\bsubprocess\b|\.(?:unlink|rename|replace|touch|mkdir|rmdir)\(|"""
+    r"""\bfileinput\b|\bsed\s+-i\b|\bextractall\(|\bnp\.save|\.to_csv\("""
 )
 _MAX_SCAN = 1_000_000
 
@@ -78,21 +79,51 @@ def _words(command: str) -> list[list[str]] | None:
     return stages if all(stages) else None
 
 
+#: sed scripts that only print line ranges (``10,20p``, ``5p``, ``$p``, ``1,5p;9p``).
+_SED_PRINT = re.compile(
+    r"^(?:[0-9]+|\$)(?:,(?:[0-9]+|\$))?p(?:;(?:[0-9]+|\$)(?:,(?:[0-9]+|\$))?p)*$"
+)
+_GLOB_OR_EXPANSION = re.compile(r"[*?\[~$]")
+
+
+def _operand_ok(arg: str) -> bool:
+    """A file operand that names a workspace file (no glob, no expansion, not /proc)."""
+    if _GLOB_OR_EXPANSION.search(arg):
+        return False
+    return not arg.startswith("/") or arg.startswith("/testbed/")
+
+
 def _reader(words: list[str], first: bool) -> bool:
     name, args = words[0], words[1:]
     if name not in (_READERS if first else _FILTERS):
         return False
-    if name == "sed":
-        return "-n" in args and not any(a.startswith(("-i", "--in-place")) for a in args)
-    if name == "grep":
-        return not any(
-            a in ("-r", "-R", "--recursive", "--dereference-recursive")
-            or (a.startswith("-") and not a.startswith("--") and ("r" in a or "R" in a))
-            for a in args
+    options = [a for a in args if a.startswith("-")]
+    operands = [a for a in args if not a.startswith("-")]
+    if name == "sed":  # only -n with line-range prints: no w, e, s///e, r
+        script = operands[0] if operands else ""
+        return (
+            options == ["-n"]
+            and bool(_SED_PRINT.match(script.replace(" ", "")))
+            and all(_operand_ok(a) for a in operands[1:])
         )
+    if name == "grep":
+        if any(
+            a in ("-r", "-R", "--recursive", "--dereference-recursive", "-f", "-d")
+            or a.startswith(("--directories", "--devices", "--file", "--include", "-d"))
+            or (not a.startswith("--") and ("r" in a or "R" in a or "f" in a))
+            for a in options
+        ):
+            return False
+        return all(_operand_ok(a) for a in operands[1:])
     if name == "git":
-        return bool(args) and args[0] in ("diff", "show")
-    return True
+        if not args or args[0] not in ("diff", "show"):
+            return False
+        return not any(
+            a.startswith(("--ext-diff", "--textconv", "--output", "--no-index")) for a in args
+        )
+    if name == "tail" and any(a.startswith(("-f", "-F", "--follow")) for a in options):
+        return False
+    return all(_operand_ok(a) for a in operands)
 
 
 def reads_workspace_only(command: str) -> bool:
@@ -130,6 +161,8 @@ class StepCheck:
         step: the step's index.
         execution: the step ran execution commands (answered from the recording).
         writes: one of them may write files (:func:`may_write_files`).
+        verified: they ran for real and reproduced the recording (their effects are the
+            agent's).
         failed: the sandbox could not run the step.
         mismatch: the step exited otherwise in the replay than in the recording.
         evidence: the step only read workspace files and its output differed from the
@@ -139,6 +172,7 @@ class StepCheck:
     step: int
     execution: bool = False
     writes: bool = False
+    verified: bool = False
     failed: bool = False
     mismatch: bool = False
     evidence: bool = False
@@ -150,11 +184,12 @@ def divergence_cause(checks: Sequence[StepCheck]) -> tuple[int, int] | None:
     evidence = next((c.step for c in checks if c.evidence), None)
     if evidence is None:
         return None
-    before = [c for c in checks if c.step < evidence]
-    cause = next((c.step for c in before if c.writes or c.failed or c.mismatch), None)
-    if cause is None:
-        cause = next((c.step for c in before if c.execution), None)
-    return (cause if cause is not None else evidence), evidence
+    suspect = (
+        c.step
+        for c in checks
+        if c.step < evidence and ((c.execution and not c.verified) or c.failed or c.mismatch)
+    )
+    return next(suspect, evidence), evidence
 
 
 def mark_diverged(records: Sequence[Any], cause: int, evidence: int) -> int:

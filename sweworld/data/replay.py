@@ -43,8 +43,11 @@ command); it was not checked against a workspace (``meta.verified = false``).
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
 import shlex
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -180,8 +183,13 @@ class ReplayExecutor:
             self.writes |= writes
             first = self.calls == 1
             step = self._step
-        if writes and first and step is not None and self.writers is not None:
-            self.verified = _run_for_real(self.writers, request, step)
+        if writes and step is not None and self.writers is not None:
+            # every writing call runs (its edit lands); only a step's one call can be
+            # checked against the recording, which holds the whole step's output
+            ok = _run_for_real(self.writers, request, step) and first
+            self.verified = ok if self.verified is None else (self.verified and ok)
+        elif not first and self.verified:
+            self.verified = False  # a second call of the step: the output is no longer its
         if step is None or not first:
             return ExecutionResult("", "", 0, info={"executor": self.name, "answered": False})
         code = TIMEOUT_EXIT_CODE if step.exit_code is None else int(step.exit_code)
@@ -209,7 +217,8 @@ def _run_for_real(executor: Any, request: ExecutionRequest, step: TrajectoryStep
     are written); whether its exit code and output are the recording's."""
     from dataclasses import replace
 
-    quiet = replace(request, env={**request.env, "PYTHONDONTWRITEBYTECODE": "1"})
+    # no task: one bare environment serves every task (its recipe installs nothing)
+    quiet = replace(request, task=None, env={**request.env, "PYTHONDONTWRITEBYTECODE": "1"})
     try:
         result = executor.execute(quiet)
     except Exception:  # the real run failed to start: its effects are unknown
@@ -222,31 +231,70 @@ def _run_for_real(executor: Any, request: ExecutionRequest, step: TrajectoryStep
     return any(same_output(text, step.output, step.output_truncated) for text in merged)
 
 
+#: Interpreter options that take a value (the script is the first argument after them).
+_PYTHON_VALUE_OPTIONS = frozenset({"-W", "-X", "--check-hash-based-pycs"})
+
+
+def _script_of(argv: tuple[str, ...]) -> str | None:
+    """The script a ``python`` command runs (None: ``-c``, ``-m``, stdin, or not python)."""
+    if not argv or not argv[0].rsplit("/", 1)[-1].startswith("python"):
+        return None
+    skip = False
+    for arg in argv[1:]:
+        if skip:
+            skip = False
+        elif arg in _PYTHON_VALUE_OPTIONS:
+            skip = True
+        elif arg in ("-c", "-m", "-"):
+            return None
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def _read_regular(path: Path, limit: int = 1_000_000) -> str | None:
+    """A regular file's text, never following a symlink or blocking on a FIFO (the path is
+    the sandbox's to choose); None when it is anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _may_write(request: ExecutionRequest) -> bool:
     """Whether an execution call may write files: its arguments, its stdin or the script it
-    runs (read from the workspace; unreadable: assumed to) call a writing API."""
+    runs (read from the workspace or the session's /tmp; unreadable: assumed to) call a
+    writing API. A test runner's files are tests, not a program that edits (tmp_path)."""
     code = "\n".join(request.argv) + "\n" + request.stdin.decode("utf-8", "replace")
     if may_write_files(code):
         return True
-    program = request.argv[0].rsplit("/", 1)[-1] if request.argv else ""
-    args = [a for a in request.argv[1:] if not a.startswith("-")]
-    if not program.startswith("python") or not args or not args[0].endswith(".py"):
-        return False  # a test runner's files are tests, not the program (tmp_path writes)
-    if request.workspace is None:
+    script = _script_of(request.argv)
+    if script is None:
+        return False
+    full = posixpath.normpath(posixpath.join(request.cwd or WORKDIR, script))
+    root, rel = None, ""
+    if full.startswith(WORKDIR + "/") and request.workspace is not None:
+        root, rel = Path(request.workspace), full[len(WORKDIR) + 1 :]
+    elif full.startswith("/tmp/") and request.tmp is not None:
+        root, rel = Path(request.tmp), full[len("/tmp/") :]
+    if root is None or rel.startswith("../"):
         return True
-    rel = args[0]
-    if rel.startswith("/"):
-        if not rel.startswith(WORKDIR + "/"):
-            return False  # /tmp and the like: outside the workspace the replay rebuilds
-        rel = rel[len(WORKDIR) + 1 :]
-    else:
-        cwd = request.cwd.rstrip("/")
-        rel = f"{cwd[len(WORKDIR) + 1 :]}/{rel}" if cwd.startswith(WORKDIR + "/") else rel
-    try:
-        with open(Path(request.workspace) / rel, encoding="utf-8", errors="replace") as fh:
-            return may_write_files(fh.read(1_000_000))
-    except OSError:
-        return True
+    # every folder on the way must be a folder, not a link out of the session
+    parent = root
+    for part in rel.split("/")[:-1]:
+        parent = parent / part
+        if parent.is_symlink() or not parent.is_dir():
+            return True
+    text = _read_regular(root / rel)
+    return True if text is None else may_write_files(text)
 
 
 def _observed(result: Any) -> tuple[int | None, str, bool] | None:
@@ -346,7 +394,8 @@ def replay_trajectory(
                 StepCheck(
                     index,
                     execution=ran,
-                    writes=replay.writes and not replay.verified,
+                    writes=replay.writes,
+                    verified=bool(replay.verified),
                     mismatch=(not ran and observed is not None and observed[0] != step.exit_code),
                     evidence=(
                         not ran

@@ -194,6 +194,7 @@ mkfifo "$d/done" && exec 3<>"$d/done" || {
 printf '%s\n' "${d##*/}" > "$ctl/exec"
 read -r -u 3 _
 exec 3<&-
+rm -f "$d/stdin" 2>/dev/null  # read by now: a loop of calls must not fill the control space
 [ -s "$d/stdout" ] && cat "$d/stdout"
 [ -s "$d/stderr" ] && cat "$d/stderr" >&2
 code=126

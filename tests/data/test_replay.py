@@ -233,3 +233,32 @@ def test_without_the_real_run_the_read_shows_the_divergence(toy_trajectory, mana
     assert (result.writers_run, result.records_diverged) == (0, 1)
     assert state_diverged(by_step[4]) and not state_diverged(by_step[2])
     assert json.loads(by_step[4].meta)["diverged_after"] == 2
+
+
+@requires_sandbox
+def test_a_fifo_or_a_link_named_like_a_script_does_not_hang_the_replay(toy_trajectory, manager):
+    """The script is read without following a link or opening a FIFO for reading (which
+    would block the replay forever): such a script counts as one that may write."""
+    import threading
+
+    steps = [
+        TrajectoryStep(command="mkfifo fix.py && ln -s /etc/passwd link.py", output="",
+                       exit_code=0),
+        TrajectoryStep(command="python fix.py", output="", exit_code=0),
+        TrajectoryStep(command="python link.py", output="", exit_code=0),
+        TrajectoryStep(command="python -W ignore -X utf8 fix.py", output="", exit_code=0),
+    ]  # fmt: skip
+    trajectory = Trajectory(
+        source=toy_trajectory.source, instance_id=toy_trajectory.instance_id,
+        repo=toy_trajectory.repo, task=toy_trajectory.task, steps=steps,
+        meta={"trajectory_id": "fifo"},
+    )  # fmt: skip
+    found: list = []
+    worker = threading.Thread(
+        target=lambda: found.append(replay_trajectory(trajectory, manager, modes=())),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), "the replay hung on the FIFO"
+    assert sorted(r.step for r in found[0].records) == [1, 2, 3]

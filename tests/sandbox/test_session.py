@@ -243,6 +243,26 @@ def test_execution_commands_go_to_the_executor(manager, toy_task):
     assert all(call.workspace is not None for call in executor.calls)
 
 
+def test_a_loop_over_a_large_file_does_not_fill_the_control_space(manager, toy_task):
+    """Each call of a loop gets what is left of a 1.5 MB file (cut at 1 MiB); the copy is
+    removed once answered, so 64 calls (the most one command may make; 64 MiB sent in all)
+    fit the session's control space, and the loop runs to its end as bash runs it."""
+
+    class Sizes(ScriptedExecutor):
+        def execute(self, request):
+            return ExecutionResult(stdout=f"{len(request.stdin)}\n", stderr="", exit_code=0)
+
+    with manager.open(toy_task, executor=Sizes()) as s:
+        s.run("yes 0123456789abcdefghijklmnopqrstu | head -c 1500000 > big.txt")
+        out = s.run(
+            "i=0; while [ $i -lt 64 ] && read -r line; do python -c 'pass'; i=$((i+1)); "
+            "done < big.txt; echo done $i"
+        )
+        lines = out.stdout.splitlines()
+        assert lines[-1] == "done 64" and not out.stderr, out.stderr[-500:]
+        assert int(lines[0]) == 1024 * 1024 + 1 and len(lines) == 65
+
+
 def test_no_executor_gives_a_clear_message(session):
     out = run(session, "python reproduce.py")
     assert out.exit_code == 126

@@ -139,7 +139,10 @@ def _softmax(raw: np.ndarray) -> np.ndarray:
 
 
 #: The deepest tree evaluated (scikit-learn's default grows at most 31 leaves: depth 30).
-MAX_TREE_DEPTH = 1024
+MAX_TREE_DEPTH = 64
+#: The most trees and nodes one head may hold (the shipped heads: ~400 trees, ~30k nodes).
+MAX_TREES = 10_000
+MAX_NODES = 2_000_000
 
 
 def _forest_depth(left: np.ndarray, right: np.ndarray, inner: np.ndarray, roots: np.ndarray) -> int:
@@ -186,6 +189,11 @@ class Head:
         keys = NODE_FIELDS
         a, size = self._node_arrays()
         total = int(size.sum())
+        if len(size) > MAX_TREES or total > MAX_NODES:
+            raise ValueError(
+                f"{len(size)} trees of {total} nodes: more than a head may hold "
+                f"({MAX_TREES} trees, {MAX_NODES} nodes)"
+            )
         if any(v.shape != (total,) for v in a.values()):
             raise ValueError("a tree whose node lists are not flat lists of numbers")
         sizes = size.tolist()
@@ -257,7 +265,16 @@ class Head:
                 for key in NODE_FIELDS:
                     lists[key].extend(tree[key])
                 sizes.append(n)
-        arrays = {k: np.asarray(lists[k], dtype=dtypes[k]) for k in NODE_FIELDS}
+        arrays = {}
+        for key in NODE_FIELDS:  # numbers only; flags 0 or 1, indices whole (as packed)
+            raw = np.asarray(lists[key])
+            if raw.size and raw.dtype.kind not in "biuf":
+                raise ValueError(f"tree field {key!r} holds values that are not numbers")
+            if dtypes[key] is not float and raw.size and (raw != np.round(raw)).any():
+                raise ValueError(f"tree field {key!r} holds values that are not whole")
+            if dtypes[key] is bool and raw.size and not np.isin(raw, (0, 1)).all():
+                raise ValueError(f"a node flag {key!r} that is not 0 or 1")
+            arrays[key] = raw.astype(dtypes[key])
         return arrays, np.asarray(sizes, dtype=np.int64)
 
     def _trees_raw(self, X: np.ndarray, k: int) -> np.ndarray:
@@ -395,7 +412,7 @@ class OutcomeModel:
             data = json.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ModelFileError(f"{path}: cannot read the outcome model: {exc}") from exc
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise ModelFileError(f"{path}: not an outcome model (corrupt JSON: {exc})") from exc
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ModelFileError(f"{path}: not an outcome model (format is not {FORMAT!r})")
@@ -405,14 +422,22 @@ class OutcomeModel:
                 f"this sweworld reads versions {', '.join(map(str, READ_VERSIONS))}"
             )
         feats = data.get("features") or {}
-        if feats.get("step") != list(STEP_FEATURES) or feats.get("test") != list(TEST_FEATURES):
+        if (
+            not isinstance(feats, dict)
+            or feats.get("step") != list(STEP_FEATURES)
+            or feats.get("test") != list(TEST_FEATURES)
+        ):
             raise ModelFileError(
                 f"{path}: the outcome model was trained on another feature set; retrain it "
                 "with this sweworld (sweworld train outcome)"
             )
+        heads_data, meta = data.get("heads") or {}, data.get("meta") or {}
+        if not isinstance(heads_data, dict) or not isinstance(meta, dict):
+            raise ModelFileError(f"{path}: corrupt outcome model: heads and meta are objects")
         heads: dict[str, Head] = {}
+        widths = {"test": len(TEST_FEATURES)}
         try:
-            for name, body in (data.get("heads") or {}).items():
+            for name, body in heads_data.items():
                 version = data["version"]
                 if (
                     isinstance(body, dict)
@@ -421,17 +446,17 @@ class OutcomeModel:
                 ):
                     form = "a packed forest" if version >= 2 else "lists of trees"
                     raise ValueError(f"head {name!r}: a version {version} file's trees are {form}")
-                heads[name] = _checked_head(body)
-        except (KeyError, TypeError, ValueError) as exc:
+                width = widths.get(name.partition("@")[0], len(STEP_FEATURES))
+                heads[name] = head = _checked_head(body, width)
+                if head.max_feature() >= width:
+                    raise ModelFileError(f"{path}: head {name!r} reads a feature it does not have")
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
+            if isinstance(exc, ModelFileError):
+                raise
             raise ModelFileError(f"{path}: corrupt outcome model head: {exc}") from exc
         if not {"exit", "exit@oracle", "exit@blind"} & heads.keys():
             raise ModelFileError(f"{path}: the outcome model has no 'exit' head")
-        widths = {"test": len(TEST_FEATURES)}
-        for name, head in heads.items():
-            width = widths.get(name.partition("@")[0], len(STEP_FEATURES))
-            if head.max_feature() >= width:
-                raise ModelFileError(f"{path}: head {name!r} reads a feature it does not have")
-        return cls(heads, data.get("meta") or {})
+        return cls(heads, meta)
 
     def head(self, name: str, mode: str | None = None) -> Head | None:
         """The head ``name`` for ``mode`` (a head trained on that mode's rows, ``name@mode``,
@@ -525,20 +550,53 @@ class OutcomeModel:
         return statuses
 
 
-def _checked_head(body: Any) -> Head:
+def _finite_numbers(value: Any, what: str) -> np.ndarray:
+    """``value`` as a float array of finite numbers (no strings, booleans or nesting errors)."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "iuf" or not np.isfinite(array).all():
+        raise ValueError(f"{what} must be finite numbers")
+    return array.astype(float)
+
+
+def _checked_head(body: Any, width: int | None = None) -> Head:
+    """A head checked whole at load: kind, classes (distinct strings), baseline or linear
+    coefficients of the right shapes, every tree (:meth:`Head._forest`), and one probe
+    evaluation on ``width`` zeros, so that a file that loads also predicts."""
     if not isinstance(body, dict) or body.get("kind") not in ("trees", "linear"):
         raise ValueError("unknown head kind")
     classes = body["classes"]
-    if not isinstance(classes, list) or not classes:
-        raise ValueError("no classes")
+    if (
+        not isinstance(classes, list)
+        or not classes
+        or not all(isinstance(c, str) for c in classes)
+        or len(set(classes)) != len(classes)
+    ):
+        raise ValueError("classes must be distinct strings")
+    k = len(classes)
     if body["kind"] == "trees":
-        if len(body["baseline"]) not in (1, len(classes)):
-            raise ValueError("baseline does not match the classes")
+        baseline = _finite_numbers(body["baseline"], "the baseline")
+        if baseline.shape not in (((1,),) if k == 2 else ((k,),)):
+            raise ValueError(f"a baseline of shape {baseline.shape} for {k} classes")
         head = Head(body)
         head._forest()  # every tree checked now: a corrupt file fails at load, named
-        return head
-    np.asarray(body["coef"], dtype=float)
-    return Head(body)
+    else:
+        coef = _finite_numbers(body["coef"], "coef")
+        rows = 1 if k == 2 else k
+        if coef.ndim != 2 or coef.shape[0] != rows or (width and coef.shape[1] != width):
+            raise ValueError(f"coef of shape {coef.shape} for {k} classes")
+        if _finite_numbers(body["intercept"], "intercept").shape != (rows,):
+            raise ValueError("intercept does not match coef")
+        for key in ("mean", "std"):
+            if body.get(key) is not None:
+                values = _finite_numbers(body[key], key)
+                if values.shape != (coef.shape[1],) or (key == "std" and (values == 0).any()):
+                    raise ValueError(f"{key} does not match coef")
+        head = Head(body)
+    if width:
+        probe = head.proba(np.zeros((1, width)))
+        if probe.shape != (1, k) or not np.isfinite(probe).all():
+            raise ValueError("the head does not evaluate")
+    return head
 
 
 _SHARED: dict[tuple[str, int, int], OutcomeModel | ModelFileError] = {}

@@ -404,7 +404,7 @@ def test_hostile_trees_that_are_bounded_and_correct() -> None:
     chain["right"] = [n - 1] * n  # both children of every split lead on (shared: refused)
     with pytest.raises(ValueError, match=r"cycle or share|deeper"):
         _trees([[chain]]).proba(X)
-    depth = 1100  # a proper deep tree: every split has its own leaf
+    depth = 70  # a proper deep tree: every split has its own leaf
     size = 2 * depth + 1
     left = [0] * size
     right = [0] * size
@@ -413,7 +413,7 @@ def test_hostile_trees_that_are_bounded_and_correct() -> None:
         left[i], right[i], leaf[i] = depth + 1 + i, i + 1, 0
     deep = _tree(feature=[0] * size, threshold=[-1.0] * size, missing_left=[0] * size,
                  left=left, right=right, leaf=leaf, value=[0.0] * size)  # fmt: skip
-    with pytest.raises(ValueError, match="deeper than 1024"):
+    with pytest.raises(ValueError, match="deeper than 64"):
         _trees([[deep]]).proba(X)
 
 
@@ -459,3 +459,47 @@ def test_the_reward_and_the_world_read_a_rewritten_model_alike(tmp_path, monkeyp
     bad.write_text(path.read_text())
     os.utime(bad, ns=(time.time_ns() + 2 * 10**9, time.time_ns() + 2 * 10**9))
     assert TestPredictor(bad).model.meta == {"note": "retrained"} and len(reads) == 2
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(heads=[1]), "heads and meta are objects"),
+        (lambda d: d.update(meta="x"), "heads and meta are objects"),
+        (lambda d: d.update(features=[1]), "another feature set"),
+        (lambda d: d["heads"]["exit"].update(classes=[0, 1, 2]), "distinct strings"),
+        (lambda d: d["heads"]["exit"].update(classes=["0", "0", "1"]), "distinct strings"),
+        (lambda d: d["heads"]["exit"].update(baseline="abc"), "finite numbers"),
+        (lambda d: d["heads"]["exit"].update(baseline=[1e400, 0, 0]), "finite numbers"),
+        (lambda d: d["heads"]["exit"].update(baseline=[0.0]), "baseline of shape"),
+        (lambda d: d["heads"]["exit"]["trees"][0][0].update(
+            leaf=["0"] * len(d["heads"]["exit"]["trees"][0][0]["leaf"])), "not numbers"),
+        (lambda d: d["heads"]["exit"]["trees"][0][0].update(
+            missing_left=[0.5] * len(d["heads"]["exit"]["trees"][0][0]["leaf"])), "not whole"),
+        (lambda d: d["heads"]["exit"]["trees"][0][0].update(
+            leaf=[2] * len(d["heads"]["exit"]["trees"][0][0]["leaf"])), "not 0 or 1"),
+        (lambda d: d["heads"].update(exit={"kind": "linear", "classes": ["0", "1"],
+                                           "coef": [], "intercept": [0.0]}), "coef of shape"),
+        (lambda d: d["heads"].update(exit={"kind": "linear", "classes": ["0", "1"],
+                                           "coef": [[0.0] * len(STEP_FEATURES)],
+                                           "intercept": "x"}), "finite numbers"),
+        (lambda d: d["heads"]["exit"].update(
+            trees=d["heads"]["exit"]["trees"] * 4000), "more than a head may hold"),
+    ],
+)  # fmt: skip
+def test_a_malformed_head_is_refused_at_load_naming_the_file(tmp_path, edit, message) -> None:
+    """Whatever shape a field takes, loading fails with ModelFileError naming the file (not
+    another exception, not a model that fails later at a step)."""
+    data = _model().to_dict(packed=False)
+    edit(data)
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ModelFileError, match=rf"{re.escape(str(path))}.*{message}"):
+        OutcomeModel.load(path)
+
+
+def test_json_nested_too_deep_is_a_corrupt_file(tmp_path) -> None:
+    path = tmp_path / "model.json"
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(ModelFileError, match="corrupt JSON"):
+        OutcomeModel.load(path)
