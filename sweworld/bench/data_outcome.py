@@ -185,13 +185,22 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     total_state = sum(r[4] for r in repo_table)
+    try:
+        start = json.loads((build / "started.json").read_text())
+    except (OSError, ValueError):
+        start = {}
+    planned = start.get("parts") or []
     description = (
         f"`sweworld data build-outcome` into `{build}`"
-        + (" (finished)" if finished else " (still running: counts as far as it got)")
+        + (
+            " (finished)"
+            if finished
+            else f" (not finished: {len(part_rows)} of {len(planned) or '?'} parts started; "
+            "counts as far as it got)"
+        )
         + f": {total_state} SWT records with a real workspace state (replayed or live), "
-        f"per split {dict(splits)}. Measured on the shared 2-core machine while other "
-        f"engineers' jobs ran (load average {os.getloadavg()[0]:.0f} when reported)."
-        + (f" {args.note}" if args.note else "")
+        f"per split {dict(splits)}. Measured on a {os.cpu_count()}-core machine (load "
+        f"average {os.getloadavg()[0]:.0f} when reported)." + (f" {args.note}" if args.note else "")
     )
     report = {
         "report_version": 1,
@@ -200,16 +209,16 @@ def run(args: argparse.Namespace) -> int:
         "description": description,
         "model": "none (data generation)",
         "provenance": {
-            "command": "sweworld data build-outcome --out /work/data-outcome/build "
-            "--repo-cache /work/repo-cache --jobs 2 --shards 2 --max-tasks 20 "
-            "--max-mutants 300 --job-timeout 2700 --libraries ...",
+            "command": (finished or {}).get("command")
+            or start.get("command")
+            or "unknown (the build wrote no started.json)",
             "machine": {
                 "platform": f"{platform.system()}, {platform.release()}, shared CPU VM",
                 "cpus": os.cpu_count(),
                 "python": platform.python_version(),
             },
             "data": ["mini-swe-agent-gemini3-verified (shared)", "package-index libraries"],
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "started": start.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         },
         "settings": {"heldout": list(held)},
         "skipped": {},

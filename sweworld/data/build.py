@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -47,6 +48,7 @@ __all__ = [
     "Job",
     "add_arguments",
     "cached_repos",
+    "command_line",
     "link_repos",
     "merge_parts",
     "plan_jobs",
@@ -316,6 +318,19 @@ def _print_table(rows: list[tuple[str, str, int, int, int, int]]) -> None:
     print("per split:", dict(by_split))
 
 
+def command_line(args: argparse.Namespace) -> str:
+    """The ``sweworld data build-outcome`` command ``args`` stand for, every option spelt out
+    (defaults too: the record of a build names what it ran)."""
+    words = ["sweworld", "data", "build-outcome"]
+    for key in ("out", "source", "repo_cache", "libraries", "jobs", "shards", "contexts",
+                "max_tasks", "max_mutants", "wrong_fixes", "test_timeout", "job_timeout",
+                "only", "heldout"):  # fmt: skip
+        value = getattr(args, key, None)
+        if value is not None:
+            words += [f"--{key.replace('_', '-')}", shlex.quote(str(value))]
+    return " ".join(words)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``sweworld data build-outcome``; 0 when records were written."""
     out = Path(args.out).expanduser().resolve()
@@ -355,6 +370,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    (out / "started.json").write_text(  # what a report of a build still running names
+        json.dumps(
+            {
+                "command": command_line(args),
+                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "parts": [job.name for job in jobs],
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     done = run_jobs(jobs, parallel=args.jobs, timeout=args.job_timeout)
     parts = sorted(p for p in (out / "parts").glob("*") if p.is_dir())
     summary = merge_parts(out, parts, heldout)

@@ -252,6 +252,12 @@ def _script_of(argv: tuple[str, ...]) -> str | None:
     return None
 
 
+def _runs_tests(argv: tuple[str, ...]) -> bool:
+    from sweworld.transition.outcome.commands import TEST_RUNNER_KINDS, command_kind_of
+
+    return command_kind_of(list(argv)) in TEST_RUNNER_KINDS
+
+
 def _read_regular(path: Path, limit: int = 1_000_000) -> str | None:
     """A regular file's text, never following a symlink or blocking on a FIFO (the path is
     the sandbox's to choose); None when it is anything else."""
@@ -277,8 +283,8 @@ def _may_write(request: ExecutionRequest) -> bool:
     if may_write_files(code):
         return True
     script = _script_of(request.argv)
-    if script is None:
-        return False
+    if script is None or not script.endswith(".py") or _runs_tests(request.argv):
+        return False  # a test runner (sympy's bin/test, Django's runtests.py) runs tests
     full = posixpath.normpath(posixpath.join(request.cwd or WORKDIR, script))
     root, rel = None, ""
     if full.startswith(WORKDIR + "/") and request.workspace is not None:

@@ -155,6 +155,9 @@ def test_build_outcome_cli_dry_run_and_merge_only(tmp_path, capsys):
     assert "pypi/toolz" in printed and (out / "swt" / "dataset_dict.json").is_file()
     build = json.loads((out / "build.json").read_text())
     assert build["jobs"] == [] and build["contexts"] == "none"
+    started = json.loads((out / "started.json").read_text())
+    assert started["command"].startswith(f"sweworld data build-outcome --out {out}")
+    assert "--only merge" in started["command"] and started["parts"] == []
     assert main(["data", "build-outcome", "--out", str(out), "--source", "/no/such"]) == 2
 
 

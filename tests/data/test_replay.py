@@ -262,3 +262,32 @@ def test_a_fifo_or_a_link_named_like_a_script_does_not_hang_the_replay(toy_traje
     worker.join(120)
     assert not worker.is_alive(), "the replay hung on the FIFO"
     assert sorted(r.step for r in found[0].records) == [1, 2, 3]
+
+
+def test_which_calls_count_as_writers(tmp_path):
+    """A script that calls a writing API counts (read from the workspace or /tmp, past
+    option values); a test runner does not, whatever its source holds; what cannot be read
+    as a regular file counts (the real run, checked, decides)."""
+    import os
+
+    ws, tmp = tmp_path / "ws", tmp_path / "tmp"
+    (ws / "bin").mkdir(parents=True)
+    tmp.mkdir()
+    (ws / "bin" / "test").write_text("import subprocess\n")
+    (ws / "fix.py").write_text("open('a.py', 'w').write('x')\n")
+    (ws / "show.py").write_text("print(open('a.py').read())\n")
+    (tmp / "edit.py").write_text("import shutil\n")
+    os.mkfifo(ws / "pipe.py")
+
+    def writes(*argv: str, cwd: str = "/testbed") -> bool:
+        rx = ReplayExecutor()
+        rx.prepare(TrajectoryStep(command=" ".join(argv), output="", exit_code=0))
+        rx.execute(ExecutionRequest(argv=argv, cwd=cwd, workspace=ws, tmp=tmp))
+        return rx.writes
+
+    assert writes("python", "fix.py") and writes("python", "-W", "ignore", "fix.py")
+    assert writes("python3", "../testbed/fix.py", cwd="/testbed/bin")
+    assert writes("python", "/tmp/edit.py") and writes("python", "pipe.py")
+    assert not writes("python", "show.py") and not writes("python", "bin/test", "sympy/core")
+    assert not writes("python", "-m", "pytest", "tests") and not writes("pytest", "fix.py")
+    assert writes("python", "-c", "import os; os.remove('a.py')")
