@@ -372,7 +372,7 @@ def load_rows(
             if not argv:
                 continue
             changed = ws.set(checkout, rec.diff)
-            state = FileState.from_dirs(ws.path, checkout, changed)
+            state = FileState.from_dirs(ws.path, checkout, changed, exact_changes=True)
             kind = command_kind_of(argv)
             statuses = {k: normal_status(v) for k, v in rec.statuses().items()}
             ids = None

@@ -158,7 +158,11 @@ class OutcomeExecutor:
             except Exception:  # a changes() failure only loses features
                 info["changes_unavailable"] = True
         state = FileState.from_dirs(
-            request.workspace or Path("/nonexistent"), request.base, changed, request.tmp
+            request.workspace or Path("/nonexistent"),
+            request.base,
+            changed,
+            request.tmp,
+            exact_changes=request.changes is not None and not info.get("changes_unavailable"),
         )
         if _INSTALLS.search(" ".join(argv)):
             self._ledger(request.session_id).installed = True

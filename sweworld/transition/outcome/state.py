@@ -16,6 +16,8 @@ the size of what a command reaches.
 from __future__ import annotations
 
 import posixpath
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,37 @@ def _read(path: Path | None) -> str | None:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
+
+
+class _BaseReads:
+    """Texts of base-checkout files shared by every state on that checkout (a checkout does
+    not change once extracted): the module resolution of one record, step or session is then
+    a dictionary hit for the next. Bounded by the characters held (least recently used out)."""
+
+    def __init__(self, max_chars: int = 200_000_000):
+        self.max_chars = max_chars
+        self._texts: OrderedDict[tuple[str, str], str | None] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def read(self, base: Path, root: str, rel: str) -> str | None:
+        key = (root, rel)
+        with self._lock:
+            if key in self._texts:
+                self._texts.move_to_end(key)
+                return self._texts[key]
+        text = _read(base / rel)
+        with self._lock:
+            if key not in self._texts:
+                self._texts[key] = text
+                self._chars += len(text or "") + 64
+                while self._chars > self.max_chars and self._texts:
+                    _, old = self._texts.popitem(last=False)
+                    self._chars -= len(old or "") + 64
+        return text
+
+
+_BASE_READS = _BaseReads()
 
 
 def _noise(rel: str) -> bool:
@@ -115,15 +148,32 @@ class FileState:
         base: Path | None,
         changed: Iterable[str],
         tmp: Path | None = None,
+        *,
+        exact_changes: bool = False,
     ) -> FileState:
-        """A live workspace (``workspace`` is ``/testbed`` on the host)."""
+        """A live workspace (``workspace`` is ``/testbed`` on the host). With
+        ``exact_changes`` (``changed`` is every path that differs from the base), a file
+        not in ``changed`` is read from the base checkout through a cache every state on
+        that checkout shares."""
         ws, b = Path(workspace), Path(base) if base is not None else None
-        return cls(
-            lambda rel: _read(ws / rel),
-            lambda rel: _read(b / rel) if b is not None else None,
-            changed,
-            (lambda rel: _read(Path(tmp) / rel)) if tmp is not None else None,
-        )
+        changed = list(changed)
+        tmp_reader = (lambda rel: _read(Path(tmp) / rel)) if tmp is not None else None
+        if b is None:
+            return cls(lambda rel: _read(ws / rel), lambda rel: None, changed, tmp_reader)
+        root = str(b)
+        if not exact_changes:
+            return cls(
+                lambda rel: _read(ws / rel),
+                lambda rel: _BASE_READS.read(b, root, rel),
+                changed,
+                tmp_reader,
+            )
+        touched = {posixpath.normpath(p) for p in changed}
+
+        def current(rel: str) -> str | None:
+            return _read(ws / rel) if rel in touched else _BASE_READS.read(b, root, rel)
+
+        return cls(current, lambda rel: _BASE_READS.read(b, root, rel), changed, tmp_reader)
 
     @classmethod
     def from_diff(cls, base: Path, diff: str, tmp_files: dict[str, str] | None = None) -> FileState:
