@@ -43,11 +43,8 @@ command); it was not checked against a workspace (``meta.verified = false``).
 
 from __future__ import annotations
 
-import os
-import posixpath
 import re
 import shlex
-import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -258,23 +255,6 @@ def _runs_tests(argv: tuple[str, ...]) -> bool:
     return command_kind_of(list(argv)) in TEST_RUNNER_KINDS
 
 
-def _read_regular(path: Path, limit: int = 1_000_000) -> str | None:
-    """A regular file's text, never following a symlink or blocking on a FIFO (the path is
-    the sandbox's to choose); None when it is anything else."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, limit).decode("utf-8", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def _may_write(request: ExecutionRequest) -> bool:
     """Whether an execution call may write files: its arguments, its stdin or the script it
     runs (read from the workspace or the session's /tmp; unreadable: assumed to) call a
@@ -285,22 +265,17 @@ def _may_write(request: ExecutionRequest) -> bool:
     script = _script_of(request.argv)
     if script is None or not script.endswith(".py") or _runs_tests(request.argv):
         return False  # a test runner (sympy's bin/test, Django's runtests.py) runs tests
-    full = posixpath.normpath(posixpath.join(request.cwd or WORKDIR, script))
-    root, rel = None, ""
-    if full.startswith(WORKDIR + "/") and request.workspace is not None:
-        root, rel = Path(request.workspace), full[len(WORKDIR) + 1 :]
-    elif full.startswith("/tmp/") and request.tmp is not None:
-        root, rel = Path(request.tmp), full[len("/tmp/") :]
-    if root is None or rel.startswith("../"):
+    if request.workspace is None:
         return True
-    # every folder on the way must be a folder, not a link out of the session
-    parent = root
-    for part in rel.split("/")[:-1]:
-        parent = parent / part
-        if parent.is_symlink() or not parent.is_dir():
-            return True
-    text = _read_regular(root / rel)
-    return True if text is None else may_write_files(text)
+    from sweworld.sandbox.paths import SandboxPaths
+
+    mounts = {WORKDIR: Path(request.workspace)}
+    if request.tmp is not None:
+        mounts["/tmp"] = Path(request.tmp)
+    # resolved as the sandbox resolves it; a link out of the mounts, a FIFO or a file too
+    # large to scan reads as None
+    data = SandboxPaths(mounts, WORKDIR).read_file(script, request.cwd, limit=1_000_000)
+    return True if data is None else may_write_files(data.decode("utf-8", "replace"))
 
 
 def _observed(result: Any) -> tuple[int | None, str, bool] | None:
