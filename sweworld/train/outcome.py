@@ -29,7 +29,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["add_arguments", "main", "make_parser", "run", "wilson"]
+__all__ = [
+    "TreeSettings",
+    "add_arguments",
+    "evaluate",
+    "main",
+    "make_parser",
+    "per_mode_heads",
+    "repos_for",
+    "run",
+    "train_heads",
+    "wilson",
+]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +105,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="use only base checkouts already in --cache (skip other records)",
     )
     parser.add_argument("--threads", type=int, default=1, help="OpenMP threads for training")
+    parser.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=min(4, os.cpu_count() or 1),
+        help="processes computing the features (each task's records in one; default: the "
+        "CPUs, at most 4); 1 computes them in this process",
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -287,7 +305,7 @@ def _print_table(title: str, figures: dict[str, Any]) -> None:
             print(f"  {key:<34} {fig['n']:>6} {fig['agree']:>7.3f}  [{lo:.3f}, {hi:.3f}]")
 
 
-def _repos_for(data: Sequence[str], extra: Sequence[str]) -> list[Path]:
+def repos_for(data: Sequence[str], extra: Sequence[str]) -> list[Path]:
     repos = [Path(r) for r in extra]
     for d in data:
         p = Path(d)
@@ -316,7 +334,7 @@ def _run(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     heldout = tuple(args.heldout) if args.heldout else DEFAULT_HELDOUT_REPOS
-    repos = _repos_for(args.data, args.repos)
+    repos = repos_for(args.data, args.repos)
     cache = Path(args.cache) if args.cache else cache_dir() / "outcome-bases"
     stats: dict[str, int] = {}
     rows = load_rows(
@@ -324,6 +342,7 @@ def _run(args: argparse.Namespace) -> int:
         BaseCheckouts(repos, cache, extract=not args.cached_bases_only),
         heldout,
         stats=stats,
+        jobs=args.jobs,
     )
     train = [r for r in rows if r.split == "train"]
     test = [r for r in rows if r.split == "test"]

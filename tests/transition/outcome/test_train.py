@@ -107,3 +107,28 @@ def test_records_whose_replayed_state_diverged_are_left_out(calc_data, tmp_path)
     n_marked = (len(lines) + 2) // 3
     assert stats["skipped_diverged"] == n_marked
     assert len(rows) == len(whole) - n_marked
+
+
+def test_rows_from_several_processes_equal_the_rows_from_one(calc_data, tmp_path) -> None:
+    """``load_rows(jobs=3)`` shares the tasks out between processes (each task's records,
+    and so its ledger, in one); the rows, their order and the counts are those of one
+    process. The checkouts are extracted before the processes start (a fresh cache here)."""
+    from sweworld.train.outcome_data import BaseCheckouts, load_rows
+
+    serial_stats: dict[str, int] = {}
+    serial = load_rows(
+        [calc_data["data"]],
+        BaseCheckouts([calc_data["repo"]], tmp_path / "one"),
+        stats=serial_stats,
+    )
+    parallel_stats: dict[str, int] = {}
+    parallel = load_rows(
+        [calc_data["data"]],
+        BaseCheckouts([calc_data["repo"]], tmp_path / "three"),
+        stats=parallel_stats,
+        jobs=3,
+    )
+    assert len({r.instance_id for r in serial}) == 8  # more tasks than processes
+    assert parallel_stats == serial_stats and serial_stats["records"] == 72
+    assert [(r.record_id, r.mode) for r in parallel] == [(r.record_id, r.mode) for r in serial]
+    assert parallel == serial  # features, labels and per-test rows alike
