@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -66,6 +67,19 @@ def _mtime_span(part: Path) -> float:
     return max(p.stat().st_mtime for p in files) - start
 
 
+_LOG_WALL = re.compile(r"\bwall (\d+(?:\.\d+)?) s\b")
+
+
+def _log_wall(build: Path, name: str) -> float:
+    """Seconds the part's finished runs took, as each printed it at its end in the part's
+    log (a run stopped before its end printed none and is not counted)."""
+    try:
+        text = (build / "logs" / f"{name}.log").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return 0.0
+    return sum(float(m) for m in _LOG_WALL.findall(text))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``sweworld bench data-outcome``."""
     parser.add_argument("--build", required=True, help="a build-outcome --out folder")
@@ -94,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         swr = sum(c["swr"] for c in counts["repos"].values())
         for repo, c in counts["repos"].items():
             per_repo[repo].update(c)
-        wall = walls.get(part.name) or _mtime_span(part)
+        wall = walls.get(part.name) or _log_wall(build, part.name) or _mtime_span(part)
         phases = ", ".join(f"{k} {v}" for k, v in counts["phases"].most_common())
         rate = f"{state / wall:.2f}" if wall else "-"
         part_rows.append([part.name, swt, state, swr, round(wall), rate, phases])
@@ -190,17 +204,23 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError):
         start = {}
     planned = start.get("parts") or []
+    # a part is done when it wrote its summary (a stopped one resumes without it)
+    done_parts = [p for p in planned if (build / "parts" / p / "summary.json").is_file()]
+    complete = finished is not None and len(done_parts) == len(planned)
     description = (
         f"`sweworld data build-outcome` into `{build}`"
         + (
             " (finished)"
-            if finished
-            else f" (not finished: {len(part_rows)} of {len(planned) or '?'} parts started; "
-            "counts as far as it got)"
+            if complete
+            else f" (not finished: {len(done_parts)} of {len(planned) or '?'} parts finished, "
+            f"{len(part_rows)} started; counts as far as it got)"
         )
         + f": {total_state} SWT records with a real workspace state (replayed or live), "
         f"per split {dict(splits)}. Measured on a {os.cpu_count()}-core machine (load "
-        f"average {os.getloadavg()[0]:.0f} when reported)." + (f" {args.note}" if args.note else "")
+        f"average {os.getloadavg()[0]:.0f} when reported). A part's wall s: the build's own "
+        "timing of it, else the sum of the part's runs that finished as its log prints them (a "
+        "run stopped part way is not counted), else its first to last write."
+        + (f" {args.note}" if args.note else "")
     )
     report = {
         "report_version": 1,

@@ -331,6 +331,15 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
+def _started_json(args: argparse.Namespace, jobs: Sequence[Job]) -> str:
+    record = {
+        "command": command_line(args),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "parts": [job.name for job in jobs],
+    }
+    return json.dumps(record, indent=1) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``sweworld data build-outcome``; 0 when records were written."""
     out = Path(args.out).expanduser().resolve()
@@ -370,17 +379,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    (out / "started.json").write_text(  # what a report of a build still running names
-        json.dumps(
-            {
-                "command": command_line(args),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "parts": [job.name for job in jobs],
-            },
-            indent=1,
-        )
-        + "\n"
-    )
+    # what a report of the build names (a merge alone keeps the record of the build it merges)
+    if jobs or not (out / "started.json").is_file():
+        (out / "started.json").write_text(_started_json(args, jobs))
     done = run_jobs(jobs, parallel=args.jobs, timeout=args.job_timeout)
     parts = sorted(p for p in (out / "parts").glob("*") if p.is_dir())
     summary = merge_parts(out, parts, heldout)

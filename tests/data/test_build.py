@@ -158,6 +158,26 @@ def test_build_outcome_cli_dry_run_and_merge_only(tmp_path, capsys):
     started = json.loads((out / "started.json").read_text())
     assert started["command"].startswith(f"sweworld data build-outcome --out {out}")
     assert "--only merge" in started["command"] and started["parts"] == []
+    # a merge keeps the record of a build that ran parts
+    record = {"command": "sweworld data build-outcome --out X", "started": "t", "parts": ["p"]}
+    (out / "started.json").write_text(json.dumps(record))
+    assert main(["data", "build-outcome", "--out", str(out), "--only", "merge"]) == 0
+    assert json.loads((out / "started.json").read_text()) == record
+    capsys.readouterr()
+    # the report: finished only when every part the build started wrote its summary
+    (out / "logs").mkdir()
+    (out / "logs" / "p.log").write_text("$ run\nrecords: swt 1; wall 12.5 s\n$ run\nwall 2.5 s\n")
+    report = tmp_path / "report"
+    bench = ["bench", "data-outcome", "--build", str(out), "--out", str(report)]
+    assert main(bench) == 0
+    text = json.loads((report / "report.json").read_text())["description"]
+    assert "(not finished: 0 of 1 parts finished, 1 started;" in text
+    figures = json.loads((report / "report.json").read_text())["figures"]
+    parts = next(f for f in figures if f["title"].startswith("Parts of the build"))
+    assert parts["rows"][0][:5] == ["p", 1, 1, 0, 15]  # the two finished runs' walls
+    (out / "parts" / "p" / "summary.json").write_text("{}")
+    assert main(bench) == 0
+    assert "(finished)" in json.loads((report / "report.json").read_text())["description"]
     assert main(["data", "build-outcome", "--out", str(out), "--source", "/no/such"]) == 2
 
 
