@@ -61,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
     checkouts = BaseCheckouts(repos, cache)
     paths = [Path(d) for d in args.data]
     started = time.perf_counter()
-    for rec in iter_records(paths):
-        checkouts.for_task(json.loads(rec.task) if rec.task else {}, rec.base_commit)
+    checkouts.prepare(iter_records(paths))
     print(f"base checkouts ready in {time.perf_counter() - started:.1f} s")
     rows_out: list[dict[str, Any]] = []
     first: list[Any] | None = None

@@ -124,6 +124,12 @@ class BaseCheckouts:
         self._dirs[key] = out
         return out
 
+    def prepare(self, records: Iterable[SWTRecord]) -> None:
+        """Extract (or find) the checkout of every record's task now, so that processes
+        sharing the cache later only read it."""
+        for rec in records:
+            self.for_task(json.loads(rec.task) if rec.task else {}, rec.base_commit)
+
     def _extract(self, commit: str, out: Path) -> Path | None:
         for repo in self.repos:
             probe = subprocess.run(
@@ -470,9 +476,7 @@ def _load_parallel(
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    for recs in groups:  # extract every checkout here, once
-        for rec in recs:
-            checkouts.for_task(json.loads(rec.task) if rec.task else {}, rec.base_commit)
+    checkouts.prepare(rec for recs in groups for rec in recs)  # here, once
     # tasks to processes, largest first onto the least loaded; each process keeps its
     # tasks in their original order, and the rows are put back in that order at the end
     shares: list[list[int]] = [[] for _ in range(min(jobs, len(groups)))]
