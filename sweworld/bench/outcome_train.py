@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -55,7 +57,17 @@ def run(args: argparse.Namespace) -> int:
     from sweworld.train.outcome import TreeSettings, per_mode_heads, repos_for
     from sweworld.train.outcome_data import BaseCheckouts, iter_records, load_rows
 
-    jobs = [int(j) for j in args.jobs.split(",") if j.strip()]
+    try:
+        jobs = [int(j) for j in args.jobs.split(",") if j.strip()]
+    except ValueError:
+        jobs = []
+    if not jobs or min(jobs) < 1 or max(jobs) > (os.cpu_count() or 1):
+        print(
+            f"sweworld: error: --jobs takes process counts from 1 to the CPUs "
+            f"({os.cpu_count() or 1}), got {args.jobs!r}",
+            file=sys.stderr,
+        )
+        return 2
     repos = repos_for(args.data, args.repos)
     cache = Path(args.cache) if args.cache else cache_dir() / "outcome-bases"
     checkouts = BaseCheckouts(repos, cache)

@@ -27,6 +27,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "regenerate the outcome model's data: replay import of every cached repository "
         "and the task factory on libraries, merged and split by repository",
     ),
+    "factory-reproductions": (
+        "sweworld.data.factory.reproductions",
+        "add agent-style reproductions (the failing test copied into reproduce_issue.py, run "
+        "by pytest and as a script) on every state of a factory part's tasks",
+    ),
     "collect": (
         "sweworld.data.collect",
         "run a policy against a real executor and record every step as SWT data",

@@ -110,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive_int,
         default=min(4, os.cpu_count() or 1),
         help="processes computing the features (each task's records in one; default: the "
-        "CPUs, at most 4); 1 computes them in this process",
+        "CPUs, at most 4; never more than the CPUs); 1 computes them in this process",
     )
 
 

@@ -354,10 +354,14 @@ def load_rows(
 ) -> list[Row]:
     """Feature rows of every record whose state can be rebuilt, in both ``modes``.
 
-    With ``jobs`` > 1 the tasks' records are shared out between that many processes (every
-    record of a task in one process: a task's ledger runs through its records in order); the
-    base checkouts are extracted first, here, so no two processes extract one. The rows and
-    counts are the same as with one process, in the same order."""
+    With ``jobs`` > 1 the tasks' records are shared out between that many processes, at most
+    the CPUs and the tasks (every record of a task in one process: a task's ledger runs
+    through its records in order); the base checkouts are extracted first, here, so no two
+    processes extract one. The rows and counts are the same as with one process, in the
+    same order."""
+    import os
+
+    jobs = max(1, min(jobs, os.cpu_count() or 1))
     stats = stats if stats is not None else {}
     records = list(iter_records(paths))
     base = _base_statuses(records)

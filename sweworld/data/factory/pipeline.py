@@ -33,6 +33,7 @@ from sweworld.data.factory import (
     issue_text,
     labels,
     mutate,
+    reproductions,
     rewrite,
     run_tests,
     source,
@@ -469,6 +470,10 @@ def _build_task(
             wrong_patches = [patch for kind, patch in cands if kind == "wrong"]
         counts["wrong_fixes"] += len(wrong_patches)
         n_swt = 0
+        f2p = task.FAIL_TO_PASS[0]
+        reproduction = reproductions.reproduction_source(
+            tests_text.get(f2p.split("::", 1)[0], ""), f2p
+        )
         if cfg.transitions:
             n_swt = transitions.record_transitions(
                 task,
@@ -480,7 +485,10 @@ def _build_task(
                 wrong_patches=wrong_patches,
                 timeout=cfg.timeout,
                 modes=cfg.contexts,
+                reproduction=reproduction,
             )
+            if reproduction is not None:  # recorded with the task's other transitions
+                store.done(f"repro:{task.instance_id}")
         n_swr = 0
         if cfg.labels:
             known = {"right": check.gold, "empty": check.buggy}

@@ -20,12 +20,24 @@ from sweworld.data.factory.issue_text import ReproCall
 from sweworld.data.schema import to_json
 
 __all__ = [
+    "REPRO_FILE",
     "agent_commands",
     "module_name",
     "record_transitions",
     "repro_script",
+    "reproduction_commands",
     "screen_record",
 ]
+
+
+#: the path of an agent-style reproduction in the repository (the name agents give it most
+#: often; :mod:`sweworld.data.factory.reproductions` writes its text)
+REPRO_FILE = "reproduce_issue.py"
+
+
+def reproduction_commands() -> list[str]:
+    """The runs of the reproduction on a state (through pytest, as a script)."""
+    return [f"python -m pytest {REPRO_FILE}", f"python {REPRO_FILE}"]
 
 
 def module_name(path: str) -> str:
@@ -87,11 +99,18 @@ def record_transitions(
     timeout: float = 300.0,
     wrong_patches: Sequence[str] = (),
     modes: tuple[str, ...] = ("oracle", "blind"),
+    reproduction: str | None = None,
+    states: Sequence[tuple[str, str, int]] | None = None,
+    agent: bool = True,
 ) -> int:
     """Record the transitions of ``task``; returns the number of records written.
     ``wrong_patches`` (and ``wrong_patch``) are wrong fixes, each a state of its own
     (``meta.phase`` ``wrong``, ``meta.wrong`` its index); ``modes`` the SWT contexts
-    built per record (``()``: none)."""
+    built per record (``()``: none). ``reproduction``: the text of an agent-style
+    reproduction (:func:`~sweworld.data.factory.reproductions.reproduction_source`),
+    written into the repository after each state's other commands and run
+    (``meta.reproduction``). ``states`` replaces the buggy / fixed / wrong states as
+    (phase, patch, wrong index); ``agent=False`` runs the reproduction alone."""
     from sweworld.data.record import RecordingExecutor
     from sweworld.sandbox.bwrap import SandboxLimits
     from sweworld.sandbox.session import SessionConfig
@@ -104,22 +123,31 @@ def record_transitions(
     step = 0
     try:
         session.write_file("/tmp/reproduce_issue.py", repro_script(test_id, repro))
-        wrongs = list(dict.fromkeys(p for p in (wrong_patch, *wrong_patches) if p))
-        phases: list[tuple[str, str, int]] = [("buggy", "", 0), ("fixed", task.patch, 0)]
-        phases += [("wrong", patch, i) for i, patch in enumerate(wrongs)]
-        for phase, patch, index in phases:
-            if patch:
+        if states is None:
+            wrongs = list(dict.fromkeys(p for p in (wrong_patch, *wrong_patches) if p))
+            states = [("buggy", "", 0), ("fixed", task.patch, 0)]
+            states = [*states, *(("wrong", patch, i) for i, patch in enumerate(wrongs))]
+        for n_state, (phase, patch, index) in enumerate(states):
+            if patch or n_state:
                 session.run("cd /testbed && git checkout -q -- . && git clean -fdq")
+            if patch:
                 session.write_file("/tmp/candidate.patch", patch)
                 applied = session.run("cd /testbed && git apply /tmp/candidate.patch")
                 if applied.exit_code != 0:
                     continue
-            for command in agent_commands(test_id, test_file, module, repro, phase):
-                fields: dict[str, Any] = {"phase": phase, "factory": True}
-                if phase == "wrong":
-                    fields["wrong"] = index
-                meta = to_json(fields)
-                rec.begin_step(step, meta=meta)
+            fields: dict[str, Any] = {"phase": phase, "factory": True}
+            if phase == "wrong":
+                fields["wrong"] = index
+            commands = agent_commands(test_id, test_file, module, repro, phase) if agent else []
+            for command in commands:
+                rec.begin_step(step, meta=to_json(fields))
+                session.run("cd /testbed && " + command, timeout=timeout)
+                step += 1
+            if reproduction is None:
+                continue
+            session.write_file(f"/testbed/{REPRO_FILE}", reproduction)
+            for command in reproduction_commands():
+                rec.begin_step(step, meta=to_json({**fields, "reproduction": True}))
                 session.run("cd /testbed && " + command, timeout=timeout)
                 step += 1
     finally:

@@ -58,6 +58,7 @@ from sweworld.transition.outcome.graded import (
 )
 from sweworld.transition.outcome.model import OutcomeModel, load_shared
 from sweworld.transition.outcome.render import (
+    header_versions,
     render_django,
     render_pytest,
     render_sympy,
@@ -419,8 +420,12 @@ class OutcomeExecutor:
             statuses = {}
         if step.kind in ("django_runtests", "sympy_test", "unittest"):
             return self._other_runner(step, statuses, exc, info)
+        python, pytest_version = header_versions(task)
         if exit_cls in ("4", "5") and not statuses:
-            stdout = render_pytest({}, report_chars=step.info.pytest.report_chars)
+            stdout = render_pytest(
+                {}, report_chars=step.info.pytest.report_chars, python=python,
+                pytest_version=pytest_version,
+            )  # fmt: skip
             code = int(exit_cls)
         else:
             sources = {p: state.text(p) for p in {t.split("::", 1)[0] for t in statuses}}
@@ -433,6 +438,8 @@ class OutcomeExecutor:
                 collection_errors=errors if exit_cls == "2" else (),
                 deselected=int(info.get("deselected", 0)),
                 setup_errors=setup,
+                python=python,
+                pytest_version=pytest_version,
             )
             if exit_cls == "2" and errors:
                 code = 2

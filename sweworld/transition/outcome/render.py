@@ -25,6 +25,8 @@ from sweworld.execution.log_render import render_django_log
 from sweworld.transition.outcome.fixtures import LISTED_FIXTURES
 
 __all__ = [
+    "HARNESS_PYTHON_RELEASES",
+    "header_versions",
     "render_django",
     "render_pytest",
     "render_sympy",
@@ -41,6 +43,36 @@ _COUNT_WORDS = (
     ("SKIPPED", "skipped"),
 )
 _LETTER = {"PASSED": ".", "FAILED": "F", "ERROR": "E", "SKIPPED": "s"}
+
+#: The Python release of each major.minor in the SWE-bench harness images, as their pytest
+#: session headers print it (the shared agent runs' outputs).
+HARNESS_PYTHON_RELEASES = {
+    "3.6": "3.6.13",
+    "3.7": "3.7.16",
+    "3.8": "3.8.20",
+    "3.9": "3.9.20",
+    "3.11": "3.11.11",
+}
+#: What the header says when the task's environment does not tell.
+DEFAULT_PYTHON, DEFAULT_PYTEST = "3.11.7", "8.3.3"
+
+
+def header_versions(task: Any) -> tuple[str, str]:
+    """(Python, pytest) versions for the session header of ``task``'s pytest runs: the
+    full Python release when the task states it (a factory task runs on the host), else
+    the harness image's release of the environment's major.minor; the pytest version the
+    environment pins. Each falls back to the defaults above when unknown."""
+    from sweworld.tasks.environment import task_environment
+
+    if task is None:
+        return DEFAULT_PYTHON, DEFAULT_PYTEST
+    try:
+        env = task_environment(task)
+    except Exception:  # a malformed task row: the defaults
+        return DEFAULT_PYTHON, DEFAULT_PYTEST
+    python = env.python_full or HARNESS_PYTHON_RELEASES.get(env.python or "") or DEFAULT_PYTHON
+    pytest_version = env.runner_version if env.test_runner == "pytest" else None
+    return python, pytest_version or DEFAULT_PYTEST
 
 
 def _banner(text: str, fill: str = "=") -> str:
@@ -130,8 +162,8 @@ def render_pytest(
     sources: Mapping[str, str | None] | None = None,
     report_chars: str = "",
     quiet: bool = False,
-    python: str = "3.11.7",
-    pytest_version: str = "8.3.3",
+    python: str = DEFAULT_PYTHON,
+    pytest_version: str = DEFAULT_PYTEST,
     rootdir: str = "/testbed",
     collection_errors: Sequence[str] = (),
     duration: float = 0.12,

@@ -148,6 +148,11 @@ def test_tasks_are_real_transitions_and_labels_too_and_a_rerun_resumes(tmp_path:
     buggy_first = [r for r in swt if json.loads(r.meta)["phase"] == "buggy" and r.step == 0]
     assert buggy_first and all(r.exit_code == 1 for r in buggy_first)
     assert all(r.state_source == "live" and r.context_oracle for r in swt)
+    repro = [(json.loads(r.meta)["phase"], r.exit_code) for r in swt
+             if json.loads(r.meta).get("reproduction")]  # fmt: skip
+    assert len({p for p, _ in repro}) >= 2  # the failing test copied to the root, run
+    assert all(code != 0 for phase, code in repro if phase == "buggy")
+    assert all(code == 0 for phase, code in repro if phase == "fixed")
 
     mutants = (out / "factory" / "mutants.jsonl").read_text()
     again = make_tasks(config(src, out), echo=lambda _: None)
@@ -244,3 +249,36 @@ def test_screening_runs_are_records_and_each_task_gets_several_wrong_fixes(tmp_p
     swr = load_split(out, "swr", "all")
     negatives = [r for r in swr if r.candidate_kind == "wrong"]
     assert len(negatives) == len(wrong) and not any(r.resolved for r in negatives)
+
+    # agent-style reproductions: the failing test copied to the root, run on every state
+    repro = [(m["phase"], r) for r, m in zip(swt, meta, strict=True) if m.get("reproduction")]
+    assert {phase for phase, _ in repro} == {"buggy", "fixed", "wrong"}
+    assert {r.command.rsplit("&& ", 1)[-1] for _, r in repro} == {
+        "python -m pytest reproduce_issue.py",
+        "python reproduce_issue.py",
+    }
+    assert all("+++ b/reproduce_issue.py" in r.diff for _, r in repro)
+    scripts = {phase: r.exit_code for phase, r in repro if "pytest" not in r.command}
+    assert scripts["buggy"] != 0 and scripts["fixed"] == 0
+    # the library's addopts break any pytest run here: the reproduction's too, for real
+    assert {r.exit_code for _, r in repro if "pytest" in r.command} == {4}
+
+    # a part made before reproductions existed gets the same runs from its records
+    from sweworld.data.factory.reproductions import augment_part
+
+    lines = (out / "records" / "swt.jsonl").read_text().splitlines()
+    kept = [x for x in lines if not json.loads(json.loads(x)["meta"]).get("reproduction")]
+    (out / "records" / "swt.jsonl").write_text("".join(x + "\n" for x in kept))
+    done = (out / "records" / "done.jsonl").read_text().splitlines()
+    (out / "records" / "done.jsonl").write_text(
+        "".join(x + "\n" for x in done if not json.loads(x)["unit"].startswith("repro:"))
+    )
+    counts = augment_part(out, echo=lambda _: None)
+    assert counts == {"tasks_done": 1, "swt_records": len(repro)}
+    again = [json.loads(r.meta) | {"exit": r.exit_code, "command": r.command}
+             for r in load_split(out, "swt", "all")]  # fmt: skip
+    made = sorted((m["phase"], m.get("wrong", -1), m["command"], m["exit"])
+                  for m in again if m.get("reproduction"))  # fmt: skip
+    assert made == sorted((json.loads(r.meta)["phase"], json.loads(r.meta).get("wrong", -1),
+                           r.command, r.exit_code) for _, r in repro)  # fmt: skip
+    assert augment_part(out, echo=lambda _: None) == {"tasks_resumed": 1}

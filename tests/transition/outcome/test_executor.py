@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import platform
 import re
 
 import pytest
@@ -38,6 +39,8 @@ def test_answers_every_step_from_the_model(manager, toy_task, calc_model) -> Non
         assert all(t.startswith("tests/test_textutil.py::") for t in statuses)
         failing = any(v in ("FAILED", "ERROR") for v in statuses.values())
         assert run.exit_code == int(failing)
+        # the toy task runs on the host: its header names the host's Python release
+        assert f"platform linux -- Python {platform.python_version()}, pytest-" in run.stdout
         # a state that breaks the module the tests import
         s.run("echo 'def broken(:' >> stockroom/textutil.py")
         broken = s.run("python -m pytest -rA tests/test_textutil.py")

@@ -130,3 +130,23 @@ def test_deselected_tests_are_counted_as_pytest_counts_them() -> None:
     text = render_pytest({"tests/test_a.py::test_x": "PASSED"}, deselected=2)
     assert "collected 3 items / 2 deselected / 1 selected" in text
     assert text.rstrip().splitlines()[-1].startswith("=") and "1 passed, 2 deselected in" in text
+
+
+def test_header_versions_follow_the_task_environment() -> None:
+    from sweworld.transition.outcome.render import (
+        DEFAULT_PYTEST,
+        DEFAULT_PYTHON,
+        HARNESS_PYTHON_RELEASES,
+        header_versions,
+    )
+
+    assert header_versions(None) == (DEFAULT_PYTHON, DEFAULT_PYTEST)
+    # SWE-bench: the harness image's Python of the version's major.minor
+    sympy = header_versions({"repo": "sympy/sympy", "version": "1.12"})
+    assert sympy[0] == HARNESS_PYTHON_RELEASES["3.9"]
+    assert header_versions({"repo": "django/django", "version": "3.0"})[0].startswith("3.6.")
+    # a row that states its Python and pins its runner
+    row = {"repo": "x/y", "environment": {"python": "3.10.4", "runner_version": "7.4.0"}}
+    assert header_versions(row) == ("3.10.4", "7.4.0")
+    text = render_pytest({"t.py::test_a": "PASSED"}, python="3.9.20", pytest_version="7.4.4")
+    assert "platform linux -- Python 3.9.20, pytest-7.4.4, pluggy-1.5.0" in text
