@@ -354,6 +354,18 @@ def _run(
         for _ in pool.map(build, jobs):
             bar.update(1)
     bar.close()
+    if cfg.transitions:  # tasks made before reproductions existed get theirs on a rerun
+        rows = reproductions.part_rows(cfg.out)
+        todo = [r for r in rows if not store.is_done(f"repro:{r['instance_id']}")]
+        if todo:
+            added = reproductions.augment_tasks(
+                todo, store=store, manager=manager, executor=executor,
+                test_sources=lambda path: tests_text.get(path, ""),
+                records=reproductions.part_records(cfg.out),
+                labels=reproductions.part_records(cfg.out, "swr"), workers=cfg.workers,
+                timeout=cfg.timeout, modes=cfg.contexts, echo=log.info,
+            )  # fmt: skip
+            counts.update({f"repro_{k}": v for k, v in added.items()})
 
 
 def _task_jobs(
@@ -483,12 +495,13 @@ def _build_task(
                 repro=repro,
                 module=module,
                 wrong_patches=wrong_patches,
+                alt_patches=[patch for kind, patch in cands if kind == "alt"],
                 timeout=cfg.timeout,
                 modes=cfg.contexts,
                 reproduction=reproduction,
             )
-            if reproduction is not None:  # recorded with the task's other transitions
-                store.done(f"repro:{task.instance_id}")
+            # recorded with the task's other transitions (or none can be copied)
+            store.done(f"repro:{task.instance_id}", copied=reproduction is not None)
         n_swr = 0
         if cfg.labels:
             known = {"right": check.gold, "empty": check.buggy}

@@ -7,9 +7,12 @@ library's own tests never makes them. Here the failing test is copied into
 ``reproduce_issue.py`` at the repository root, as an agent writes one: the test module's
 imports and helpers, the failing test (a test class keeps its other methods that are not
 tests), the module's other tests left out, and a ``__main__`` block that runs it when the
-file is run as a script. On each state of the task (buggy, fixed, each wrong fix) the file
-is run through pytest and as a script, for real; every run is one SWT record whose state
-(diff) holds the file, ``meta.phase`` the state's name and ``meta.reproduction`` true.
+file is run as a script. On each state of the task (buggy, fixed, each right fix written
+otherwise than the gold patch, the first wrong fix) the file is run through pytest and as
+a script, for real; every run is one SWT record whose state (diff) holds the file,
+``meta.phase`` the state's name and ``meta.reproduction`` true. Agents' own fixes are
+mostly right, and a task's several wrong fixes against one gold patch taught the model
+that an edited state fails: the right fixes written otherwise (``alt``) are states too.
 
 :func:`reproduction_source` is pure (the file's text from the test module's);
 :func:`task_states` reads the states of a task from its recorded transitions, and
@@ -38,6 +41,8 @@ __all__ = [
     "add_arguments",
     "augment_part",
     "augment_tasks",
+    "part_records",
+    "part_rows",
     "reproduction_commands",
     "reproduction_source",
     "run",
@@ -164,12 +169,23 @@ def source_patch(diff: str) -> str:
     return "".join(keep)
 
 
+def _phase(record: dict[str, Any]) -> str | None:
+    try:
+        meta = json.loads(record.get("meta") or "{}")
+    except ValueError:
+        return None
+    return meta.get("phase") if isinstance(meta, dict) else None
+
+
 def task_states(
-    task_row: dict[str, Any], records: Iterable[dict[str, Any]]
+    task_row: dict[str, Any],
+    records: Iterable[dict[str, Any]],
+    labels: Iterable[dict[str, Any]] = (),
 ) -> list[tuple[str, str, int]]:
-    """The states of a task as (phase, patch, wrong index): ``buggy`` (no patch), ``fixed``
-    (the gold patch) and each wrong fix, read from the diffs of the task's recorded
-    transitions (``meta.phase``), cache folders removed. Reproduction records are not
+    """The states of a task as (phase, patch, index): ``buggy`` (no patch), ``fixed`` (the
+    gold patch), each right fix written otherwise (``alt``: the SWR ``labels`` of kind
+    ``alt``, in their order) and each wrong fix (read from the diffs of the task's recorded
+    transitions, ``meta.phase``, cache folders removed). Reproduction records are not
     states of their own."""
     wrong: dict[int, str] = {}
     for record in records:
@@ -180,7 +196,9 @@ def task_states(
         if meta.get("phase") == "wrong" and not meta.get("reproduction"):
             index = int(meta.get("wrong", 0))
             wrong.setdefault(index, source_patch(record.get("diff") or ""))
+    alts = [str(r.get("patch") or "") for r in labels if r.get("candidate_kind") == "alt"]
     states = [("buggy", "", 0), ("fixed", str(task_row.get("patch") or ""), 0)]
+    states += [("alt", patch, i) for i, patch in enumerate(dict.fromkeys(alts)) if patch]
     states += [("wrong", patch, i) for i, patch in sorted(wrong.items()) if patch]
     return states
 
@@ -193,6 +211,7 @@ def augment_tasks(
     executor: Any,
     test_sources: Callable[[str], str],
     records: dict[str, list[dict[str, Any]]],
+    labels: dict[str, list[dict[str, Any]]] | None = None,
     workers: int = 2,
     timeout: float = 60.0,
     modes: tuple[str, ...] = (),
@@ -200,8 +219,11 @@ def augment_tasks(
 ) -> Counter:
     """Record the reproductions of the task rows ``rows`` not yet done (unit
     ``repro:<instance>`` in ``store``) on each of their states (:func:`task_states` of
-    ``records[instance]``), ``workers`` tasks at a time; ``test_sources(path)`` is a test
-    module's text at base. Returns counts (tasks done, resumed, skipped and why, records)."""
+    ``records[instance]`` and ``labels[instance]``, the SWR records), ``workers`` tasks at
+    a time; ``test_sources(path)`` is a test module's text at base. The ``alt`` states of
+    a task whose transitions have none (factory runs before them did not record them) also
+    get the agent's other commands.
+    Returns counts (tasks done, resumed, skipped and why, records)."""
     from sweworld.data.factory import transitions
     from sweworld.tasks.fields import test_list
     from sweworld.tasks.schema import Task
@@ -217,17 +239,23 @@ def augment_tasks(
             return
         test_id = (test_list(row, "FAIL_TO_PASS") or [""])[0]
         repro = reproduction_source(test_sources(test_id.split("::", 1)[0]), test_id)
+        instance = row["instance_id"]
+        recorded = records.get(instance, [])
+        states = task_states(row, recorded, (labels or {}).get(instance, []))
+        had_alt = any(_phase(r) == "alt" for r in recorded)
         if repro is None:
-            store.skip(unit, "repro_not_copyable")
             with lock:
-                counts["tasks_skipped_not_copyable"] += 1
-            return
-        states = task_states(row, records.get(row["instance_id"], []))
+                counts["tasks_not_copyable"] += 1
+            if had_alt or not any(phase == "alt" for phase, _, _ in states):
+                # done: the test module does not change on a rerun
+                store.done(unit, swt=0, reason="not_copyable")
+                return
+            states = [s for s in states if s[0] == "alt"]  # their agent commands only
         try:
             n = transitions.record_transitions(
                 Task.from_row(row), manager=manager, executor=executor, sink=store.add,
                 repro=None, module="", timeout=timeout, modes=modes, states=states,
-                reproduction=repro, agent=False,
+                reproduction=repro, agent=() if had_alt else ("alt",),
             )  # fmt: skip
         except Exception as exc:  # one task never stops the run
             log.exception("reproductions of %s failed", unit)
@@ -245,6 +273,28 @@ def augment_tasks(
             if i % 10 == 0 or i == len(rows):
                 echo(f"reproductions: {i}/{len(rows)} tasks, {counts['swt_records']} records")
     return counts
+
+
+def part_rows(part: Path) -> list[dict[str, Any]]:
+    """The task rows of a factory part (``tasks.jsonl``; none when it has no tasks yet)."""
+    path = Path(part) / "tasks.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def part_records(part: Path, kind: str = "swt") -> dict[str, list[dict[str, Any]]]:
+    """A factory part's records of ``kind`` (``records/swt.jsonl`` or ``swr.jsonl``) by
+    task instance; a torn last line (a run stopped while writing) is left out."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    path = Path(part) / "records" / f"{kind}.jsonl"
+    for line in path.read_text().splitlines() if path.is_file() else ():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        out.setdefault(record.get("instance_id", ""), []).append(record)
+    return out
 
 
 def augment_part(
@@ -266,15 +316,11 @@ def augment_part(
     from sweworld.sandbox.manager import SessionManager
 
     part = Path(part)
-    tasks_file = part / "tasks.jsonl"
-    if not tasks_file.is_file():
+    if not (part / "tasks.jsonl").is_file():
         raise FileNotFoundError(f"{part}: no tasks.jsonl (not a factory part)")
-    rows = [json.loads(line) for line in tasks_file.read_text().splitlines() if line.strip()]
-    records: dict[str, list[dict[str, Any]]] = {}
-    swt = part / "records" / "swt.jsonl"
-    for line in swt.read_text().splitlines() if swt.is_file() else ():
-        record = json.loads(line)
-        records.setdefault(record.get("instance_id", ""), []).append(record)
+    rows = part_rows(part)
+    records = part_records(part)
+    labels = part_records(part, "swr")
     checkout = next((p for p in sorted((part / "source").glob("*")) if p.is_dir()), None)
 
     def test_source(path: str) -> str:
@@ -291,7 +337,8 @@ def augment_part(
     try:
         counts = augment_tasks(
             rows[:limit] if limit is not None else rows, store=store, manager=manager,
-            executor=executor, test_sources=test_source, records=records, workers=workers,
+            executor=executor, test_sources=test_source, records=records, labels=labels,
+            workers=workers,
             timeout=timeout, modes=modes, echo=echo,
         )  # fmt: skip
     finally:

@@ -21,6 +21,7 @@ from sweworld.data.schema import to_json
 
 __all__ = [
     "REPRO_FILE",
+    "WRONG_REPRODUCTIONS",
     "agent_commands",
     "module_name",
     "record_transitions",
@@ -38,6 +39,10 @@ REPRO_FILE = "reproduce_issue.py"
 def reproduction_commands() -> list[str]:
     """The runs of the reproduction on a state (through pytest, as a script)."""
     return [f"python -m pytest {REPRO_FILE}", f"python {REPRO_FILE}"]
+
+
+#: wrong fixes of a task whose states get the reproduction run
+WRONG_REPRODUCTIONS = 1
 
 
 def module_name(path: str) -> str:
@@ -64,8 +69,9 @@ def repro_script(test_id: str, repro: ReproCall | None) -> str:
 def agent_commands(
     test_id: str, test_file: str, module: str, repro: ReproCall | None, phase: str
 ) -> list[str]:
-    """The commands run on a state (``buggy`` gets them all; ``fixed`` and ``wrong`` the
-    checks an agent repeats after an edit)."""
+    """The commands run on a state (``buggy`` gets them all; ``fixed``, ``alt`` (a right fix
+    written otherwise than the gold patch) and ``wrong`` the checks an agent repeats after
+    an edit, the whole suite after a right one)."""
     node = shlex.quote(test_id)
     python_c = None
     if repro is not None:
@@ -82,7 +88,7 @@ def agent_commands(
         "python -m pytest -x -q",
     ]
     later = [f"python -m pytest -q {node}", "python /tmp/reproduce_issue.py", python_c]
-    if phase == "fixed":
+    if phase in ("fixed", "alt"):
         later.append("python -m pytest -x -q")
     return [c for c in (buggy if phase == "buggy" else later) if c]
 
@@ -101,16 +107,21 @@ def record_transitions(
     modes: tuple[str, ...] = ("oracle", "blind"),
     reproduction: str | None = None,
     states: Sequence[tuple[str, str, int]] | None = None,
-    agent: bool = True,
+    agent: bool | Sequence[str] = True,
+    alt_patches: Sequence[str] = (),
 ) -> int:
     """Record the transitions of ``task``; returns the number of records written.
     ``wrong_patches`` (and ``wrong_patch``) are wrong fixes, each a state of its own
     (``meta.phase`` ``wrong``, ``meta.wrong`` its index); ``modes`` the SWT contexts
-    built per record (``()``: none). ``reproduction``: the text of an agent-style
-    reproduction (:func:`~sweworld.data.factory.reproductions.reproduction_source`),
-    written into the repository after each state's other commands and run
-    (``meta.reproduction``). ``states`` replaces the buggy / fixed / wrong states as
-    (phase, patch, wrong index); ``agent=False`` runs the reproduction alone."""
+    built per record (``()``: none); ``alt_patches`` right fixes written otherwise than the
+    gold patch (``meta.phase`` ``alt``, ``meta.alt`` its index). ``reproduction``: the
+    text of an agent-style reproduction
+    (:func:`~sweworld.data.factory.reproductions.reproduction_source`), written into the
+    repository after each state's other commands and run (``meta.reproduction``) on every
+    state but the wrong fixes after the first :data:`WRONG_REPRODUCTIONS` (agents' own
+    fixes are mostly right: many wrong states would teach that an edited state fails).
+    ``states`` replaces those states as (phase, patch, index); ``agent`` says which
+    phases also get the agent's other commands (True: all, False: none)."""
     from sweworld.data.record import RecordingExecutor
     from sweworld.sandbox.bwrap import SandboxLimits
     from sweworld.sandbox.session import SessionConfig
@@ -125,8 +136,10 @@ def record_transitions(
         session.write_file("/tmp/reproduce_issue.py", repro_script(test_id, repro))
         if states is None:
             wrongs = list(dict.fromkeys(p for p in (wrong_patch, *wrong_patches) if p))
+            alts = list(dict.fromkeys(p for p in alt_patches if p))
             states = [("buggy", "", 0), ("fixed", task.patch, 0)]
-            states = [*states, *(("wrong", patch, i) for i, patch in enumerate(wrongs))]
+            states += [("alt", patch, i) for i, patch in enumerate(alts)]
+            states += [("wrong", patch, i) for i, patch in enumerate(wrongs)]
         for n_state, (phase, patch, index) in enumerate(states):
             if patch or n_state:
                 session.run("cd /testbed && git checkout -q -- . && git clean -fdq")
@@ -136,14 +149,15 @@ def record_transitions(
                 if applied.exit_code != 0:
                     continue
             fields: dict[str, Any] = {"phase": phase, "factory": True}
-            if phase == "wrong":
-                fields["wrong"] = index
-            commands = agent_commands(test_id, test_file, module, repro, phase) if agent else []
-            for command in commands:
+            if phase in ("wrong", "alt"):
+                fields[phase] = index
+            runs_agent = agent is True or (agent is not False and phase in agent)
+            commands = agent_commands(test_id, test_file, module, repro, phase)
+            for command in commands if runs_agent else ():
                 rec.begin_step(step, meta=to_json(fields))
                 session.run("cd /testbed && " + command, timeout=timeout)
                 step += 1
-            if reproduction is None:
+            if reproduction is None or (phase == "wrong" and index >= WRONG_REPRODUCTIONS):
                 continue
             session.write_file(f"/testbed/{REPRO_FILE}", reproduction)
             for command in reproduction_commands():

@@ -252,7 +252,10 @@ def test_screening_runs_are_records_and_each_task_gets_several_wrong_fixes(tmp_p
 
     # agent-style reproductions: the failing test copied to the root, run on every state
     repro = [(m["phase"], r) for r, m in zip(swt, meta, strict=True) if m.get("reproduction")]
-    assert {phase for phase, _ in repro} == {"buggy", "fixed", "wrong"}
+    assert {phase for phase, _ in repro} == {"buggy", "fixed", "alt", "wrong"}
+    assert {json.loads(r.meta).get("wrong") for phase, r in repro if phase == "wrong"} == {0}
+    alt_runs = [r for r, m in zip(swt, meta, strict=True) if m["phase"] == "alt"]
+    assert any(not json.loads(r.meta).get("reproduction") for r in alt_runs)
     assert {r.command.rsplit("&& ", 1)[-1] for _, r in repro} == {
         "python -m pytest reproduce_issue.py",
         "python reproduce_issue.py",
@@ -266,13 +269,16 @@ def test_screening_runs_are_records_and_each_task_gets_several_wrong_fixes(tmp_p
     # a part made before reproductions existed gets the same runs from its records
     from sweworld.data.factory.reproductions import augment_part
 
-    lines = (out / "records" / "swt.jsonl").read_text().splitlines()
-    kept = [x for x in lines if not json.loads(json.loads(x)["meta"]).get("reproduction")]
-    (out / "records" / "swt.jsonl").write_text("".join(x + "\n" for x in kept))
-    done = (out / "records" / "done.jsonl").read_text().splitlines()
-    (out / "records" / "done.jsonl").write_text(
-        "".join(x + "\n" for x in done if not json.loads(x)["unit"].startswith("repro:"))
-    )
+    def forget_reproductions() -> None:
+        lines = (out / "records" / "swt.jsonl").read_text().splitlines()
+        kept = [x for x in lines if not json.loads(json.loads(x)["meta"]).get("reproduction")]
+        (out / "records" / "swt.jsonl").write_text("".join(x + "\n" for x in kept))
+        done = (out / "records" / "done.jsonl").read_text().splitlines()
+        (out / "records" / "done.jsonl").write_text(
+            "".join(x + "\n" for x in done if not json.loads(x)["unit"].startswith("repro:"))
+        )
+
+    forget_reproductions()
     counts = augment_part(out, echo=lambda _: None)
     assert counts == {"tasks_done": 1, "swt_records": len(repro)}
     again = [json.loads(r.meta) | {"exit": r.exit_code, "command": r.command}
@@ -282,3 +288,7 @@ def test_screening_runs_are_records_and_each_task_gets_several_wrong_fixes(tmp_p
     assert made == sorted((json.loads(r.meta)["phase"], json.loads(r.meta).get("wrong", -1),
                            r.command, r.exit_code) for _, r in repro)  # fmt: skip
     assert augment_part(out, echo=lambda _: None) == {"tasks_resumed": 1}
+    # and a rerun of the factory on such a part adds them too
+    forget_reproductions()
+    rerun = make_tasks(cfg, echo=lambda _: None)["factory"]["counts"]
+    assert rerun["repro_tasks_done"] == 1 and rerun["repro_swt_records"] == len(repro)

@@ -104,8 +104,16 @@ def test_states_come_from_the_recorded_transitions_without_cache_files() -> None
         {"meta": json.dumps({"phase": "wrong", "wrong": 1, "reproduction": True}), "diff": "x"},
         {"meta": "not json", "diff": ""},
     ]
-    assert task_states({"patch": fix}, records) == [
+    alt = make_unified_diff("lib.py", "a = 1\n", "a = 1 + 1\n")
+    labels = [
+        {"candidate_kind": "alt", "patch": alt},
+        {"candidate_kind": "alt", "patch": alt},  # the same state once
+        {"candidate_kind": "wrong", "patch": wrong},  # wrong states come from the records
+    ]
+    assert task_states({"patch": fix}, records, labels) == [
         ("buggy", "", 0),
         ("fixed", fix, 0),
+        ("alt", alt, 0),
         ("wrong", wrong, 1),
     ]
+    assert task_states({"patch": fix}, records)[-1] == ("wrong", wrong, 1)
