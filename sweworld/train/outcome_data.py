@@ -359,7 +359,6 @@ def load_rows(
     through its records in order); the base checkouts are extracted first, here, so no two
     processes extract one. The rows and counts are the same as with one process, in the
     same order."""
-    import os
 
     jobs = max(1, min(jobs, os.cpu_count() or 1))
     stats = stats if stats is not None else {}
@@ -468,6 +467,20 @@ def _worker_rows(
     return _rows_of_groups(groups, checkouts, heldout, modes, stats, base), stats
 
 
+def _exit_with_parent(parent: int, every: float = 1.0) -> None:
+    """A feature process's initializer: a thread that ends the process once its parent is
+    gone (a training run stopped or killed), instead of leaving it to compute its share."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def _load_parallel(
     groups: list[list[SWTRecord]],
     checkouts: BaseCheckouts,
@@ -491,7 +504,10 @@ def _load_parallel(
         loads[least] += len(groups[index])
     by_group: dict[str, list[Row]] = {}
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=len(shares), mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        max_workers=len(shares), mp_context=context, initializer=_exit_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:  # fmt: skip
         futures = [
             pool.submit(
                 _worker_rows,

@@ -111,8 +111,9 @@ def test_records_whose_replayed_state_diverged_are_left_out(calc_data, tmp_path)
 
 def test_rows_from_several_processes_equal_the_rows_from_one(calc_data, tmp_path) -> None:
     """``load_rows(jobs=3)`` shares the tasks out between processes (each task's records,
-    and so its ledger, in one); the rows, their order and the counts are those of one
-    process. The checkouts are extracted before the processes start (a fresh cache here)."""
+    and so its ledger, in one; at most the CPUs); the rows, their order and the counts are
+    those of one process. The checkouts are extracted before the processes start (a fresh
+    cache here)."""
     from sweworld.train.outcome_data import BaseCheckouts, load_rows
 
     serial_stats: dict[str, int] = {}
@@ -132,3 +133,26 @@ def test_rows_from_several_processes_equal_the_rows_from_one(calc_data, tmp_path
     assert parallel_stats == serial_stats and serial_stats["records"] == 72
     assert [(r.record_id, r.mode) for r in parallel] == [(r.record_id, r.mode) for r in serial]
     assert parallel == serial  # features, labels and per-test rows alike
+
+
+def _orphan(parent: int) -> None:  # a spawned process: module level, importable
+    import time
+
+    from sweworld.train.outcome_data import _exit_with_parent
+
+    _exit_with_parent(parent, every=0.05)
+    time.sleep(30)  # a share of features that would go on computing
+
+
+def test_a_feature_process_ends_when_its_parent_is_gone() -> None:
+    """The processes of ``load_rows(jobs=N)`` watch their parent: a training run killed does
+    not leave them computing (here the parent they watch is not theirs: it is "gone")."""
+    import multiprocessing
+    import os
+
+    process = multiprocessing.get_context("spawn").Process(
+        target=_orphan, args=(os.getpid() + 10**6,)
+    )
+    process.start()
+    process.join(timeout=20)
+    assert process.exitcode == 1
