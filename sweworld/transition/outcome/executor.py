@@ -179,19 +179,8 @@ class OutcomeExecutor:
             # decide (the command-kind feature is one the model never saw set)
             info["decided_as"] = "pytest"
             untrained = False
-        if kind == "other" or untrained:
-            reason = f"command kind {kind!r} not trained"
-            if self.text is not None:  # the LM route answers what the model cannot
-                answer = self.text.execute(request)
-                self._remember(request, argv, answer)
-                answer.info = {**info, "route": "lm", "reason": reason, "lm": answer.info}
-                answer.info["latency_s"] = round(time.perf_counter() - start, 6)
-                return answer
-            info.update(route="conservative", reason=reason)
-            info["latency_s"] = round(time.perf_counter() - start, 6)
-            conservative = ExecutionResult("", "", 0, info)
-            self._remember(request, argv, conservative)
-            return conservative
+        if kind == "other":
+            return self._not_trained(request, argv, kind, info, start)
         ledger = self._ledger(request.session_id)
         stdin = request.stdin.decode("utf-8", "replace") if request.stdin else ""
         ids = self._collect(request, argv, kind, info) if kind in TEST_RUNNER_KINDS else []
@@ -205,6 +194,14 @@ class OutcomeExecutor:
             stdin=stdin,
             test_ids=ids,
         )
+        broken = self._broken_import(step, state, kind, info)
+        if broken is not None:
+            self._remember(request, argv, broken)
+            info["latency_s"] = round(time.perf_counter() - start, 6)
+            broken.info = info
+            return broken
+        if untrained:
+            return self._not_trained(request, argv, kind, info, start)
         exit_cls = self.model.predict_exit([step.values], self.mode)[0]
         info.update(route="outcome-model", exit_class=exit_cls, exception="none")
 
@@ -223,6 +220,29 @@ class OutcomeExecutor:
         info["latency_s"] = round(time.perf_counter() - start, 6)
         result.info = info
         return result
+
+    def _not_trained(
+        self,
+        request: ExecutionRequest,
+        argv: list[str],
+        kind: str,
+        info: dict[str, Any],
+        start: float,
+    ) -> ExecutionResult:
+        """A command kind the model was not trained on: the LM route when there is one,
+        else the conservative answer (exit 0, no text); ``info`` says which and why."""
+        reason = f"command kind {kind!r} not trained"
+        if self.text is not None:  # the LM route answers what the model cannot
+            answer = self.text.execute(request)
+            self._remember(request, argv, answer)
+            answer.info = {**info, "route": "lm", "reason": reason, "lm": answer.info}
+            answer.info["latency_s"] = round(time.perf_counter() - start, 6)
+            return answer
+        info.update(route="conservative", reason=reason)
+        info["latency_s"] = round(time.perf_counter() - start, 6)
+        conservative = ExecutionResult("", "", 0, info)
+        self._remember(request, argv, conservative)
+        return conservative
 
     def _remember(
         self,
@@ -272,6 +292,32 @@ class OutcomeExecutor:
             return None
         info.update(route="exact", text_source="exact", exception=error.error_type)
         return ExecutionResult("", error.text, 1)
+
+    def _broken_import(
+        self, step: Any, state: FileState, kind: str, info: dict[str, Any]
+    ) -> ExecutionResult | None:
+        """A module the command imports does not compile, and Python stops there (exact): a
+        script or ``-c`` program that imports it (through its imports, nearest first) ends
+        with the ``SyntaxError``, exit 1; pytest whose own package (``_pytest``, the
+        repository's when it is pytest's) is the module cannot start, exit 1. A test module
+        that does not compile is a collection error: the model decides those."""
+        from sweworld.transition.facts import format_syntax_error
+
+        if kind in ("python_script", "python_c"):
+            broken = [p for p in step.unparsable if not p.startswith("<")]
+        elif kind == "pytest":
+            broken = [p for p in step.unparsable if "_pytest" in p.split("/")[:-1]]
+        else:
+            return None
+        for rel in sorted(broken, key=lambda p: (step.reach.get(p, 0), p))[:5]:
+            text = state.text(rel)
+            error = format_syntax_error(text, f"/testbed/{rel}")[0] if text else None
+            if error is None:
+                continue
+            info.update(route="exact", text_source="exact", exception=error.error_type,
+                        reason=f"{rel} does not compile")  # fmt: skip
+            return ExecutionResult("", "Traceback (most recent call last):\n" + error.text, 1)
+        return None
 
     def _informational(
         self, request: ExecutionRequest, kind: str, info: dict[str, Any]

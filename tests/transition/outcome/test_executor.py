@@ -46,6 +46,16 @@ def test_answers_every_step_from_the_model(manager, toy_task, calc_model) -> Non
         broken = s.run("python -m pytest -rA tests/test_textutil.py")
         assert last_info(broken)["route"] == "outcome-model"
         assert broken.exit_code != 0 or "FAILED" not in broken.stdout
+        # a program that imports the module stops at its SyntaxError (exact)
+        s.write_file("/testbed/use_it.py", "import stockroom.textutil\nprint('ok')\n")
+        for command in ("python use_it.py", "python -c 'import stockroom.textutil'"):
+            stopped = s.run(command)
+            info = last_info(stopped)
+            assert info["route"] == "exact" and info["exception"] == "SyntaxError", command
+            assert stopped.exit_code == 1 and stopped.stdout == ""
+            assert stopped.stderr.startswith("Traceback (most recent call last):\n")
+            assert 'stockroom/textutil.py", line' in stopped.stderr
+            assert stopped.stderr.rstrip().endswith("SyntaxError: invalid syntax")
         missing = s.run("python nothere.py")
         assert missing.exit_code == 2 and "can't open file '/testbed/nothere.py'" in missing.stderr
         version = s.run("python --version")
