@@ -88,7 +88,10 @@ def reproduction_source(test_source: str, test_id: str) -> str | None:
         return None
     if _has_relative_import(tree):
         return None
-    lines = test_source.splitlines(keepends=True)
+    # lines as the parser numbers them (str.splitlines would also split at form feeds)
+    lines = [line + "\n" for line in test_source.split("\n")]
+    if any("\r" in line[:-2] for line in lines):
+        return None  # a lone carriage return: the parser's line numbers differ
     drop: list[tuple[int, int]] = []
     target: ast.stmt | None = None
     for node in tree.body:

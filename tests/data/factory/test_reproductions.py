@@ -89,6 +89,15 @@ def test_what_cannot_be_copied_is_none() -> None:
     assert reproduction_source("def test_x(:\n", "t.py::test_x") is None
     assert reproduction_source("from . import x\ndef test_x(): pass\n", "t.py::test_x") is None
     assert reproduction_source("", "t.py::test_x") is None
+    assert reproduction_source("x = 1\rdef test_x():\n    pass\n", "t.py::test_x") is None
+    # a form feed is not a line break for the parser: the lines still line up
+    feed = "import os\n\x0c\ndef test_a():\n    assert os\n\n\ndef test_b():\n    pass\n"
+    text = reproduction_source(feed, "t.py::test_b")
+    assert text is not None
+    assert text.startswith("import os\n\x0c\n\n\ndef test_b():\n    pass\n\nif __name__")
+    crlf = feed.replace("\n", "\r\n")
+    text = reproduction_source(crlf, "t.py::test_b")
+    assert text is not None and "def test_a" not in text and "def test_b" in text
     huge = "def test_x():\n    pass\n" + "x = 1\n" * 100_000
     assert reproduction_source(huge, "t.py::test_x") is None
 
