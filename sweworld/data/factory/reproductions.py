@@ -283,7 +283,18 @@ def part_rows(part: Path) -> list[dict[str, Any]]:
     path = Path(part) / "tasks.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            raise ValueError(f"{path}:{number}: not a JSON task row") from None
+        if not isinstance(row, dict) or not row.get("instance_id"):
+            raise ValueError(f"{path}:{number}: a task row needs an instance_id")
+        rows.append(row)
+    return rows
 
 
 def part_records(part: Path, kind: str = "swt") -> dict[str, list[dict[str, Any]]]:
@@ -374,7 +385,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             counts = augment_part(Path(part), workers=args.workers, timeout=args.timeout,
                                   limit=args.limit)  # fmt: skip
-        except FileNotFoundError as exc:
+        except (OSError, ValueError) as exc:
             print(f"sweworld: error: {exc}", file=sys.stderr)
             return 2
         print(f"{part}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

@@ -126,3 +126,17 @@ def test_states_come_from_the_recorded_transitions_without_cache_files() -> None
         ("wrong", wrong, 1),
     ]
     assert task_states({"patch": fix}, records)[-1] == ("wrong", wrong, 1)
+
+
+def test_the_command_refuses_what_is_not_a_factory_part(tmp_path, capsys) -> None:
+    from sweworld.cli import main as cli_main
+
+    def error(part) -> str:
+        assert cli_main(["data", "factory-reproductions", str(part)]) == 2
+        return capsys.readouterr().err
+
+    assert "no tasks.jsonl (not a factory part)" in error(tmp_path / "missing")
+    (tmp_path / "tasks.jsonl").write_text('{"instance_id": "a"}\n{torn\n')
+    assert "tasks.jsonl:2: not a JSON task row" in error(tmp_path)
+    (tmp_path / "tasks.jsonl").write_text('["not", "a", "row"]\n')
+    assert "tasks.jsonl:1: a task row needs an instance_id" in error(tmp_path)
