@@ -482,11 +482,11 @@ def _build_task(
             wrong_patches = [patch for kind, patch in cands if kind == "wrong"]
         counts["wrong_fixes"] += len(wrong_patches)
         n_swt = 0
-        f2p = task.FAIL_TO_PASS[0]
-        reproduction = reproductions.reproduction_source(
-            tests_text.get(f2p.split("::", 1)[0], ""), f2p
-        )
         if cfg.transitions:
+            f2p = task.FAIL_TO_PASS[0]
+            reproduction = reproductions.reproduction_source(
+                tests_text.get(f2p.split("::", 1)[0], ""), f2p
+            )
             n_swt = transitions.record_transitions(
                 task,
                 manager=manager,

@@ -172,34 +172,32 @@ def source_patch(diff: str) -> str:
     return "".join(keep)
 
 
-def _phase(record: dict[str, Any]) -> str | None:
+def _meta(record: Any) -> dict[str, Any]:
+    """A record's ``meta`` column as a mapping (empty when it is not a JSON object)."""
     try:
-        meta = json.loads(record.get("meta") or "{}")
+        meta = json.loads(record.meta or "{}")
     except ValueError:
-        return None
-    return meta.get("phase") if isinstance(meta, dict) else None
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def task_states(
     task_row: dict[str, Any],
-    records: Iterable[dict[str, Any]],
-    labels: Iterable[dict[str, Any]] = (),
+    records: Iterable[Any],
+    labels: Iterable[Any] = (),
 ) -> list[tuple[str, str, int]]:
     """The states of a task as (phase, patch, index): ``buggy`` (no patch), ``fixed`` (the
     gold patch), each right fix written otherwise (``alt``: the SWR ``labels`` of kind
     ``alt``, in their order) and each wrong fix (read from the diffs of the task's recorded
-    transitions, ``meta.phase``, cache folders removed). Reproduction records are not
+    SWT ``records``, ``meta.phase``, cache folders removed). Reproduction records are not
     states of their own."""
     wrong: dict[int, str] = {}
     for record in records:
-        try:
-            meta = json.loads(record.get("meta") or "{}")
-        except ValueError:
-            continue
+        meta = _meta(record)
         if meta.get("phase") == "wrong" and not meta.get("reproduction"):
             index = int(meta.get("wrong", 0))
-            wrong.setdefault(index, source_patch(record.get("diff") or ""))
-    alts = [str(r.get("patch") or "") for r in labels if r.get("candidate_kind") == "alt"]
+            wrong.setdefault(index, source_patch(record.diff or ""))
+    alts = [str(r.patch or "") for r in labels if r.candidate_kind == "alt"]
     states = [("buggy", "", 0), ("fixed", str(task_row.get("patch") or ""), 0)]
     states += [("alt", patch, i) for i, patch in enumerate(dict.fromkeys(alts)) if patch]
     states += [("wrong", patch, i) for i, patch in sorted(wrong.items()) if patch]
@@ -213,8 +211,8 @@ def augment_tasks(
     manager: Any,
     executor: Any,
     test_sources: Callable[[str], str],
-    records: dict[str, list[dict[str, Any]]],
-    labels: dict[str, list[dict[str, Any]]] | None = None,
+    records: dict[str, list[Any]],
+    labels: dict[str, list[Any]] | None = None,
     workers: int = 2,
     timeout: float = 60.0,
     modes: tuple[str, ...] = (),
@@ -245,7 +243,7 @@ def augment_tasks(
         instance = row["instance_id"]
         recorded = records.get(instance, [])
         states = task_states(row, recorded, (labels or {}).get(instance, []))
-        had_alt = any(_phase(r) == "alt" for r in recorded)
+        had_alt = any(_meta(r).get("phase") == "alt" for r in recorded)
         if repro is None:
             with lock:
                 counts["tasks_not_copyable"] += 1
@@ -297,17 +295,14 @@ def part_rows(part: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def part_records(part: Path, kind: str = "swt") -> dict[str, list[dict[str, Any]]]:
-    """A factory part's records of ``kind`` (``records/swt.jsonl`` or ``swr.jsonl``) by
-    task instance; a torn last line (a run stopped while writing) is left out."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    path = Path(part) / "records" / f"{kind}.jsonl"
-    for line in path.read_text().splitlines() if path.is_file() else ():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        out.setdefault(record.get("instance_id", ""), []).append(record)
+def part_records(part: Path, kind: str = "swt") -> dict[str, list[Any]]:
+    """A factory part's records of ``kind`` written so far (``swt`` or ``swr``,
+    :func:`sweworld.data.store.iter_records`) by task instance."""
+    from sweworld.data.store import iter_records
+
+    out: dict[str, list[Any]] = {}
+    for record in iter_records(part, kind):
+        out.setdefault(record.instance_id, []).append(record)
     return out
 
 

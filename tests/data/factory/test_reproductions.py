@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+from types import SimpleNamespace as Rec
 
 from sweworld.data.factory.reproductions import (
     reproduction_source,
@@ -108,16 +109,17 @@ def test_states_come_from_the_recorded_transitions_without_cache_files() -> None
     cache = make_unified_diff(".pytest_cache/v/cache/nodeids", None, "[]\n")
     assert source_patch(cache + wrong) == wrong
     records = [
-        {"meta": json.dumps({"phase": "buggy"}), "diff": ""},
-        {"meta": json.dumps({"phase": "wrong", "wrong": 1}), "diff": cache + wrong},
-        {"meta": json.dumps({"phase": "wrong", "wrong": 1, "reproduction": True}), "diff": "x"},
-        {"meta": "not json", "diff": ""},
+        Rec(meta=json.dumps({"phase": "buggy"}), diff=""),
+        Rec(meta=json.dumps({"phase": "wrong", "wrong": 1}), diff=cache + wrong),
+        Rec(meta=json.dumps({"phase": "wrong", "wrong": 1, "reproduction": True}), diff="x"),
+        Rec(meta="not json", diff=""),
+        Rec(meta="[1]", diff=""),
     ]
     alt = make_unified_diff("lib.py", "a = 1\n", "a = 1 + 1\n")
     labels = [
-        {"candidate_kind": "alt", "patch": alt},
-        {"candidate_kind": "alt", "patch": alt},  # the same state once
-        {"candidate_kind": "wrong", "patch": wrong},  # wrong states come from the records
+        Rec(candidate_kind="alt", patch=alt),
+        Rec(candidate_kind="alt", patch=alt),  # the same state once
+        Rec(candidate_kind="wrong", patch=wrong),  # wrong states come from the records
     ]
     assert task_states({"patch": fix}, records, labels) == [
         ("buggy", "", 0),
