@@ -359,7 +359,6 @@ def load_rows(
     through its records in order); the base checkouts are extracted first, here, so no two
     processes extract one. The rows and counts are the same as with one process, in the
     same order."""
-
     jobs = max(1, min(jobs, os.cpu_count() or 1))
     stats = stats if stats is not None else {}
     records = list(iter_records(paths))

@@ -169,10 +169,7 @@ class OutcomeExecutor:
             self._ledger(request.session_id).installed = True
         exact = self._exact(request, kind, state, info) or self._informational(request, kind, info)
         if exact is not None:
-            self._remember(request, argv, exact)
-            info["latency_s"] = round(time.perf_counter() - start, 6)
-            exact.info = info
-            return exact
+            return self._answered(request, argv, exact, info, start)
         untrained = bool(self.model.kinds) and kind not in self.model.kinds
         if untrained and kind in TEST_RUNNER_KINDS and "pytest" in self.model.kinds:
             # another test runner: the tests' features are the runner's own; pytest's heads
@@ -196,10 +193,7 @@ class OutcomeExecutor:
         )
         broken = self._broken_import(step, state, kind, info)
         if broken is not None:
-            self._remember(request, argv, broken)
-            info["latency_s"] = round(time.perf_counter() - start, 6)
-            broken.info = info
-            return broken
+            return self._answered(request, argv, broken, info, start)
         if untrained:
             return self._not_trained(request, argv, kind, info, start)
         exit_cls = self.model.predict_exit([step.values], self.mode)[0]
@@ -216,7 +210,21 @@ class OutcomeExecutor:
             )
         else:
             result = self._script(request, step, state, exit_cls, exception, info)
-        self._remember(request, argv, result, info.pop("_statuses", {}))
+        statuses = info.pop("_statuses", {})
+        return self._answered(request, argv, result, info, start, statuses)
+
+    def _answered(
+        self,
+        request: ExecutionRequest,
+        argv: list[str],
+        result: ExecutionResult,
+        info: dict[str, Any],
+        start: float,
+        statuses: dict[str, str] | None = None,
+    ) -> ExecutionResult:
+        """``result`` as the step's answer: remembered in the session's ledger, with
+        ``info`` (and the step's latency) attached."""
+        self._remember(request, argv, result, statuses)
         info["latency_s"] = round(time.perf_counter() - start, 6)
         result.info = info
         return result
@@ -234,15 +242,10 @@ class OutcomeExecutor:
         reason = f"command kind {kind!r} not trained"
         if self.text is not None:  # the LM route answers what the model cannot
             answer = self.text.execute(request)
-            self._remember(request, argv, answer)
-            answer.info = {**info, "route": "lm", "reason": reason, "lm": answer.info}
-            answer.info["latency_s"] = round(time.perf_counter() - start, 6)
-            return answer
+            lm_info = {**info, "route": "lm", "reason": reason, "lm": answer.info}
+            return self._answered(request, argv, answer, lm_info, start)
         info.update(route="conservative", reason=reason)
-        info["latency_s"] = round(time.perf_counter() - start, 6)
-        conservative = ExecutionResult("", "", 0, info)
-        self._remember(request, argv, conservative)
-        return conservative
+        return self._answered(request, argv, ExecutionResult("", "", 0), info, start)
 
     def _remember(
         self,
