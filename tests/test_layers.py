@@ -53,6 +53,7 @@ LAYERS: dict[str, float] = {
     "cli_inputs": 5,  # what the command modules share (input files, tasks, the executor)
     "extras": -1,  # which extra brings a module; reads pyproject / metadata only
     "console": -1,  # warning filters and bars; imports nothing of sweworld
+    "argtypes": -1,  # argparse number types; imports nothing of sweworld
     "__main__": 5,
     "__init__": 5,  # the package's lazy facade
 }

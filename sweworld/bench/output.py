@@ -18,14 +18,13 @@ Every ``sweworld bench`` command writes into one folder ``OUT``:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,7 +35,6 @@ __all__ = [
     "Figure",
     "OutputBusy",
     "ResumeMismatch",
-    "at_least",
     "command_line",
     "figure",
     "fmt",
@@ -56,23 +54,6 @@ class ResumeMismatch(RuntimeError):
 class OutputBusy(ResumeMismatch):
     """Another process is writing ``OUT`` now (a :class:`ResumeMismatch`, so that every
     benchmark says so and exits 2 where it catches that)."""
-
-
-def at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``low`` (a count of 0 or below is refused
-    by the parser, not found out mid-run)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
-        return value
-
-    parse.__name__ = f"integer >= {low}"
-    return parse
 
 
 def fingerprint(settings: Mapping[str, Any]) -> str:

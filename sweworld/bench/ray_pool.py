@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sweworld.bench.output import at_least
+from sweworld.argtypes import at_least
 from sweworld.bench.summary import add_report_arguments, write_summary
 
 __all__ = ["WORKLOADS", "add_arguments", "measure_pools", "run"]

@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sweworld.bench.output import at_least
+from sweworld.argtypes import at_least
 from sweworld.bench.swr_scoring import (  # bon_groups, candidate_row, task_of: read here by tts
     BON_SIZES,
     bon_groups,

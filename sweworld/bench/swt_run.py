@@ -48,7 +48,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sweworld.bench.output import at_least
+from sweworld.argtypes import at_least
 from sweworld.bench.swt_outcome import (
     base_statuses,
     is_outcome_spec,

@@ -49,7 +49,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sweworld.bench.output import BenchOutput, Figure, at_least, figure
+from sweworld.argtypes import at_least, bounded
+from sweworld.bench.output import BenchOutput, Figure, figure
 from sweworld.bench.throughput_measure import (
     FILE_OPS,
     REAL_BACKENDS,
@@ -208,7 +209,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--embedded-steps", type=at_least(1), default=2, help="for embedded* models"
     )
-    parser.add_argument("--step-timeout", type=_seconds, default=300.0, help="seconds per step")
+    parser.add_argument(
+        "--step-timeout", type=bounded(float, 0.001, 86_400), default=300.0,
+        help="seconds per step",
+    )  # fmt: skip
     parser.add_argument(
         "--compare", action="store_true",
         help="before vs after: the step cells on --baseline's tree and on this one, "
@@ -219,17 +223,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from sweworld.bench.throughput_serve import add_hostile_arguments
 
     add_hostile_arguments(parser)
-
-
-def _seconds(text: str) -> float:
-    """An argparse type: a positive, finite number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
 
 
 def _ints(text: str) -> list[int]:

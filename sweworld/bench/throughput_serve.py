@@ -59,7 +59,7 @@ FOUR_MIB = 4 * 1024 * 1024
 
 def add_hostile_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``sweworld bench throughput --hostile``."""
-    from sweworld.bench.output import at_least
+    from sweworld.argtypes import at_least
 
     group = parser.add_argument_group("hostile (--hostile: the world service under attack)")
     group.add_argument(

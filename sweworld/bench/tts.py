@@ -29,7 +29,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from sweworld.bench.output import BenchOutput, ResumeMismatch, at_least
+from sweworld.argtypes import at_least
+from sweworld.bench.output import BenchOutput, ResumeMismatch
 from sweworld.bench.tts_selection import SELECTOR_BASELINES
 
 __all__ = [

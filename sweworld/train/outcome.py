@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from sweworld.argtypes import at_least, bounded
+
 __all__ = [
     "TreeSettings",
     "add_arguments",
@@ -82,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min-samples-leaf",
-        type=_positive_int,
+        type=at_least(1),
         default=100,
         help="fewest rows in a leaf of the trees (hgb; default 100, the shipped model's). "
         "A step's per-test rows share its step features: small leaves learn single steps "
@@ -92,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--l2",
-        type=_non_negative_float,
+        type=bounded(float, 0),
         default=1.0,
         help="L2 regularisation of the trees' leaf values (hgb; default 1, the shipped model's)",
     )
@@ -107,25 +109,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1, help="OpenMP threads for training")
     parser.add_argument(
         "--jobs",
-        type=_positive_int,
+        type=at_least(1),
         default=min(4, os.cpu_count() or 1),
         help="processes computing the features (each task's records in one; default: the "
         "CPUs, at most 4; never more than the CPUs); 1 computes them in this process",
     )
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
 
 
 def make_parser() -> argparse.ArgumentParser:

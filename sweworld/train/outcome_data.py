@@ -47,6 +47,7 @@ __all__ = [
     "Row",
     "TestRow",
     "exception_of",
+    "exit_with_parent",
     "iter_records",
     "load_rows",
     "normal_status",
@@ -466,7 +467,7 @@ def _worker_rows(
     return _rows_of_groups(groups, checkouts, heldout, modes, stats, base), stats
 
 
-def _exit_with_parent(parent: int, every: float = 1.0) -> None:
+def exit_with_parent(parent: int, every: float = 1.0) -> None:
     """A feature process's initializer: a thread that ends the process once its parent is
     gone (a training run stopped or killed), instead of leaving it to compute its share."""
     import threading
@@ -504,7 +505,7 @@ def _load_parallel(
     by_group: dict[str, list[Row]] = {}
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
-        max_workers=len(shares), mp_context=context, initializer=_exit_with_parent,
+        max_workers=len(shares), mp_context=context, initializer=exit_with_parent,
         initargs=(os.getpid(),),
     ) as pool:  # fmt: skip
         futures = [

@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from sweworld.argtypes import at_least, bounded
 from sweworld.data.factory.transitions import REPRO_FILE, reproduction_commands
 
 __all__ = [
@@ -369,9 +370,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "parts", nargs="+", help="factory output folders (make-tasks --out, or a build's parts)"
     )
-    parser.add_argument("--workers", type=int, default=2, help="tasks at once (default 2)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per run")
-    parser.add_argument("--limit", type=int, help="the first N tasks of each part only")
+    parser.add_argument("--workers", type=at_least(1), default=2, help="tasks at once (default 2)")
+    parser.add_argument(
+        "--timeout", type=bounded(float, 1, 86_400), default=60.0, help="seconds per run"
+    )
+    parser.add_argument("--limit", type=at_least(0), help="the first N tasks of each part only")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -32,6 +32,8 @@ import time
 from types import FrameType
 from typing import Any
 
+from sweworld.argtypes import bounded
+
 __all__ = ["add_arguments", "config_from_args", "draining_server", "main", "run"]
 
 log = logging.getLogger("sweworld.serve.world")
@@ -62,24 +64,6 @@ NUMERIC_BOUNDS: dict[str, tuple[float, float]] = {
     "workers": (1, 4096),
     "drain_timeout": (0, 86_400),
 }
-
-
-def bounded(kind: type, low: float, high: float) -> Any:
-    """An argparse type: a ``kind`` (int or float) in ``[low, high]``, finite (no ``inf``,
-    no ``nan``), with a one-line error otherwise."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            what = "an integer" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not math.isfinite(value) or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{text} is out of range [{low:g}, {high:g}]")
-        return value
-
-    parse.__name__ = kind.__name__  # argparse names the type in its messages
-    return parse
 
 
 def _log_level(text: str) -> str:

@@ -6,6 +6,8 @@ import ast
 import json
 from types import SimpleNamespace as Rec
 
+import pytest
+
 from sweworld.data.factory.reproductions import (
     reproduction_source,
     source_patch,
@@ -142,3 +144,21 @@ def test_the_command_refuses_what_is_not_a_factory_part(tmp_path, capsys) -> Non
     assert "tasks.jsonl:2: not a JSON task row" in error(tmp_path)
     (tmp_path / "tasks.jsonl").write_text('["not", "a", "row"]\n')
     assert "tasks.jsonl:1: a task row needs an instance_id" in error(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--limit", "-1"], "argument --limit: must be at least 0, got -1"),
+        (["--workers", "0"], "argument --workers: must be at least 1, got 0"),
+        (["--timeout", "nan"], "argument --timeout: nan is out of range [1, 86400]"),
+    ],
+)
+def test_the_command_refuses_bad_numbers_before_reading_a_part(tmp_path, capsys, option, message):
+    """``--limit -1`` would slice off the last task; the parser refuses it (exit 2)."""
+    from sweworld.cli import main as cli_main
+
+    with pytest.raises(SystemExit) as stop:
+        cli_main(["data", "factory-reproductions", str(tmp_path), *option])
+    assert stop.value.code == 2
+    assert message in capsys.readouterr().err

@@ -138,9 +138,9 @@ def test_rows_from_several_processes_equal_the_rows_from_one(calc_data, tmp_path
 def _orphan(parent: int) -> None:  # a spawned process: module level, importable
     import time
 
-    from sweworld.train.outcome_data import _exit_with_parent
+    from sweworld.train.outcome_data import exit_with_parent
 
-    _exit_with_parent(parent, every=0.05)
+    exit_with_parent(parent, every=0.05)
     time.sleep(30)  # a share of features that would go on computing
 
 
