@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from sweworld.train.outcome import main, wilson
 from sweworld.transition.outcome.model import OutcomeModel
 
@@ -107,6 +109,54 @@ def test_records_whose_replayed_state_diverged_are_left_out(calc_data, tmp_path)
     n_marked = (len(lines) + 2) // 3
     assert stats["skipped_diverged"] == n_marked
     assert len(rows) == len(whole) - n_marked
+
+
+def test_the_factorys_reproduction_run_as_a_script_is_left_out(calc_data, tmp_path) -> None:
+    """A record of the factory's reproduction file (``meta.reproduction``) run as a script
+    gives no row (the factory's copy raises where agents' scripts print); run by pytest it
+    is kept. Both are counted."""
+    import json
+
+    from sweworld.train.outcome_data import BaseCheckouts, is_reproduction, load_rows
+
+    lines = calc_data["data"].read_text().splitlines()
+    marked = [json.loads(line) for line in lines]
+    for record in marked:
+        record["meta"] = json.dumps({"phase": "buggy", "reproduction": True})
+    data = tmp_path / "records" / "swt.jsonl"
+    data.parent.mkdir()
+    data.write_text("\n".join(json.dumps(r) for r in marked) + "\n")
+    checkouts = BaseCheckouts([calc_data["repo"]], tmp_path / "bases")
+    stats: dict[str, int] = {}
+    rows = load_rows([data], checkouts, modes=("oracle",), stats=stats)
+    scripts = sum(not r["command"].startswith("python -m pytest") for r in marked)
+    assert scripts and stats["skipped_reproduction_script"] == scripts
+    assert rows and {r.kind for r in rows} == {"pytest"}
+    assert len(rows) == len(marked) - scripts
+    bad = SimpleNamespace(meta="{torn")
+    assert not is_reproduction(bad) and not is_reproduction(SimpleNamespace(meta='["x"]'))
+
+
+def test_repo_balance_gives_every_repository_the_same_weight(calc_data, tmp_path) -> None:
+    import numpy as np
+    import pytest
+
+    from sweworld.train.outcome import row_weights
+
+    rows = [SimpleNamespace(repo="a")] * 6 + [SimpleNamespace(repo="b")] * 2
+    w = row_weights(rows, "repo")
+    assert w[:6].sum() == pytest.approx(w[6:].sum()) and w.mean() == pytest.approx(1.0)
+    assert np.all(w[6:] > w[:6].max())
+    assert row_weights(rows, "none") is None
+    with pytest.raises(ValueError, match="balance"):
+        row_weights(rows, "source")
+    out = tmp_path / "model"
+    argv = ["--data", str(calc_data["data"]), "--out", str(out),
+            "--repos", str(calc_data["repo"]), "--cache", str(tmp_path / "bases"),
+            "--heldout", "acme/heldout", "--max-iter", "5", "--min-samples-leaf", "5",
+            "--l2", "0", "--balance", "none"]  # fmt: skip
+    assert main(argv) == 0
+    assert OutcomeModel.load(out / "model.json").meta["balance"] == "none"
 
 
 def test_rows_from_several_processes_equal_the_rows_from_one(calc_data, tmp_path) -> None:
