@@ -82,13 +82,14 @@ def _banner(text: str, fill: str = "=") -> str:
 
 
 def _test_source(source: str | None, test_id: str) -> tuple[list[str], int]:
-    """The source lines of the test function of ``test_id`` (and its first line number)."""
+    """The source lines of the test function of ``test_id`` (and its first line number).
+    The module's tree is parsed once for all its failing tests (a shared, read-only tree)."""
     if not source:
         return [], 0
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = pyast.parse(source)
+            tree = pyast.parse_shared(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return [], 0
     names = [p.split("[", 1)[0] for p in test_id.split("::")[1:]]

@@ -52,6 +52,23 @@ def test_default_summary_lists_failures_only() -> None:
     assert len(last) == 80 and last.strip("=").strip() == "1 failed, 1 passed in 0.12s"
 
 
+def test_a_module_with_many_failing_tests_is_parsed_once(monkeypatch) -> None:
+    """Each failure section shows its test's source; the module's tree is made once for all
+    of them, not once per failing test (a 300-test module whose every test is predicted to
+    fail took 20 s to render before)."""
+    from sweworld import pyast
+
+    source = "\n".join(f"def test_{i}():\n    assert {i} == -1\n" for i in range(300))
+    calls = []
+    real = pyast.parse
+    monkeypatch.setattr(pyast, "parse", lambda *a, **k: calls.append(1) or real(*a, **k))
+    statuses = {f"tests/test_many.py::test_{i}": "FAILED" for i in range(300)}
+    log = render_pytest(statuses, sources={"tests/test_many.py": source}, exceptions={})
+    assert len(calls) <= 1
+    assert ">       assert 299 == -1" in log and "tests/test_many.py:599: AssertionError" in log
+    assert parse_pytest_log(log) == statuses
+
+
 def test_quiet_and_collection_error() -> None:
     log = render_pytest({"t.py::test_a": "PASSED"}, quiet=True)
     assert "test session starts" not in log and "1 passed in" in log
