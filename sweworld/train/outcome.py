@@ -107,8 +107,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="weights of the training rows: repo (default): every repository weighs the "
         "same in all, so a library the factory made many states of does not outvote the "
         "others (trained on the build with reproductions, bench swt on the held-out agent "
-        "runs, oracle: pytest exit agreement 0.608 -> 0.667, all 0.693 -> 0.732); none: "
-        "every record weighs 1 (the shipped model's, trained before this option)",
+        "runs, oracle: pytest exit agreement 0.608 -> 0.667, all 0.693 -> 0.732; the shipped "
+        "model's); none: every record weighs 1 (the models shipped before it)",
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="random seed (validation split, trees; default 0)"
