@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from sweworld.data.schema import DEFAULT_HELDOUT_REPOS, split_of
+from sweworld.data.schema import DEFAULT_HELDOUT_REPOS, parse_meta, split_of
 from sweworld.data.store import iter_records
 
 
@@ -48,10 +48,7 @@ def _part_counts(part: Path) -> dict[str, Any]:
         c["swt"] += 1
         c["diff"] += int(bool(rec.diff))
         c["state"] += int(rec.state_source in ("replay", "live"))
-        try:
-            phases[json.loads(rec.meta).get("phase") or rec.state_source] += 1
-        except ValueError:
-            phases[rec.state_source] += 1
+        phases[parse_meta(rec.meta).get("phase") or rec.state_source] += 1
     for rec in iter_records(part, "swr"):
         table[rec.repo]["swr"] += 1
         table[rec.repo][f"swr_{rec.candidate_kind}"] += 1

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweworld.data.schema import to_json
+from sweworld.data.schema import parse_meta, to_json
 
 __all__ = [
     "StepCheck",
@@ -199,24 +199,14 @@ def mark_diverged(records: Sequence[Any], cause: int, evidence: int) -> int:
     for rec in records:
         if int(rec.step) <= cause:
             continue
-        meta = _meta(rec.meta)
+        meta = parse_meta(rec.meta)
         meta.update(state="diverged", diverged_after=cause, divergence_seen=evidence)
         rec.meta = to_json(meta)
         marked += 1
     return marked
 
 
-def _meta(text: Any) -> dict[str, Any]:
-    if isinstance(text, dict):
-        return dict(text)
-    try:
-        value = json.loads(text or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def state_diverged(record: Any) -> bool:
     """Whether a record's workspace state was found to differ from the agent's."""
     meta = record.get("meta") if isinstance(record, dict) else getattr(record, "meta", None)
-    return _meta(meta).get("state") == "diverged"
+    return parse_meta(meta).get("state") == "diverged"

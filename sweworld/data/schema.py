@@ -36,6 +36,7 @@ __all__ = [
     "TrajectoryStep",
     "command_kind",
     "features",
+    "parse_meta",
     "record_from_dict",
     "split_heldout",
     "split_of",
@@ -220,6 +221,18 @@ class SWRRecord:
 
 
 RECORD_TYPES: dict[str, type] = {"swt": SWTRecord, "swr": SWRRecord}
+
+
+def parse_meta(meta: Any) -> dict[str, Any]:
+    """A record's ``meta`` (JSON text, or a mapping already) as a new dict; empty when it is
+    missing or not a JSON object (a torn or foreign value is read as no meta)."""
+    if isinstance(meta, Mapping):
+        return dict(meta)
+    try:
+        value = json.loads(meta or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def record_from_dict(kind: str, row: Mapping[str, Any]) -> SWTRecord | SWRRecord:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.data.divergence import state_diverged
-from sweworld.data.schema import SWTRecord, record_from_dict, split_of
+from sweworld.data.schema import SWTRecord, parse_meta, record_from_dict, split_of
 from sweworld.tasks.fields import test_list
 from sweworld.transition.outcome.features import (
     TEST_RUNNER_KINDS,
@@ -383,11 +383,7 @@ def is_reproduction(rec: SWTRecord) -> bool:
     runs' script steps pass, before a fix as after). Trained on, they taught that a script on
     an unfixed state fails, and cost 0.07 on the agent runs' script exit codes (bench swt).
     Their pytest runs are kept: a failing test is what pytest reports either way."""
-    try:
-        meta = json.loads(rec.meta or "{}")
-    except ValueError:
-        return False
-    return isinstance(meta, dict) and bool(meta.get("reproduction"))
+    return bool(parse_meta(rec.meta).get("reproduction"))
 
 
 def _rows_of_groups(

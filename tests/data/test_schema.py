@@ -13,6 +13,7 @@ from sweworld.data.schema import (
     SWTRecord,
     command_kind,
     features,
+    parse_meta,
     record_from_dict,
     record_id,
     split_of,
@@ -93,3 +94,15 @@ def test_record_ids_are_stable_and_distinguish_their_parts():
     assert record_id("a", 1, "x") == record_id("a", 1, "x")
     assert record_id("a", 1, "x") != record_id("a", 1, "y")
     assert len(record_id("a")) == 24
+
+
+def test_parse_meta_reads_an_object_and_nothing_else() -> None:
+    """Every reader of a record's meta (divergence, the factory's reproductions, the
+    outcome trainer, the data report) reads it here: a torn or foreign value is no meta."""
+    assert parse_meta('{"phase": "wrong", "wrong": 1}') == {"phase": "wrong", "wrong": 1}
+    for bad in ("", None, "{torn", '["x"]', "3", b"\xff"):
+        assert parse_meta(bad) == {}
+    given = {"state": "diverged"}
+    copy = parse_meta(given)
+    copy["state"] = "kept"
+    assert copy == {"state": "kept"} and given == {"state": "diverged"}  # a new dict

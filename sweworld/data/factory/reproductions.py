@@ -36,6 +36,7 @@ from typing import Any
 
 from sweworld.argtypes import at_least, bounded
 from sweworld.data.factory.transitions import REPRO_FILE, reproduction_commands
+from sweworld.data.schema import parse_meta
 
 __all__ = [
     "REPRO_FILE",
@@ -173,15 +174,6 @@ def source_patch(diff: str) -> str:
     return "".join(keep)
 
 
-def _meta(record: Any) -> dict[str, Any]:
-    """A record's ``meta`` column as a mapping (empty when it is not a JSON object)."""
-    try:
-        meta = json.loads(record.meta or "{}")
-    except ValueError:
-        return {}
-    return meta if isinstance(meta, dict) else {}
-
-
 def task_states(
     task_row: dict[str, Any],
     records: Iterable[Any],
@@ -194,7 +186,7 @@ def task_states(
     states of their own."""
     wrong: dict[int, str] = {}
     for record in records:
-        meta = _meta(record)
+        meta = parse_meta(record.meta)
         if meta.get("phase") == "wrong" and not meta.get("reproduction"):
             index = int(meta.get("wrong", 0))
             wrong.setdefault(index, source_patch(record.diff or ""))
@@ -244,7 +236,7 @@ def augment_tasks(
         instance = row["instance_id"]
         recorded = records.get(instance, [])
         states = task_states(row, recorded, (labels or {}).get(instance, []))
-        had_alt = any(_meta(r).get("phase") == "alt" for r in recorded)
+        had_alt = any(parse_meta(r.meta).get("phase") == "alt" for r in recorded)
         if repro is None:
             with lock:
                 counts["tasks_not_copyable"] += 1
