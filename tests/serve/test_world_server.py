@@ -210,6 +210,38 @@ def test_sigterm_drains_a_step_in_flight(tmp_path):
     assert list((runtime / "sessions").iterdir()) == []  # nothing leaked
 
 
+def test_a_signal_inside_the_loops_lock_neither_hangs_the_loop_nor_is_lost(tmp_path):
+    """Python runs a signal handler in the main thread between two bytecodes: a SIGTERM
+    that came while the event loop held the handler's (plain) lock used to take that lock
+    again in the handler, and the service hung for good (CI: /health timed out after the
+    signal). The handler now only queues it; the relay thread drains, then stops."""
+    from sweworld.serve.world.handler import WorldHandler
+
+    config = ServiceConfig(no_auth=True, episode=EpisodeConfig(executor="none", reward="none"),
+                           runtime_root=str(tmp_path))  # fmt: skip
+    world = WorldHandler(config)
+    returned = threading.Event()
+    try:
+        srv = server.draining_server(uvicorn.Config(app=None), world)
+        srv.start_signal_relay(None)
+
+        def loop_thread() -> None:
+            with world._lock:  # what `_call` does on the event loop
+                srv.handle_exit(signal.SIGTERM, None)
+            returned.set()
+
+        threading.Thread(target=loop_thread, daemon=True).start()
+        assert returned.wait(10), "the signal handler blocked on the lock its thread held"
+        deadline = time.monotonic() + 10
+        while not srv.should_exit:
+            assert time.monotonic() < deadline, "the signal was not acted on"
+            time.sleep(0.01)
+        assert world.draining and world.health().status == "draining"
+    finally:
+        if returned.is_set():  # else the lock stays held: closing would wait for it
+            world.close()
+
+
 def test_second_signal_kills_a_sandbox_that_starts_after_it(monkeypatch, caplog):
     """A step still starting its sandbox when the second signal came starts it afterwards;
     the forced stop kills it too (not only the processes alive at the signal), so the

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import math
 import os
+import queue
 import signal
 import socket
 import sys
@@ -338,8 +339,14 @@ def _uvicorn_server_class() -> type:
             self.force_timeout_s = force_timeout_s
             self._drain_started = False
             self._forced = False
+            # the signal handler only queues the signal (SimpleQueue.put is reentrant);
+            # the relay thread does the work (locks, threads, logging)
+            self._signals: queue.SimpleQueue[int] = queue.SimpleQueue()
+            self._loop: asyncio.AbstractEventLoop | None = None
+            self._relay: threading.Thread | None = None
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            self.start_signal_relay(asyncio.get_running_loop())
             await super().startup(sockets)
             # asyncio set the kernel's queue to the accept burst (uvicorn's backlog): make it
             # long again, the burst stays short
@@ -350,6 +357,26 @@ def _uvicorn_server_class() -> type:
                     sock.listen(LISTEN_BACKLOG)
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            # Python runs this in the main thread between two bytecodes, perhaps inside the
+            # event loop's `with world._lock:` (a plain lock): taking a lock, starting a
+            # thread or logging here could hang the loop for good. Hand the signal over.
+            self._signals.put(sig)
+
+        def start_signal_relay(self, loop: asyncio.AbstractEventLoop | None) -> None:
+            """Start the thread that acts on the signals :meth:`handle_exit` queued (with
+            ``loop``, the event loop that answers the requests in flight on a second one)."""
+            self._loop = loop
+            if self._relay is None:
+                self._relay = threading.Thread(
+                    target=self._relay_signals, name="sweworld-signals", daemon=True
+                )
+                self._relay.start()
+
+        def _relay_signals(self) -> None:
+            while True:
+                self._on_signal(self._signals.get())
+
+        def _on_signal(self, sig: int) -> None:
             if self._drain_started:  # a second signal: stop now
                 self.should_exit = self.force_exit = True
                 if not self._forced:
@@ -385,8 +412,10 @@ def _uvicorn_server_class() -> type:
                     answered.set()
 
             try:
-                asyncio.get_running_loop().call_soon_threadsafe(abort)
-            except RuntimeError:  # no loop running here: nothing to answer
+                if self._loop is None:
+                    raise RuntimeError("no event loop")
+                self._loop.call_soon_threadsafe(abort)
+            except RuntimeError:  # no loop (or it closed): nothing to answer
                 answered.set()
             threading.Thread(
                 target=self._exit_now, args=(answered,), name="sweworld-exit", daemon=True
