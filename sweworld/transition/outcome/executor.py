@@ -9,6 +9,7 @@ so a step costs milliseconds. ``info["route"]`` says what answered:
 * ``outcome-model``: the model decided, the renderer wrote;
 * ``exact``: a script that does not exist or does not compile (the interpreter's message);
 * ``informational``: pytest's ``--help`` / ``--version``: exit 0, no test runs, no text;
+* ``timeout``: the step's deadline passed first (exit 126, nothing claimed; ``info["stage"]``);
 * ``conservative``: a command kind the model was not trained on (``pip``,
   ``python --version``, ...): exit 0 and no output, and ``info["reason"]`` says why;
 * ``lm``: the same, with a language model configured (``outcome-lm``): the LM route's
@@ -36,10 +37,20 @@ from typing import Any
 
 import numpy as np
 
-from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
+from sweworld.sandbox.executor import (
+    NO_EXECUTOR_EXIT_CODE,
+    ExecutionRequest,
+    ExecutionResult,
+)
 from sweworld.tasks.fields import task_field
 from sweworld.tasks.patches import patch_hunks
 from sweworld.transition.outcome.collect import collect_tests
+from sweworld.transition.outcome.deadline import StepOverrun, check_deadline, step_deadline
+from sweworld.transition.outcome.exact import (
+    broken_import_answer,
+    exact_answer,
+    informational_answer,
+)
 from sweworld.transition.outcome.features import (
     TEST_RUNNER_KINDS,
     Ledger,
@@ -141,7 +152,17 @@ class OutcomeExecutor:
     # ------------------------------------------------------------------ one step
 
     def execute(self, request: ExecutionRequest) -> ExecutionResult:
+        """The step's answer, by ``request.deadline`` give or take one collection or one
+        model call: the loops whose length the input decides stop there, and the step is
+        answered as not simulated (:meth:`_overrun`)."""
         start = time.perf_counter()
+        with step_deadline(request.deadline):
+            try:
+                return self._execute(request, start)
+            except StepOverrun as over:
+                return self._overrun(request, over, start)
+
+    def _execute(self, request: ExecutionRequest, start: float) -> ExecutionResult:
         argv = list(request.argv)
         kind = command_kind_of(argv)
         info: dict[str, Any] = {
@@ -167,7 +188,8 @@ class OutcomeExecutor:
         )
         if _INSTALLS.search(" ".join(argv)):
             self._ledger(request.session_id).installed = True
-        exact = self._exact(request, kind, state, info) or self._informational(request, kind, info)
+        exact = exact_answer(request, kind, state, info)
+        exact = exact or informational_answer(request, kind, info)
         if exact is not None:
             return self._answered(request, argv, exact, info, start)
         untrained = bool(self.model.kinds) and kind not in self.model.kinds
@@ -180,7 +202,9 @@ class OutcomeExecutor:
             return self._not_trained(request, argv, kind, info, start)
         ledger = self._ledger(request.session_id)
         stdin = request.stdin.decode("utf-8", "replace") if request.stdin else ""
+        check_deadline("reading the state")
         ids = self._collect(request, argv, kind, info) if kind in TEST_RUNNER_KINDS else []
+        check_deadline("collecting the tests")
         step = step_features(
             argv,
             request.cwd,
@@ -191,7 +215,7 @@ class OutcomeExecutor:
             stdin=stdin,
             test_ids=ids,
         )
-        broken = self._broken_import(step, state, kind, info)
+        broken = broken_import_answer(step, state, kind, info)
         if broken is not None:
             return self._answered(request, argv, broken, info, start)
         if untrained:
@@ -229,6 +253,26 @@ class OutcomeExecutor:
         result.info = info
         return result
 
+    def _overrun(
+        self, request: ExecutionRequest, over: StepOverrun, start: float
+    ) -> ExecutionResult:
+        """The step's deadline passed before the answer was ready: nothing is claimed
+        (exit :data:`~sweworld.sandbox.executor.NO_EXECUTOR_EXIT_CODE`, as a step that was
+        not executed), ``info["timed_out"]`` and the stage it stopped in say why, and the
+        session's ledger is left as it was."""
+        info = {
+            "simulated": True, "executor": self.name, "model": self.model_path,
+            "mode": self.mode, "kind": command_kind_of(list(request.argv)), "route": "timeout",
+            "timed_out": True, "stage": over.stage,
+            "latency_s": round(time.perf_counter() - start, 6),
+        }  # fmt: skip
+        message = (
+            f"sweworld: the simulation of `{request.command}` did not finish within the "
+            f"step's deadline (stopped during {over.stage}); nothing was executed and no "
+            "result is claimed.\n"
+        )
+        return ExecutionResult("", message, NO_EXECUTOR_EXIT_CODE, info)
+
     def _not_trained(
         self,
         request: ExecutionRequest,
@@ -263,80 +307,6 @@ class OutcomeExecutor:
             ledger.record(key, result.exit_code, statuses or {})
             if result.stdout:
                 self._outputs[(request.session_id, key, result.exit_code)] = result.stdout
-
-    def _exact(
-        self, request: ExecutionRequest, kind: str, state: FileState, info: dict[str, Any]
-    ) -> ExecutionResult | None:
-        """The answers that are exact and cheap: a script that does not exist, a script or
-        ``-c`` program that does not compile (the interpreter's own message)."""
-        from sweworld.transition.facts import format_syntax_error, parse_command
-
-        if kind not in ("python_script", "python_c", "sympy_test", "django_runtests"):
-            return None
-        parsed = parse_command(tuple(request.argv))
-        if kind == "python_c":
-            source, shown = parsed.code, "<string>"
-        elif parsed.script and parsed.script != "-":
-            where, source = state.sandbox_text(parsed.script, request.cwd)
-            rel = state.relative(parsed.script, request.cwd)
-            shown = f"/testbed/{rel}" if rel else posixpath.join(request.cwd, parsed.script)
-            if source is None and where != "outside":
-                info.update(route="exact", text_source="exact")
-                message = (
-                    f"python: can't open file {shown!r}: [Errno 2] No such file or directory\n"
-                )
-                return ExecutionResult("", message, 2)
-        else:
-            return None
-        if source is None:
-            return None
-        error, _ = format_syntax_error(source, shown)
-        if error is None:
-            return None
-        info.update(route="exact", text_source="exact", exception=error.error_type)
-        return ExecutionResult("", error.text, 1)
-
-    def _broken_import(
-        self, step: Any, state: FileState, kind: str, info: dict[str, Any]
-    ) -> ExecutionResult | None:
-        """A module the command imports does not compile, and Python stops there (exact): a
-        script or ``-c`` program that imports it (through its imports, nearest first) ends
-        with the ``SyntaxError``, exit 1; pytest whose own package (``_pytest``, the
-        repository's when it is pytest's) is the module cannot start, exit 1. A test module
-        that does not compile is a collection error: the model decides those."""
-        from sweworld.transition.facts import format_syntax_error
-
-        if kind in ("python_script", "python_c"):
-            broken = [p for p in step.unparsable if not p.startswith("<")]
-        elif kind == "pytest":
-            broken = [p for p in step.unparsable if "_pytest" in p.split("/")[:-1]]
-        else:
-            return None
-        for rel in sorted(broken, key=lambda p: (step.reach.get(p, 0), p))[:5]:
-            text = state.text(rel)
-            error = format_syntax_error(text, f"/testbed/{rel}")[0] if text else None
-            if error is None:
-                continue
-            info.update(route="exact", text_source="exact", exception=error.error_type,
-                        reason=f"{rel} does not compile")  # fmt: skip
-            return ExecutionResult("", "Traceback (most recent call last):\n" + error.text, 1)
-        return None
-
-    def _informational(
-        self, request: ExecutionRequest, kind: str, info: dict[str, Any]
-    ) -> ExecutionResult | None:
-        """pytest's ``--help`` and ``--version``: exit 0 without collecting a test; the text
-        (which differs between versions) is not written. Listings such as ``--fixtures`` or
-        ``--setup-plan`` collect and can fail: the model decides those."""
-        from sweworld.transition.facts import parse_command
-
-        if kind != "pytest":
-            return None
-        options = parse_command(tuple(request.argv)).pytest
-        if options is None or not (options.help or options.version):
-            return None
-        info.update(route="informational", tests=0, text_source="none")
-        return ExecutionResult("", "", 0)
 
     def _collect(
         self, request: ExecutionRequest, argv: list[str], kind: str, info: dict[str, Any]
@@ -444,8 +414,13 @@ class OutcomeExecutor:
         task: Any = None,
     ) -> ExecutionResult:
         cache: dict[str, Any] = {}
-        rows = [per_test_features(step, t, state, ledger, cache) for t in ids]
+        rows = []
+        for i, test in enumerate(ids):
+            if i % 64 == 0:
+                check_deadline("the tests' features")
+            rows.append(per_test_features(step, test, state, ledger, cache))
         _, predicted = self.model.decide_tests(step.values, rows, self.mode)
+        check_deadline("deciding the tests")
         plugins = None if ledger.installed else environment_plugins(task)
         setup = {
             t: e

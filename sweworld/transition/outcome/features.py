@@ -39,6 +39,7 @@ from sweworld.transition.outcome.commands import (
     pytest_equivalent,
     runner_args,
 )
+from sweworld.transition.outcome.deadline import check_deadline
 from sweworld.transition.outcome.programs import changed_names, parse_source, same_program
 from sweworld.transition.outcome.state import FileState, apply_patch_text
 
@@ -276,6 +277,7 @@ def reachability(
         i += 1
         if rel in depth:
             continue
+        check_deadline("the import graph")
         depth[rel] = d
         text = texts.get(rel) if rel in texts else state.text(rel)
         if text is None:
@@ -400,6 +402,7 @@ def step_features(
     for rel in state.changed[:200]:
         if not rel.endswith(".py"):
             continue
+        check_deadline("the changed files' definitions")
         now, before = state.text(rel), state.base_text(rel)
         if now is not None and parse_source(now, rel) is None:
             changed_unparsable = 1.0

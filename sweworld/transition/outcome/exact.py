@@ -1,0 +1,95 @@
+"""The outcome executor's exact answers: what Python or pytest does for certain, computed
+from the workspace without the model (``info["route"] == "exact"`` or ``"informational"``).
+
+* :func:`exact_answer`: a script that does not exist (exit 2, the interpreter's message),
+  a script or ``-c`` program that does not compile (exit 1, its ``SyntaxError``);
+* :func:`broken_import_answer`: a module the command imports does not compile;
+* :func:`informational_answer`: pytest's ``--help`` / ``--version`` (exit 0, no tests).
+
+Each returns None where it does not apply, and records in ``info`` what it answered.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
+from sweworld.transition.outcome.state import FileState
+
+__all__ = ["broken_import_answer", "exact_answer", "informational_answer"]
+
+
+def exact_answer(
+    request: ExecutionRequest, kind: str, state: FileState, info: dict[str, Any]
+) -> ExecutionResult | None:
+    """The answers that are exact and cheap: a script that does not exist, a script or
+    ``-c`` program that does not compile (the interpreter's own message)."""
+    from sweworld.transition.facts import format_syntax_error, parse_command
+
+    if kind not in ("python_script", "python_c", "sympy_test", "django_runtests"):
+        return None
+    parsed = parse_command(tuple(request.argv))
+    if kind == "python_c":
+        source, shown = parsed.code, "<string>"
+    elif parsed.script and parsed.script != "-":
+        where, source = state.sandbox_text(parsed.script, request.cwd)
+        rel = state.relative(parsed.script, request.cwd)
+        shown = f"/testbed/{rel}" if rel else posixpath.join(request.cwd, parsed.script)
+        if source is None and where != "outside":
+            info.update(route="exact", text_source="exact")
+            message = f"python: can't open file {shown!r}: [Errno 2] No such file or directory\n"
+            return ExecutionResult("", message, 2)
+    else:
+        return None
+    if source is None:
+        return None
+    error, _ = format_syntax_error(source, shown)
+    if error is None:
+        return None
+    info.update(route="exact", text_source="exact", exception=error.error_type)
+    return ExecutionResult("", error.text, 1)
+
+
+def broken_import_answer(
+    step: Any, state: FileState, kind: str, info: dict[str, Any]
+) -> ExecutionResult | None:
+    """A module the command imports does not compile, and Python stops there (exact): a
+    script or ``-c`` program that imports it (through its imports, nearest first) ends
+    with the ``SyntaxError``, exit 1; pytest whose own package (``_pytest``, the
+    repository's when it is pytest's) is the module cannot start, exit 1. A test module
+    that does not compile is a collection error: the model decides those."""
+    from sweworld.transition.facts import format_syntax_error
+
+    if kind in ("python_script", "python_c"):
+        broken = [p for p in step.unparsable if not p.startswith("<")]
+    elif kind == "pytest":
+        broken = [p for p in step.unparsable if "_pytest" in p.split("/")[:-1]]
+    else:
+        return None
+    for rel in sorted(broken, key=lambda p: (step.reach.get(p, 0), p))[:5]:
+        text = state.text(rel)
+        error = format_syntax_error(text, f"/testbed/{rel}")[0] if text else None
+        if error is None:
+            continue
+        info.update(route="exact", text_source="exact", exception=error.error_type,
+                    reason=f"{rel} does not compile")  # fmt: skip
+        return ExecutionResult("", "Traceback (most recent call last):\n" + error.text, 1)
+    return None
+
+
+def informational_answer(
+    request: ExecutionRequest, kind: str, info: dict[str, Any]
+) -> ExecutionResult | None:
+    """pytest's ``--help`` and ``--version``: exit 0 without collecting a test; the text
+    (which differs between versions) is not written. Listings such as ``--fixtures`` or
+    ``--setup-plan`` collect and can fail: the model decides those."""
+    from sweworld.transition.facts import parse_command
+
+    if kind != "pytest":
+        return None
+    options = parse_command(tuple(request.argv)).pytest
+    if options is None or not (options.help or options.version):
+        return None
+    info.update(route="informational", tests=0, text_source="none")
+    return ExecutionResult("", "", 0)
