@@ -186,12 +186,13 @@ def _outcome_rows(
             out.add_row(f"ids\x1f{record.id}", {"ids": ids})
             done[f"ids\x1f{record.id}"] = {"ids": ids}
         route_name = str(info.get("route") or "")
+        fallback = route_name in ("conservative", "timeout")  # nothing decided: not the model's
         row = score_record(record, result)
         row.update(label_counts(record, result, ids, known))
         row.update(
             spec=spec, mode=mode, route=route_name,
-            source="fallback" if route_name == "conservative" else "model",
-            fallback_reason=info.get("reason") if route_name == "conservative" else None,
+            source="fallback" if fallback else "model",
+            fallback_reason=(info.get("reason") or info.get("stage")) if fallback else None,
             latency_s=latency, rebuild_s=rebuild, attempts=1, model_sha256=sha, judge=judge,
             judged=(info.get("graded") or {}).get("judge"),
         )  # fmt: skip

@@ -214,7 +214,7 @@ def test_a_signal_inside_the_loops_lock_neither_hangs_the_loop_nor_is_lost(tmp_p
     """Python runs a signal handler in the main thread between two bytecodes: a SIGTERM
     that came while the event loop held the handler's (plain) lock used to take that lock
     again in the handler, and the service hung for good (CI: /health timed out after the
-    signal). The handler now only queues it; the relay thread drains, then stops."""
+    signal). The handler now only queues it; the relay thread starts the drain."""
     from sweworld.serve.world.handler import WorldHandler
 
     config = ServiceConfig(no_auth=True, episode=EpisodeConfig(executor="none", reward="none"),
@@ -240,6 +240,26 @@ def test_a_signal_inside_the_loops_lock_neither_hangs_the_loop_nor_is_lost(tmp_p
     finally:
         if returned.is_set():  # else the lock stays held: closing would wait for it
             world.close()
+
+
+def test_the_signal_relay_outlives_a_failure_and_stops_the_server(caplog) -> None:
+    """A failure while acting on a signal (no thread could start, say) is logged and
+    stops the server at once; it does not kill the relay and leave a draining service
+    that no later signal stops."""
+
+    class World:
+        def start_draining(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    srv = server.draining_server(uvicorn.Config(app=None), World())
+    srv.start_signal_relay(None)
+    srv.handle_exit(signal.SIGTERM, None)
+    deadline = time.monotonic() + 10
+    while not (srv.should_exit and srv.force_exit):
+        assert time.monotonic() < deadline, "the failure did not stop the server"
+        time.sleep(0.01)
+    assert srv._relay.is_alive()
+    assert "acting on it failed" in caplog.text
 
 
 def test_second_signal_kills_a_sandbox_that_starts_after_it(monkeypatch, caplog):

@@ -373,8 +373,13 @@ def _uvicorn_server_class() -> type:
                 self._relay.start()
 
         def _relay_signals(self) -> None:
-            while True:
-                self._on_signal(self._signals.get())
+            while not self._forced:
+                sig = self._signals.get()
+                try:
+                    self._on_signal(sig)
+                except BaseException:  # the relay must outlive a failure: stop at once
+                    log.exception("signal %d: acting on it failed; stopping now", sig)
+                    self.should_exit = self.force_exit = True
 
         def _on_signal(self, sig: int) -> None:
             if self._drain_started:  # a second signal: stop now

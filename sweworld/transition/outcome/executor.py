@@ -186,8 +186,6 @@ class OutcomeExecutor:
             request.tmp,
             exact_changes=request.changes is not None and not info.get("changes_unavailable"),
         )
-        if _INSTALLS.search(" ".join(argv)):
-            self._ledger(request.session_id).installed = True
         exact = exact_answer(request, kind, state, info)
         exact = exact or informational_answer(request, kind, info)
         if exact is not None:
@@ -304,6 +302,8 @@ class OutcomeExecutor:
         key = shlex_join(argv)
         ledger = self._ledger(request.session_id)
         with self._lock:
+            if _INSTALLS.search(" ".join(argv)):
+                ledger.installed = True
             ledger.record(key, result.exit_code, statuses or {})
             if result.stdout:
                 self._outputs[(request.session_id, key, result.exit_code)] = result.stdout
@@ -385,7 +385,10 @@ class OutcomeExecutor:
                 if key is not None and key in self._judged:
                     note["judge"] = "remembered"
                     return self._judged[key]
-            decision = self.judge(task, patch)
+            # the judge (the reward) is bounded by JUDGE_MIN_S above, not stopped midway: a
+            # decision cut short would be remembered for this diff
+            with step_deadline(None):
+                decision = self.judge(task, patch)
         except Exception as exc:  # the outcome model's decision stands
             note["judge"] = f"failed: {type(exc).__name__}: {exc}"[:300]
             return None

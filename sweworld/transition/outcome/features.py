@@ -170,6 +170,16 @@ class StepFeatures:
     unparsable: set[str]
     f2p: list[str]
     p2p: list[str]
+    #: the lists above as sets: a test's features look each test up in them, and an agent
+    #: decides how many files it changes (per-test cost stays independent of that)
+    changed_set: frozenset[str] = field(init=False, repr=False)
+    f2p_set: frozenset[str] = field(init=False, repr=False)
+    p2p_set: frozenset[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.changed_set = frozenset(self.changed_files)
+        self.f2p_set = frozenset(self.f2p)
+        self.p2p_set = frozenset(self.p2p)
 
 
 def _module_file(state: FileState, name: str, roots: Sequence[str]) -> str | None:
@@ -408,14 +418,15 @@ def step_features(
             changed_unparsable = 1.0
         changed_defs[rel] = changed_names(before, now)
     reach, unparsable = reachability(state, entries, entry_texts)
-    reached_changed = [reach[p] for p in reach if p in changed_defs or p in state.changed]
+    changed_set = set(state.changed)
+    reached_changed = [reach[p] for p in reach if p in changed_defs or p in changed_set]
     f2p = test_list(task, "FAIL_TO_PASS") if (oracle and task is not None) else []
     p2p = test_list(task, "PASS_TO_PASS") if (oracle and task is not None) else []
     gold = ""
     if oracle and task is not None:
         gold = str(task.get("patch") if isinstance(task, Mapping) else getattr(task, "patch", ""))
     relation = _gold_relation(state, gold, changed_defs) if gold else (0.0, 0.0, 0.0, 0.0)
-    selected = [t for t in opts.targets if "::" in t] if opts is not None else []
+    selected = {t for t in opts.targets if "::" in t} if opts is not None else set()
     values = [
         *(float(kind == k) for k in KINDS),
         float(n_targets),
@@ -435,10 +446,10 @@ def step_features(
         float(bool(unparsable)),
         float(bool(reached_changed)),
         float(min(reached_changed)) if reached_changed else -1.0,
-        float(any(e in state.changed for e in entries)),
+        float(any(e in changed_set for e in entries)),
         float(bool(oracle and task is not None)),
-        float(sum(any(t == s or t.startswith(s) for s in selected) for t in f2p)),
-        float(sum(any(t == s or t.startswith(s) for s in selected) for t in p2p)),
+        float(_count_selected(f2p, selected)),
+        float(_count_selected(p2p, selected)),
         *relation,
         float(ledger.exits.get(shlex_join(argv), -1)),
         float(ledger.steps),
@@ -446,6 +457,14 @@ def step_features(
     return StepFeatures(
         kind, values, info, entries, list(state.changed), changed_defs, reach, unparsable, f2p, p2p
     )
+
+
+def _count_selected(tests: Sequence[str], selected: set[str]) -> int:
+    """How many of ``tests`` a node-id target selects (the id itself or a prefix of it:
+    a class, a test without its parameters). Each test looks up its prefixes of the
+    targets' lengths, so the cost is not tests x targets."""
+    lengths = sorted({len(s) for s in selected})
+    return sum(any(t[:k] in selected for k in lengths if k <= len(t)) for t in tests)
 
 
 def shlex_join(argv: Sequence[str]) -> str:
@@ -460,7 +479,7 @@ def per_test_features(
     test_id: str,
     state: FileState,
     ledger: Ledger | None = None,
-    reach_cache: dict[str, tuple[dict[str, int], set[str]]] | None = None,
+    reach_cache: dict[str, tuple[dict[str, int], set[str], bool]] | None = None,
 ) -> list[float]:
     """Per-test features (:data:`TEST_FEATURES` order) of ``test_id`` within ``step``."""
     ledger = ledger or Ledger()
@@ -469,13 +488,14 @@ def per_test_features(
     func = parts[-1].split("[", 1)[0] if parts else ""
     qual = ".".join([*parts[:-1], func]) if parts else ""
     if reach_cache is not None and rel in reach_cache:
-        reach, unparsable = reach_cache[rel]
+        reach, unparsable, reached_changed = reach_cache[rel]
     else:
         reach, unparsable = reachability(state, [rel])
+        reached_changed = any(p in step.changed_defs or p in step.changed_set for p in reach)
         if reach_cache is not None:
-            reach_cache[rel] = (reach, unparsable)
-    in_f2p = test_id in step.f2p
-    in_p2p = test_id in step.p2p
+            reach_cache[rel] = (reach, unparsable, reached_changed)
+    in_f2p = test_id in step.f2p_set
+    in_p2p = test_id in step.p2p_set
     if in_f2p:
         base_status = _STATUS_CODE["FAILED"]
     elif in_p2p:
@@ -484,14 +504,13 @@ def per_test_features(
         base_status = -1
     prev = _STATUS_CODE.get(ledger.statuses.get(test_id, ""), -1)
     defs = step.changed_defs.get(rel, set())
-    reached_changed = any(p in step.changed_defs or p in step.changed_files for p in reach)
     return [
         *step.values,
         float(in_f2p),
         float(in_p2p),
         float(base_status),
         float(prev),
-        float(rel in step.changed_files),
+        float(rel in step.changed_set),
         float(bool(qual) and (qual in defs or func in defs or parts[0] in defs)),
         float(reached_changed),
         float(rel not in unparsable and state.text(rel) is not None),

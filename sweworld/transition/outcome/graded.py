@@ -28,6 +28,7 @@ import numpy as np
 
 from sweworld.tasks.fields import test_list
 from sweworld.tasks.patches import patch_hunks
+from sweworld.transition.outcome.deadline import check_deadline
 from sweworld.transition.outcome.features import per_test_features, step_features
 from sweworld.transition.outcome.state import FileState, apply_patch_text
 
@@ -115,7 +116,11 @@ def graded_tests(
     argv = ["python", "-m", "pytest", "-rA", *files]
     step = step_features(argv, "/testbed", state, task, oracle=mode == "oracle", test_ids=ids)
     cache: dict[str, Any] = {}
-    rows = [per_test_features(step, t, state, None, cache) for t in ids]
+    rows = []
+    for i, test in enumerate(ids):
+        if i % 64 == 0:
+            check_deadline("the graded tests' features")
+        rows.append(per_test_features(step, test, state, None, cache))
     fails, statuses, p_run, p_fail = model.decide_tests_detail(step.values, rows, mode)
     return GradedTests(
         f2p, p2p, dict(zip(ids, statuses, strict=True)), bool(fails), float(p_run), p_fail,

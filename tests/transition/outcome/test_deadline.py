@@ -25,6 +25,7 @@ STAGES = [
     "collecting the tests",
     "the changed files' definitions",
     "the import graph",
+    "the graded tests' features",
     "the tests' features",
     "deciding the tests",
 ]
@@ -124,3 +125,35 @@ def test_no_deadline_and_a_far_one_answer_the_same(big) -> None:
     bounded = executor.execute(_request(big, time.monotonic() + 3600))
     assert free.info["route"] == bounded.info["route"] == "outcome-model"
     assert (free.stdout, free.exit_code) == (bounded.stdout, bounded.exit_code)
+
+
+def test_a_step_stopped_at_its_deadline_marks_no_install(big) -> None:
+    executor = OutcomeExecutor(mode="oracle")
+    request = _request(big, time.monotonic() - 1)
+    stopped = executor.execute(
+        ExecutionRequest(**{**request.__dict__, "argv": ("pytest", "tests/install_test.py")})
+    )
+    assert stopped.info["route"] == "timeout"
+    ledger = executor._ledger("s1")
+    assert (ledger.steps, ledger.installed) == (0, False)
+
+
+def test_the_judge_runs_outside_the_steps_deadline(big, monkeypatch) -> None:
+    """The judge (the reward) is asked only with time left, then not stopped midway: a
+    decision cut short would be remembered for the diff."""
+    seen: list[str] = []
+
+    def judge(task, patch) -> bool:
+        with monkeypatch.context() as clock:  # the deadline, were it seen, has passed
+            clock.setattr(deadline_module, "monotonic", lambda: float("inf"))
+            try:
+                check_deadline("the judge")
+                seen.append("no deadline")
+            except StepOverrun:
+                seen.append("stopped")
+        return True
+
+    executor = OutcomeExecutor(mode="oracle", judge=judge)
+    result = executor.execute(_request(big, time.monotonic() + 3600))
+    assert seen == ["no deadline"]
+    assert result.info["route"] == "outcome-model" and result.info["graded"]["judge"] == "decided"
