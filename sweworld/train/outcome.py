@@ -374,7 +374,8 @@ def _run(args: argparse.Namespace) -> int:
         f"{stats.get('skipped_no_state', 0)} skipped (no state), "
         f"{stats.get('skipped_diverged', 0)} skipped (replayed state diverged), "
         f"{stats.get('skipped_reproduction_script', 0)} skipped (the factory's reproduction "
-        "run as a script)"
+        f"run as a script), {stats.get('skipped_environment', 0)} skipped (the environment "
+        "refused the repository's pytest configuration)"
     )
     for (repo, split), n in sorted(by_repo.items()):
         print(f"  {split:<5} {repo}: {n} records")
