@@ -374,8 +374,7 @@ def _run(args: argparse.Namespace) -> int:
         f"{stats.get('skipped_no_state', 0)} skipped (no state), "
         f"{stats.get('skipped_diverged', 0)} skipped (replayed state diverged), "
         f"{stats.get('skipped_reproduction_script', 0)} skipped (the factory's reproduction "
-        f"run as a script), {stats.get('skipped_environment', 0)} skipped (the environment "
-        "refused the repository's pytest configuration)"
+        "run as a script)"
     )
     for (repo, split), n in sorted(by_repo.items()):
         print(f"  {split:<5} {repo}: {n} records")

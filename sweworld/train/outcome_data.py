@@ -46,7 +46,6 @@ __all__ = [
     "BaseCheckouts",
     "Row",
     "TestRow",
-    "environment_refused_config",
     "exception_of",
     "exit_with_parent",
     "is_reproduction",
@@ -387,24 +386,6 @@ def is_reproduction(rec: SWTRecord) -> bool:
     return bool(parse_meta(rec.meta).get("reproduction"))
 
 
-_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: ([^\n]*)")
-
-
-def environment_refused_config(rec: SWTRecord, argv: Sequence[str]) -> bool:
-    """Whether pytest (run directly or from a script) stopped with a usage error over
-    arguments the command line does not hold: they came from the repository's own
-    configuration (``addopts = --cov=...``) and the recording environment lacks the plugin
-    that reads them. :func:`load_rows` leaves these out: every test command of such a
-    library then exits 4 without running a test (the task factory recorded parse and semver
-    without ``pytest-cov``), which says nothing about the state. An agent's own unknown
-    option is on its command line, and stays."""
-    found = _UNRECOGNIZED.search(rec.stderr or "")
-    if found is None:
-        return False
-    given = set(argv)
-    return any(arg not in given for arg in found.group(1).split())
-
-
 def _rows_of_groups(
     groups: Sequence[list[SWTRecord]],
     checkouts: BaseCheckouts,
@@ -439,9 +420,6 @@ def _rows_of_groups(
                 stats["skipped_reproduction_script"] = (
                     stats.get("skipped_reproduction_script", 0) + 1
                 )
-                continue
-            if environment_refused_config(rec, argv):
-                stats["skipped_environment"] = stats.get("skipped_environment", 0) + 1
                 continue
             changed = ws.set(checkout, rec.diff)
             state = FileState.from_dirs(ws.path, checkout, changed, exact_changes=True)

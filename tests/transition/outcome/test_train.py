@@ -137,51 +137,6 @@ def test_the_factorys_reproduction_run_as_a_script_is_left_out(calc_data, tmp_pa
     assert not is_reproduction(bad) and not is_reproduction(SimpleNamespace(meta='["x"]'))
 
 
-def test_a_run_the_environment_refused_for_the_repos_config_is_left_out(
-    calc_data, tmp_path
-) -> None:
-    """pytest's usage error over arguments not on the command line (the repository's
-    ``addopts`` naming a plugin the recording environment lacks) gives no row, and is
-    counted; an agent's own unknown option is a real exit 4 and stays."""
-    import json
-
-    from sweworld.train.outcome_data import (
-        BaseCheckouts,
-        environment_refused_config,
-        load_rows,
-    )
-
-    usage = (
-        "ERROR: usage: python -m pytest [options] [file_or_dir] [file_or_dir] [...]\n"
-        "python -m pytest: error: unrecognized arguments: {}\n  rootdir: /testbed\n\n"
-    )
-    records = [json.loads(line) for line in calc_data["data"].read_text().splitlines()]
-    refused = {i for i, r in enumerate(records) if r["command"].startswith("python -m pytest")}
-    refused = set(sorted(refused)[::2])
-    for i in refused:
-        records[i].update(stdout="", exit_code=4, test_statuses="{}",
-                          stderr=usage.format("--cov=pkg --cov-branch"))  # fmt: skip
-    own = next(i for i in sorted(refused))
-    records[own]["command"] += " --cov=pkg --cov-branch"  # the agent's own: a real exit 4
-    data = tmp_path / "records" / "swt.jsonl"
-    data.parent.mkdir()
-    data.write_text("\n".join(json.dumps(r) for r in records) + "\n")
-    checkouts = BaseCheckouts([calc_data["repo"]], tmp_path / "bases")
-    stats: dict[str, int] = {}
-    rows = load_rows([data], checkouts, modes=("oracle",), stats=stats)
-    assert len(refused) > 1 and stats["skipped_environment"] == len(refused) - 1
-    assert len(rows) == len(records) - (len(refused) - 1)
-    assert sum(r.exit_code == 4 for r in rows) == 1
-
-    def record(command: str, stderr: str) -> SimpleNamespace:
-        return SimpleNamespace(command=command, stderr=stderr)
-
-    argv = ["pytest", "-q"]
-    assert environment_refused_config(record("", usage.format("--cov=x")), argv)
-    assert not environment_refused_config(record("", usage.format("-q")), argv)
-    assert not environment_refused_config(record("", "ERROR: file not found: x.py\n"), argv)
-
-
 def test_repo_balance_gives_every_repository_the_same_weight(calc_data, tmp_path) -> None:
     import numpy as np
     import pytest
