@@ -55,7 +55,7 @@ from sweworld.transition.outcome.features import (
     TEST_RUNNER_KINDS,
     Ledger,
     command_kind_of,
-    per_test_features,
+    per_test_rows,
     shlex_join,
     step_features,
 )
@@ -165,13 +165,7 @@ class OutcomeExecutor:
     def _execute(self, request: ExecutionRequest, start: float) -> ExecutionResult:
         argv = list(request.argv)
         kind = command_kind_of(argv)
-        info: dict[str, Any] = {
-            "simulated": True,
-            "executor": self.name,
-            "model": self.model_path,
-            "mode": self.mode,
-            "kind": kind,
-        }
+        info = self._step_info(kind)
         changed: list[str] = []
         if request.changes is not None:
             try:
@@ -251,6 +245,11 @@ class OutcomeExecutor:
         result.info = info
         return result
 
+    def _step_info(self, kind: str) -> dict[str, Any]:
+        """What every answer's ``info`` starts with."""
+        return {"simulated": True, "executor": self.name, "model": self.model_path,
+                "mode": self.mode, "kind": kind}  # fmt: skip
+
     def _overrun(
         self, request: ExecutionRequest, over: StepOverrun, start: float
     ) -> ExecutionResult:
@@ -258,12 +257,9 @@ class OutcomeExecutor:
         (exit :data:`~sweworld.sandbox.executor.NO_EXECUTOR_EXIT_CODE`, as a step that was
         not executed), ``info["timed_out"]`` and the stage it stopped in say why, and the
         session's ledger is left as it was."""
-        info = {
-            "simulated": True, "executor": self.name, "model": self.model_path,
-            "mode": self.mode, "kind": command_kind_of(list(request.argv)), "route": "timeout",
-            "timed_out": True, "stage": over.stage,
-            "latency_s": round(time.perf_counter() - start, 6),
-        }  # fmt: skip
+        info = self._step_info(command_kind_of(list(request.argv)))
+        info.update(route="timeout", timed_out=True, stage=over.stage,
+                    latency_s=round(time.perf_counter() - start, 6))  # fmt: skip
         message = (
             f"sweworld: the simulation of `{request.command}` did not finish within the "
             f"step's deadline (stopped during {over.stage}); nothing was executed and no "
@@ -416,12 +412,7 @@ class OutcomeExecutor:
         graded: dict[str, str] | None = None,
         task: Any = None,
     ) -> ExecutionResult:
-        cache: dict[str, Any] = {}
-        rows = []
-        for i, test in enumerate(ids):
-            if i % 64 == 0:
-                check_deadline("the tests' features")
-            rows.append(per_test_features(step, test, state, ledger, cache))
+        rows = per_test_rows(step, ids, state, ledger)
         _, predicted = self.model.decide_tests(step.values, rows, self.mode)
         check_deadline("deciding the tests")
         plugins = None if ledger.installed else environment_plugins(task)

@@ -53,6 +53,7 @@ __all__ = [
     "StepFeatures",
     "command_kind_of",
     "per_test_features",
+    "per_test_rows",
     "pytest_equivalent",
     "runner_args",
     "step_features",
@@ -465,6 +466,25 @@ def _count_selected(tests: Sequence[str], selected: set[str]) -> int:
     targets' lengths, so the cost is not tests x targets."""
     lengths = sorted({len(s) for s in selected})
     return sum(any(t[:k] in selected for k in lengths if k <= len(t)) for t in tests)
+
+
+def per_test_rows(
+    step: StepFeatures,
+    test_ids: Sequence[str],
+    state: FileState,
+    ledger: Ledger | None = None,
+    *,
+    stage: str = "the tests' features",
+) -> list[list[float]]:
+    """:func:`per_test_features` of every test of ``test_ids`` (one reachability per test
+    file), the step's deadline checked every 64 tests (``stage`` names where it stopped)."""
+    cache: dict[str, tuple[dict[str, int], set[str], bool]] = {}
+    rows = []
+    for i, test in enumerate(test_ids):
+        if i % 64 == 0:
+            check_deadline(stage)
+        rows.append(per_test_features(step, test, state, ledger, cache))
+    return rows
 
 
 def shlex_join(argv: Sequence[str]) -> str:

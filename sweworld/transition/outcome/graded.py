@@ -28,8 +28,7 @@ import numpy as np
 
 from sweworld.tasks.fields import test_list
 from sweworld.tasks.patches import patch_hunks
-from sweworld.transition.outcome.deadline import check_deadline
-from sweworld.transition.outcome.features import per_test_features, step_features
+from sweworld.transition.outcome.features import per_test_rows, step_features
 from sweworld.transition.outcome.state import FileState, apply_patch_text
 
 __all__ = [
@@ -115,12 +114,7 @@ def graded_tests(
     files = sorted({t.split("::", 1)[0] for t in ids if "::" in t})[:50]
     argv = ["python", "-m", "pytest", "-rA", *files]
     step = step_features(argv, "/testbed", state, task, oracle=mode == "oracle", test_ids=ids)
-    cache: dict[str, Any] = {}
-    rows = []
-    for i, test in enumerate(ids):
-        if i % 64 == 0:
-            check_deadline("the graded tests' features")
-        rows.append(per_test_features(step, test, state, None, cache))
+    rows = per_test_rows(step, ids, state, stage="the graded tests' features")
     fails, statuses, p_run, p_fail = model.decide_tests_detail(step.values, rows, mode)
     return GradedTests(
         f2p, p2p, dict(zip(ids, statuses, strict=True)), bool(fails), float(p_run), p_fail,
