@@ -15,6 +15,7 @@ class PytestOptions:
     keyword: str | None = None
     markexpr: str | None = None
     exitfirst: bool = False
+    pdb: bool = False
     maxfail: int | None = None
     verbosity: int = 0
     report_chars: str = ""
@@ -154,6 +155,8 @@ def parse_pytest_args(args: Sequence[str]) -> PytestOptions:
             opts["verbosity"] -= 1
         elif name == "-s":
             opts["capture"] = "no"
+        elif name == "--pdb":
+            opts["pdb"] = True
         elif name in ("--co", "--collect-only", "--collectonly"):
             opts["collect_only"] = True
         elif name in ("-h", "--help"):

@@ -423,12 +423,17 @@ class OutcomeExecutor:
         }
         if setup:  # exact: pytest cannot resolve these tests' fixtures
             info["setup_errors"] = len(setup)
+        # exact: with --pdb (and capture on) the debugger reads the end of stdin at the first
+        # failure and pytest quits there, exit 2
+        options = step.info.pytest
+        debugger = bool(options and options.pdb and options.capture != "no")
+        stop_first = debugger or bool(step.values[step_index("exitfirst")])
         statuses: dict[str, str] = {}
         for test, status in zip(ids, predicted, strict=True):
             status = graded.get(test, status) if graded else status
             status = "ERROR" if test in setup else status
             statuses[test] = status
-            if status in ("FAILED", "ERROR") and step.values[step_index("exitfirst")]:
+            if status in ("FAILED", "ERROR") and stop_first:
                 break
         failed = any(s in ("FAILED", "ERROR") for s in statuses.values())
         predicted_exc = exception() if failed else "none"
@@ -458,6 +463,7 @@ class OutcomeExecutor:
                 setup_errors=setup,
                 python=python,
                 pytest_version=pytest_version,
+                debugger=debugger and failed,
             )
             if exit_cls == "2" and errors:
                 code = 2
@@ -465,6 +471,8 @@ class OutcomeExecutor:
                 code = 5
             else:
                 code = int(any(s in ("FAILED", "ERROR") for s in statuses.values()))
+                if code and debugger:
+                    code, info["pdb"] = 2, "quit at the first failure"
         info["tests"] = len(statuses)
         info["_statuses"] = statuses
         return ExecutionResult(stdout, "", code)

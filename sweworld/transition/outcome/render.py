@@ -138,6 +138,27 @@ def _failure_section(test_id: str, exception: str, source: str | None) -> list[s
     return out
 
 
+def _debugger_section(test_id: str, exception: str, source: str | None, rootdir: str) -> list[str]:
+    """What ``--pdb`` prints at the first failure when the debugger reads the end of its
+    input at once (stdin is not a terminal): the traceback, the post-mortem prompt, and no
+    ``FAILURES`` section after it (pytest quits at the prompt)."""
+    section = _failure_section(test_id, exception, source)
+    path, _, where = section[-1].partition(": ")[0].rpartition(":")  # "path:line: exc"
+    failing = next((t[1:].strip() for t in section if t.startswith(">")), "")
+    func = test_id.split("::")[-1].split("[", 1)[0]
+    return [
+        _banner("traceback", ">"),
+        *section[1:],
+        _banner("entering PDB", ">"),
+        "",
+        _banner("PDB post_mortem (IO-capturing turned off)", ">"),
+        f"> {rootdir}/{path}({where}){func}()",
+        *([f"-> {failing}"] if failing else []),
+        "(Pdb) ",
+        "",
+    ]
+
+
 def _setup_error_section(test_id: str, error: Any, rootdir: str) -> list[str]:
     """pytest's ERRORS block of a test whose fixture cannot be resolved."""
     path, _, rest = test_id.partition("::")
@@ -169,13 +190,16 @@ def render_pytest(
     collection_errors: Sequence[str] = (),
     duration: float = 0.12,
     deselected: int = 0,
+    debugger: bool = False,
 ) -> str:
     """pytest's output for ``statuses`` (``{test id: PASSED|FAILED|ERROR|SKIPPED}``, in run
     order). ``report_chars``: the ``-r`` letters (``A`` lists every test);
     ``collection_errors``: files whose collection failed (an interrupted run);
     ``deselected``: tests collected but not selected (``-k``, ``-m``, ``--deselect``);
     ``setup_errors``: tests that error at setup on a fixture (a
-    :class:`~sweworld.transition.outcome.fixtures.SetupError` each), shown in ``ERRORS``."""
+    :class:`~sweworld.transition.outcome.fixtures.SetupError` each), shown in ``ERRORS``;
+    ``debugger``: the run had ``--pdb`` and stopped at its last test, a failure, where the
+    debugger quit (pytest's "Quitting debugger" exit)."""
     exceptions = exceptions or {}
     setup_errors = {t: e for t, e in (setup_errors or {}).items() if statuses.get(t) == "ERROR"}
     sources = sources or {}
@@ -199,10 +223,19 @@ def render_pytest(
     for test, status in statuses.items():
         by_file.setdefault(test.split("::", 1)[0], []).append(_LETTER.get(status, "."))
     total, done = max(len(statuses), 1), 0
+    stopped = next(reversed(statuses), None) if debugger else None
+    if stopped is not None and statuses[stopped] not in ("FAILED", "ERROR"):
+        stopped = None
     for path, letters in by_file.items():
         done += len(letters)
         head = "".join(letters) if quiet else f"{path} {''.join(letters)}"
-        out.append(f"{head:<{_WIDTH - 7}}[{int(100 * done / total):>3}%]")
+        out.append(head if stopped else f"{head:<{_WIDTH - 7}}[{int(100 * done / total):>3}%]")
+    if stopped:  # the run ends in the debugger, inside the progress line
+        exc = exceptions.get(stopped, "AssertionError")
+        source = sources.get(stopped.split("::")[0])
+        out += _debugger_section(stopped, exc, source, rootdir)
+        if not quiet:
+            out.append("")
     if collection_errors or setup_errors:
         out += ["", _banner("ERRORS")]
         for path in collection_errors:
@@ -211,7 +244,7 @@ def render_pytest(
         for test, error in setup_errors.items():
             out += _setup_error_section(test, error, rootdir)
     failing = [t for t, s in statuses.items() if s in ("FAILED", "ERROR") and t not in setup_errors]
-    if failing:
+    if failing and not stopped:
         out += ["", _banner("FAILURES")]
         for test in failing:
             out += _failure_section(
@@ -254,6 +287,8 @@ def render_pytest(
         out.append(
             _banner(f"Interrupted: {n_err} error{'s' if n_err != 1 else ''} during collection", "!")
         )
+    elif stopped:
+        out.append(_banner("_pytest.outcomes.Exit: Quitting debugger", "!"))
     out.append(_banner(f"{text} in {duration:.2f}s") if not quiet else f"{text} in {duration:.2f}s")
     return "\n".join(out) + "\n"
 

@@ -232,3 +232,36 @@ def test_a_judge_decides_the_graded_tests(manager, toy_task) -> None:
     first, _ = run_with(RuntimeError("judge down"))
     assert last_info(first)["graded"]["judge"].startswith("failed: RuntimeError: judge down")
     assert parse_pytest_log(first.stdout)  # the outcome model's decision stands
+
+
+def test_pdb_quits_at_the_first_failure(manager, toy_task) -> None:
+    """``--pdb`` with capture on: pytest stops at the first failing test, the debugger reads
+    the end of stdin and quits, exit 2 (as the real runs recorded do); with ``-s`` the
+    recorded runs went on past the prompt, so the run is the plain one."""
+    from sweworld.tasks import test_list
+    from sweworld.tasks.patches import patch_hunks
+
+    graded = [*test_list(toy_task, "FAIL_TO_PASS"), *test_list(toy_task, "PASS_TO_PASS")]
+    files = " ".join(sorted({t.split("::", 1)[0] for t in graded}))
+    ex = OutcomeExecutor(mode="oracle", judge=lambda task, patch: False)
+    with manager.open(toy_task, executor=ex) as s:
+        s.write_file("/tmp/tests.diff", toy_task.test_patch)
+        assert s.run("git apply /tmp/tests.diff").exit_code == 0
+        code_file = next(p for p in patch_hunks(toy_task.patch) if "test" not in p)
+        s.run(f"echo 'EXTRA = 1' >> {code_file}")
+        plain = s.run(f"python -m pytest -rA {files}")
+        every = parse_pytest_log(plain.stdout)
+        assert plain.exit_code == 1 and "FAILED" in every.values()
+        stopped = s.run(f"python -m pytest --pdb -rA {files}")
+        assert stopped.exit_code == 2 and last_info(stopped)["pdb"] == "quit at the first failure"
+        seen = parse_pytest_log(stopped.stdout)
+        first_failure = next(t for t, v in every.items() if v == "FAILED")
+        assert list(seen)[-1] == first_failure and list(seen.values()).count("FAILED") == 1
+        assert set(seen) <= set(every) and all(every[t] == v for t, v in seen.items())
+        lines = stopped.stdout.splitlines()
+        assert "(Pdb) " in lines and "FAILURES" not in stopped.stdout
+        assert "!! _pytest.outcomes.Exit: Quitting debugger !!" in lines[-2]
+        assert any(x.startswith("> /testbed/") and x.endswith("()") for x in lines)
+        uncaptured = s.run(f"python -m pytest -s --pdb -rA {files}")
+        assert uncaptured.exit_code == 1 and "pdb" not in last_info(uncaptured)
+        assert parse_pytest_log(uncaptured.stdout) == every
