@@ -29,7 +29,7 @@ pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
 from sweworld.serve.world.app import JsonErrors  # noqa: E402
-from sweworld.serve.world.server import FORCED_EXIT  # noqa: E402
+from sweworld.serve.world.draining import FORCED_EXIT  # noqa: E402
 
 TOKEN = "hostile-test-token-1"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

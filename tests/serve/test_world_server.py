@@ -27,7 +27,7 @@ import uvicorn  # noqa: E402
 
 from sweworld.env import EpisodeConfig  # noqa: E402
 from sweworld.sandbox import bwrap  # noqa: E402
-from sweworld.serve.world import server  # noqa: E402
+from sweworld.serve.world import draining, server  # noqa: E402
 from sweworld.serve.world.app import JsonErrors, create_app  # noqa: E402
 from sweworld.serve.world.config import ServiceConfig  # noqa: E402
 from sweworld.serve.world.connections import (  # noqa: E402
@@ -222,7 +222,7 @@ def test_a_signal_inside_the_loops_lock_neither_hangs_the_loop_nor_is_lost(tmp_p
     world = WorldHandler(config)
     returned = threading.Event()
     try:
-        srv = server.draining_server(uvicorn.Config(app=None), world)
+        srv = draining.draining_server(uvicorn.Config(app=None), world)
         srv.start_signal_relay(None)
 
         def loop_thread() -> None:
@@ -251,7 +251,7 @@ def test_the_signal_relay_outlives_a_failure_and_stops_the_server(caplog) -> Non
         def start_draining(self) -> None:
             raise RuntimeError("can't start new thread")
 
-    srv = server.draining_server(uvicorn.Config(app=None), World())
+    srv = draining.draining_server(uvicorn.Config(app=None), World())
     srv.start_signal_relay(None)
     srv.handle_exit(signal.SIGTERM, None)
     deadline = time.monotonic() + 10
@@ -287,9 +287,9 @@ def test_second_signal_kills_a_sandbox_that_starts_after_it(monkeypatch, caplog)
         manager = Manager()
 
     # the service's children, as /proc would list them (none alive at the first kill)
-    monkeypatch.setattr(server, "_child_pids", lambda: [p.pid for p in started + helpers])
-    monkeypatch.setattr(server.os, "_exit", lambda code: exited.set())
-    srv = server.draining_server(uvicorn.Config(app=None), World(), force_timeout_s=20.0)
+    monkeypatch.setattr(draining, "_child_pids", lambda: [p.pid for p in started + helpers])
+    monkeypatch.setattr(draining.os, "_exit", lambda code: exited.set())
+    srv = draining.draining_server(uvicorn.Config(app=None), World(), force_timeout_s=20.0)
     threading.Thread(target=late_step, daemon=True).start()
     began = time.monotonic()
     srv._exit_now(threading.Event())
