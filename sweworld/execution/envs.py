@@ -53,6 +53,7 @@ from sweworld.execution.interpreters import (
     installed_versions,
     probe,
 )
+from sweworld.execution.test_plugins import config_plugin_packages
 from sweworld.sandbox.launch import SYSTEM_PATH
 
 BUILD_LOG_TAIL = 4000
@@ -255,7 +256,9 @@ class EnvBuilder:
         """The recipe and interpreter for ``task``: a configured ``python`` is used as
         given; otherwise the task environment's Python when the machine has one, else the
         host's (``exact`` False). A configured recipe keeps its commands; otherwise the task
-        environment's install recipe and pinned pytest are used."""
+        environment's install recipe and pinned pytest are used, and where the environment
+        has no install recipe of its own, the pytest plugins the checkout's pytest
+        configuration needs (:func:`~sweworld.execution.test_plugins.config_plugin_packages`)."""
         recipe = self.recipe_for(task)
         tenv = _task_environment(task, base)
         requested = tenv.python if tenv is not None and tenv.python_known else None
@@ -289,6 +292,12 @@ class EnvBuilder:
             pin = tenv.runner_version if tenv.test_runner == "pytest" else None
             if pin and recipe.packages == ("pytest",):
                 changes["packages"] = (f"pytest=={pin}",)
+            if base is not None and not tenv.install:
+                # no harness recipe (a factory library, an unknown repository): the plugins
+                # the repository's own pytest configuration needs (parse's --cov)
+                plugins = config_plugin_packages(base)
+                if plugins:
+                    changes["packages"] = (*changes.get("packages", recipe.packages), *plugins)
             recipe = replace(recipe, **changes)
         if interp is not None:
             exact = tenv.accepts_python(interp.version) if tenv is not None else True
