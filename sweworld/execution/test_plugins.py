@@ -54,6 +54,13 @@ OPTION_PACKAGES: dict[str, str] = {
 _FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 _MAX_BYTES = 1 << 20
 _REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
+# a whole requirement of a package from the index: a name, extras, version specifiers; no
+# URL, path or option (what pip would fetch or build from elsewhere is refused)
+_SPECIFIER = r"(?:===|==|!=|~=|>=|<=|<|>)\s*[A-Za-z0-9.*+!_-]+"
+_INDEX_REQUIREMENT = re.compile(
+    rf"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9._,\s-]*\])?\s*"
+    rf"(?:{_SPECIFIER}(?:\s*,\s*{_SPECIFIER})*)?"
+)
 
 
 def _ini(path: Path, section: str) -> dict[str, str] | None:
@@ -69,14 +76,19 @@ def _config(root: Path) -> dict[str, object]:
     """The pytest settings of the first configuration file pytest would pick at ``root``."""
     for name in _FILES:
         path = root / name
-        if not path.is_file() or path.stat().st_size > _MAX_BYTES:
+        if not path.is_file():
+            continue
+        if path.stat().st_size > _MAX_BYTES:  # not read; pytest would stop at a pytest.ini
+            if name in ("pytest.ini", ".pytest.ini"):
+                return {}
             continue
         if name == "pyproject.toml":
             try:
-                data = tomllib.loads(path.read_text(errors="replace"))
-            except (tomllib.TOMLDecodeError, ValueError):
+                found: object = tomllib.loads(path.read_text(errors="replace"))
+            except (tomllib.TOMLDecodeError, ValueError, RecursionError):
                 continue
-            found = data.get("tool", {}).get("pytest", {}).get("ini_options")
+            for key in ("tool", "pytest", "ini_options"):  # any level may be another type
+                found = found.get(key) if isinstance(found, dict) else None
             if isinstance(found, dict):
                 return found
             continue
@@ -105,7 +117,9 @@ def read_addopts(root: Path) -> list[str]:
 
 def config_plugin_packages(root: Path) -> tuple[str, ...]:
     """PyPI packages the checkout at ``root`` needs for its own pytest configuration: its
-    ``required_plugins`` (as written, versions kept) and the plugins whose options its
+    ``required_plugins`` (as written, versions kept; an item that is not a plain
+    requirement of a package from the index, such as a URL or a path, is left out) and the
+    plugins whose options its
     ``addopts`` use. Sorted, without duplicates; empty when nothing is needed or nothing
     can be read."""
     config = _config(Path(root))
@@ -122,6 +136,6 @@ def config_plugin_packages(root: Path) -> tuple[str, ...]:
             needed[package] = package
     for item in _words(config.get("required_plugins")):  # a pinned requirement wins
         match = _REQUIREMENT.match(item)
-        if match:
+        if match and _INDEX_REQUIREMENT.fullmatch(item):
             needed[match.group(0).lower()] = item
     return tuple(sorted(needed.values()))

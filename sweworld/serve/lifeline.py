@@ -13,13 +13,19 @@ forked (a server started from a worker thread is not killed when that thread end
 reaches the server's own children too.
 
 Otherwise the lifeline is transparent: it ignores the group's SIGTERM itself (the server
-gets it and shuts down), waits for the server, and exits as the server did (its status, or
-the same signal). It imports nothing but the standard library, so it runs under any Python
-without loading sweworld.
+gets it and shuts down), waits for the server, SIGKILLs what is left of the group (workers
+that outlived the server), and exits as the server did (its status, or the same signal).
+The server's stdin is ``/dev/null``, as before. It imports nothing but the standard
+library, so it runs under any Python without loading sweworld.
+
+A launcher that ``fork()``s without ``exec`` (multiprocessing's ``fork`` start method)
+hands the pipe's write end to the forked child too: the server then lives until both are
+gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -29,6 +35,23 @@ import time
 
 #: Seconds between the SIGTERM and the SIGKILL of the group once the launcher is gone.
 GRACE_S = 10.0
+
+
+def _kill_rest_of_group() -> None:
+    """SIGKILL every other member of this process group (the server's workers after the
+    server exited: one that ignored SIGTERM would otherwise be left for good)."""
+    me, group = os.getpid(), os.getpgrp()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == group:
+            with contextlib.suppress(OSError):
+                os.kill(int(entry), signal.SIGKILL)
 
 
 def _end_group(child: subprocess.Popen, grace: float) -> None:
@@ -58,21 +81,29 @@ def main(argv: list[str]) -> int:
     if not argv:
         print("usage: lifeline.py COMMAND [ARG...]", file=sys.stderr)
         return 2
-    if os.getpgrp() != os.getpid():  # lead a group of its own: never end the launcher's
-        os.setpgid(0, 0)
-    # A Python handler, not SIG_IGN: an ignored signal would stay ignored in the server
-    # after exec, and the group's SIGTERM must reach it.
-    signal.signal(signal.SIGTERM, lambda *_: None)
+    if os.getsid(0) != os.getpid():  # lead a session and group of its own: the group
+        try:  # it ends must never hold its launcher or the launcher's other children
+            os.setsid()
+        except OSError:  # already a group leader (exec'd by a shell with job control)
+            print("lifeline: must be started in a new session", file=sys.stderr, flush=True)
+            return 2
+    # Python handlers, not SIG_IGN: an ignored signal would stay ignored in the server after
+    # exec, and the group's SIGTERM must reach it. The lifeline itself lives until the
+    # server has exited.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: None)
     try:
-        child = subprocess.Popen(argv)
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
     except OSError as exc:
         print(f"lifeline: cannot start {argv[0]!r}: {exc}", file=sys.stderr, flush=True)
         return 127
     grace = float(os.environ.get("SWEWORLD_LIFELINE_GRACE_S", GRACE_S))
     threading.Thread(target=_watch_launcher, args=(child, grace), daemon=True).start()
     code = child.wait()
+    _kill_rest_of_group()  # the server is gone: so are its workers
     if code < 0:  # die of the same signal, so the launcher sees what the server saw
-        signal.signal(-code, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL's cannot be set (nor need be)
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
         return 128 - code
     return code

@@ -321,7 +321,7 @@ class ModelServer:
             self._owned_log_dir = tempfile.mkdtemp(prefix="sweworld-vllm-")
             self.log_path = Path(self._owned_log_dir) / "server.log"
         command = self.command()
-        if shutil.which(command[0]) is None:
+        if shutil.which(command[0], path=self.environment().get("PATH")) is None:
             raise ServerFailed(f"cannot start {command[0]!r}: no such executable")
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in stop)
         try:

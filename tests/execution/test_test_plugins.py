@@ -50,6 +50,19 @@ addopts = --cov=parse --cov-report=term-missing --cov-append --cov-branch
         ({"pyproject.toml": "[tool.pytest.ini_options\n"}, 0, ()),
         ({"tox.ini": "[pytest]\naddopts = --cov 'unclosed\n"}, 2, ("pytest-cov",)),
         ({}, 0, ()),
+        # another type where a table is expected, nesting deeper than the parser goes
+        ({"pyproject.toml": 'tool = "x"\n'}, 0, ()),
+        ({"pyproject.toml": "[tool]\npytest = 3\n"}, 0, ()),
+        ({"pyproject.toml": "a = " + "[" * 5000 + "]" * 5000 + "\n"}, 0, ()),
+        # only plain requirements of index packages: no URL, path or option
+        (
+            {
+                "pytest.ini": "[pytest]\nrequired_plugins = pytest-x@https://evil.example/x.tgz"
+                " a/../d -e pytest-cov>=4,<6 pytest-mock[extra]==3.1\n"
+            },
+            0,
+            ("pytest-cov>=4,<6", "pytest-mock[extra]==3.1"),
+        ),
     ],
 )
 def test_packages_named_by_the_configuration(tmp_path, files, addopts, packages) -> None:

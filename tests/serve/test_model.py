@@ -376,12 +376,52 @@ def test_lifeline_exits_as_its_server_did(tmp_path):
             lifeline.stdin.close()
 
     assert run("import sys; sys.exit(3)") == 3
-    assert run("import os, signal; os.kill(os.getpid(), signal.SIGTERM)") == -signal.SIGTERM
+    for sig in (signal.SIGTERM, signal.SIGKILL):  # an out-of-memory kill is a SIGKILL
+        assert run(f"import os; os.kill(os.getpid(), {int(sig)})") == -sig
+    assert run("import sys; sys.exit(len(sys.stdin.read()))") == 0  # stdin: /dev/null
     missing = subprocess.run(
         [sys.executable, str(LIFELINE), str(tmp_path / "nothing")],
         stdin=subprocess.PIPE, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert missing.returncode == 127 and "cannot start" in missing.stderr
+
+
+def test_workers_that_ignore_sigterm_do_not_outlive_the_server(tmp_path, monkeypatch):
+    """The launcher goes; the server exits on the SIGTERM but its worker ignores it: the
+    lifeline SIGKILLs what is left of its group before it exits."""
+    import subprocess
+
+    from sweworld.serve.model import LIFELINE
+
+    monkeypatch.setenv("SWEWORLD_LIFELINE_GRACE_S", "30")  # the worker must not wait for it
+    pid_file = tmp_path / "worker"
+    server = textwrap.dedent(
+        f"""
+        import subprocess, sys, time
+        worker = subprocess.Popen([sys.executable, "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"])
+        open({str(pid_file)!r}, "w").write(str(worker.pid))
+        time.sleep(300)
+        """
+    )
+    lifeline = subprocess.Popen(
+        [sys.executable, str(LIFELINE), sys.executable, "-c", server],
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and lifeline.poll() is None
+            time.sleep(0.05)
+        worker = int(pid_file.read_text())
+        time.sleep(0.3)  # the worker has set its handler
+        lifeline.stdin.close()  # the launcher is gone
+        assert lifeline.wait(timeout=10) == -signal.SIGTERM
+        assert wait_dead(worker, 10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(lifeline.pid, signal.SIGKILL)
 
 
 def test_missing_interpreter_fails_clearly(tmp_path):

@@ -92,7 +92,7 @@ def _test_source(source: str | None, test_id: str) -> tuple[list[str], int]:
             tree = pyast.parse_shared(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return [], 0
-    names = [p.split("[", 1)[0] for p in test_id.split("::")[1:]]
+    names = test_id.split("[", 1)[0].split("::")[1:]  # a parameter id may hold "::"
     body: Sequence[ast.stmt] = tree.body
     node: ast.AST | None = None
     for name in names:
@@ -143,17 +143,26 @@ def _debugger_section(test_id: str, exception: str, source: str | None, rootdir:
     input at once (stdin is not a terminal): the traceback, the post-mortem prompt, and no
     ``FAILURES`` section after it (pytest quits at the prompt)."""
     section = _failure_section(test_id, exception, source)
-    path, _, where = section[-1].partition(": ")[0].rpartition(":")  # "path:line: exc"
+    path = test_id.split("::", 1)[0]
+    where = section[-1][len(path) + 1 :].partition(":")[0]  # "path:line: exc"
     failing = next((t[1:].strip() for t in section if t.startswith(">")), "")
-    func = test_id.split("::")[-1].split("[", 1)[0]
+    func = test_id.split("[", 1)[0].split("::")[-1]
     return [
         _banner("traceback", ">"),
         *section[1:],
+        *_debugger_prompt(f"> {rootdir}/{path}({where}){func}()", failing),
+    ]
+
+
+def _debugger_prompt(frame: str, line: str) -> list[str]:
+    """The debugger's entry and its prompt, answered by the end of stdin; ``frame`` and
+    ``line`` (pdb's ``>`` and ``->`` lines) are left out when empty."""
+    return [
         _banner("entering PDB", ">"),
         "",
         _banner("PDB post_mortem (IO-capturing turned off)", ">"),
-        f"> {rootdir}/{path}({where}){func}()",
-        *([f"-> {failing}"] if failing else []),
+        *([frame] if frame else []),
+        *([f"-> {line}"] if line else []),
         "(Pdb) ",
         "",
     ]
@@ -226,22 +235,28 @@ def render_pytest(
     stopped = next(reversed(statuses), None) if debugger else None
     if stopped is not None and statuses[stopped] not in ("FAILED", "ERROR"):
         stopped = None
-    for path, letters in by_file.items():
+    for n, (path, letters) in enumerate(by_file.items(), 1):
         done += len(letters)
         head = "".join(letters) if quiet else f"{path} {''.join(letters)}"
-        out.append(head if stopped else f"{head:<{_WIDTH - 7}}[{int(100 * done / total):>3}%]")
-    if stopped:  # the run ends in the debugger, inside the progress line
+        last = stopped is not None and n == len(by_file)  # the debugger cuts this line
+        out.append(head if last else f"{head:<{_WIDTH - 7}}[{int(100 * done / total):>3}%]")
+    if stopped in setup_errors:  # pytest's fixture lookup raised, inside pytest itself
+        out += [_banner("traceback", ">"), *_setup_error_section(stopped, setup_errors[stopped],
+                                                                 rootdir)[1:]]  # fmt: skip
+        out += _debugger_prompt("", "")
+    elif stopped:  # the run ends in the debugger, inside the progress line
         exc = exceptions.get(stopped, "AssertionError")
         source = sources.get(stopped.split("::")[0])
         out += _debugger_section(stopped, exc, source, rootdir)
-        if not quiet:
-            out.append("")
-    if collection_errors or setup_errors:
+    if stopped and not quiet:
+        out.append("")
+    listed = {t: e for t, e in setup_errors.items() if t != stopped}  # not shown twice
+    if collection_errors or listed:
         out += ["", _banner("ERRORS")]
         for path in collection_errors:
             exc = exceptions.get(path, "ImportError")
             out += [_banner(f"ERROR collecting {path}", "_"), f"E   {exc}"]
-        for test, error in setup_errors.items():
+        for test, error in listed.items():
             out += _setup_error_section(test, error, rootdir)
     failing = [t for t, s in statuses.items() if s in ("FAILED", "ERROR") and t not in setup_errors]
     if failing and not stopped:

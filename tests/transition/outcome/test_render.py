@@ -167,3 +167,23 @@ def test_header_versions_follow_the_task_environment() -> None:
     assert header_versions(row) == ("3.10.4", "7.4.0")
     text = render_pytest({"t.py::test_a": "PASSED"}, python="3.9.20", pytest_version="7.4.4")
     assert "platform linux -- Python 3.9.20, pytest-7.4.4, pluggy-1.5.0" in text
+
+
+def test_pdb_layout_of_the_run_that_stopped_in_the_debugger() -> None:
+    """``--pdb``: files finished before the failure keep their percentage, the one where the
+    debugger stopped does not; the frame names the test function even when a parameter id
+    holds ``::``; a stop on a fixture error shows it once, in the traceback section."""
+    from types import SimpleNamespace
+
+    source = "def test_p(a):\n    x = 1\n    assert a == 2\n"
+    statuses = {"a.py::test_ok": "PASSED", "t.py::test_q": "PASSED",
+                "t.py::test_p[a::b: c]": "FAILED"}  # fmt: skip
+    lines = render_pytest(statuses, sources={"t.py": source}, debugger=True).splitlines()
+    assert lines[lines.index("t.py .F") - 1].endswith("[ 33%]")
+    assert "> /testbed/t.py(3)test_p()" in lines and "-> assert a == 2" in lines
+    assert "FAILURES" not in "\n".join(lines) and "Quitting debugger" in lines[-2]
+    error = SimpleNamespace(line=1, signature="def test_p(a):", message="fixture 'a' not found")
+    text = render_pytest({"t.py::test_p": "ERROR"}, sources={"t.py": source}, debugger=True,
+                         setup_errors={"t.py::test_p": error})  # fmt: skip
+    assert text.count("fixture 'a' not found") == 1 and "== ERRORS ==" not in text
+    assert "(Pdb) " in text.splitlines() and "ERROR t.py::test_p" in text
