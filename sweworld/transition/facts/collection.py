@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweworld.transition.deadline import check_deadline
 from sweworld.transition.facts.environment import Environment
 from sweworld.transition.facts.imports import Importer, Workspace
 from sweworld.transition.facts.interpreter import Simulator
@@ -238,6 +239,7 @@ def collect_pytest(
         return posixpath.normpath(path) in {posixpath.normpath(p) for p in conf_ignores}
 
     def walk(directory: str) -> Iterator[str]:
+        check_deadline("collecting the tests")
         entries = ws.listdir(directory)
         files = []
         dirs = []
@@ -305,6 +307,7 @@ def collect_pytest(
     for path in order:
         if not path.endswith(".py"):
             continue
+        check_deadline("collecting the tests")  # before a file's parse and scan
         rel = relative_to_root(path, config.rootdir)
         collection.files.append(path)
         affects, fixtures, _ = conftest_state(path)

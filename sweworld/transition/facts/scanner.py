@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sweworld.transition.deadline import check_deadline
 from sweworld.transition.facts.environment import Environment
 from sweworld.transition.facts.imports import Importer, Workspace
 from sweworld.transition.facts.parametrize import UNKNOWN, ParametrizeReader
@@ -160,7 +161,9 @@ class ModuleScanner(ParametrizeReader):
                     module_params.append(call)
         out: list[Item] = []
         seen: set[str] = set()
-        for stmt in self._module_level_defs():
+        for n, stmt in enumerate(self._module_level_defs()):
+            if n % 64 == 63:
+                check_deadline("collecting the tests")
             if isinstance(stmt, tuple) and stmt[0] == "alias":
                 _, alias, original = stmt  # type: ignore[misc]
                 if alias in seen or not _prefix_or_glob(self.functions_patterns, alias):

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sweworld.transition.deadline import StepOverrun
 from sweworld.transition.outcome.commands import command_kind_of, pytest_equivalent
 
 __all__ = ["Collected", "collect_tests"]
@@ -53,6 +54,8 @@ def collect_tests(
         env = Environment.for_task(task, getattr(view, "root", None))
         collection, config, _, _ = collect_pytest(view, options, cwd, env)
         selected, deselected, exact = select_items(collection.items, options, cwd, config.rootdir)
+    except StepOverrun:  # the step's deadline, not the layout
+        raise
     except Exception:  # an unexpected layout only loses the test ids
         return None
     return Collected(

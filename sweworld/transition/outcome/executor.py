@@ -44,8 +44,8 @@ from sweworld.sandbox.executor import (
 )
 from sweworld.tasks.fields import task_field
 from sweworld.tasks.patches import patch_hunks
+from sweworld.transition.deadline import StepOverrun, check_deadline, step_deadline
 from sweworld.transition.outcome.collect import collect_tests
-from sweworld.transition.outcome.deadline import StepOverrun, check_deadline, step_deadline
 from sweworld.transition.outcome.exact import (
     broken_import_answer,
     exact_answer,

@@ -31,6 +31,7 @@ from typing import Any
 
 from sweworld.tasks.fields import test_list
 from sweworld.tasks.patches import patch_hunks
+from sweworld.transition.deadline import check_deadline
 from sweworld.transition.facts import parse_command
 from sweworld.transition.outcome.commands import (
     KINDS,
@@ -39,7 +40,6 @@ from sweworld.transition.outcome.commands import (
     pytest_equivalent,
     runner_args,
 )
-from sweworld.transition.outcome.deadline import check_deadline
 from sweworld.transition.outcome.programs import changed_names, parse_source, same_program
 from sweworld.transition.outcome.state import FileState, apply_patch_text
 

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from sweworld.sandbox.executor import NO_EXECUTOR_EXIT_CODE, ExecutionRequest
-from sweworld.transition.outcome import deadline as deadline_module
-from sweworld.transition.outcome.deadline import StepOverrun, check_deadline, step_deadline
+from sweworld.transition import deadline as deadline_module
+from sweworld.transition.deadline import StepOverrun, check_deadline, step_deadline
 from sweworld.transition.outcome.executor import OutcomeExecutor
 
 #: the stages in the order a test run first reaches them (the graded tests' state, made
@@ -157,3 +157,29 @@ def test_the_judge_runs_outside_the_steps_deadline(big, monkeypatch) -> None:
     result = executor.execute(_request(big, time.monotonic() + 3600))
     assert seen == ["no deadline"]
     assert result.info["route"] == "outcome-model" and result.info["graded"]["judge"] == "decided"
+
+
+def test_collection_stops_inside_a_huge_test_file(tmp_path, monkeypatch) -> None:
+    """Collection checks the deadline between files and every 64 definitions of a file: a
+    step over a file of 2,000 tests can stop at some 30 points inside its collection (it
+    could stop only after the whole collection before), and none of them claims a result."""
+    from sweworld.transition.outcome.collect import collect_tests
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_many.py").write_text(
+        "".join(f"def test_{i}():\n    assert {i}\n\n" for i in range(2000))
+    )
+    from sweworld.transition.types import WorkspaceView
+
+    view = WorkspaceView(tmp_path, base=tmp_path)
+    ticks: list[int] = []  # a clock that ticks once per check
+    monkeypatch.setattr(deadline_module, "monotonic", lambda: (ticks.append(1), len(ticks))[1])
+    with step_deadline(float("inf")):
+        found = collect_tests(view, ("pytest", "tests"), "/testbed")
+    assert found is not None and len(found.ids) == 2000
+    checks = len(ticks)
+    assert checks >= 2000 // 64
+    for k in (1, checks // 2, checks):  # stopped at the k-th check: raised, not swallowed
+        ticks.clear()
+        with step_deadline(float(k)), pytest.raises(StepOverrun, match="collecting the tests"):
+            collect_tests(view, ("pytest", "tests"), "/testbed")

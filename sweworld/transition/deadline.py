@@ -1,9 +1,11 @@
-"""The step's deadline, as the outcome executor's feature and render code sees it.
+"""The step's deadline, as the code that computes a simulated step sees it.
 
 :meth:`~sweworld.transition.outcome.executor.OutcomeExecutor.execute` runs a step inside
 ``with step_deadline(request.deadline):``; the loops whose length the input decides (the
-changed files, the import graph, the tests collected) call :func:`check_deadline` between two
-items, which raises :class:`StepOverrun` once the deadline has passed. The deadline is a
+test files collected and the definitions in each, the changed files, the import graph, the
+tests' features) call :func:`check_deadline` between two items, which raises
+:class:`StepOverrun` once the deadline has passed. A step can still run past its deadline by
+one item: one parse of one module (``ast.parse`` is not interrupted). The deadline is a
 context variable: each thread (each step) sees its own, and code run outside a step (the
 trainer building rows) sees none and never stops.
 """
