@@ -31,6 +31,11 @@ class Collected:
     ids: list[str]
     deselected: int
     exact: bool
+    #: pytest's rootdir and ini-file (sandbox paths; None: no ini-file), and the ini's
+    #: testpaths when they stood for the command's arguments (named in the header)
+    rootdir: str = "/testbed"
+    inifile: str | None = None
+    testpaths: tuple[str, ...] = ()
 
 
 def collect_tests(
@@ -58,8 +63,12 @@ def collect_tests(
         raise
     except Exception:  # an unexpected layout only loses the test ids
         return None
+    testpaths = config.getlist("testpaths", [])
     return Collected(
         [item.nodeid for item in selected[:limit]],
         len(deselected),
         bool(collection.exact and exact),
+        rootdir=config.rootdir,
+        inifile=config.inifile,
+        testpaths=tuple(testpaths) if not options.targets and cwd == config.rootdir else (),
     )

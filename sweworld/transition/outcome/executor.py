@@ -195,7 +195,9 @@ class OutcomeExecutor:
         ledger = self._ledger(request.session_id)
         stdin = request.stdin.decode("utf-8", "replace") if request.stdin else ""
         check_deadline("reading the state")
-        ids = self._collect(request, argv, kind, info) if kind in TEST_RUNNER_KINDS else []
+        ids, layout = (
+            self._collect(request, argv, kind, info) if kind in TEST_RUNNER_KINDS else ([], {})
+        )
         check_deadline("collecting the tests")
         step = step_features(
             argv,
@@ -222,7 +224,7 @@ class OutcomeExecutor:
         if kind in TEST_RUNNER_KINDS:
             graded = self._graded(request, state, ids, info)
             result = self._tests(
-                ids, step, state, ledger, exit_cls, exception, info, graded, request.task
+                ids, step, state, ledger, exit_cls, exception, info, graded, request.task, layout
             )
         else:
             result = self._script(request, step, state, exit_cls, exception, info)
@@ -306,21 +308,23 @@ class OutcomeExecutor:
 
     def _collect(
         self, request: ExecutionRequest, argv: list[str], kind: str, info: dict[str, Any]
-    ) -> list[str]:
+    ) -> tuple[list[str], dict[str, Any]]:
         """The tests the command runs, as pytest ids (another runner's selection is collected
-        through its pytest equivalent); [] when the selection cannot be known."""
+        through its pytest equivalent), and what pytest's header says of the layout (its
+        rootdir, ini-file and testpaths); ``([], {})`` when the selection cannot be known."""
         from sweworld.transition.types import WorkspaceView
 
         if request.workspace is None:
-            return []
+            return [], {}
         found = collect_tests(
             WorkspaceView.from_request(request), argv, request.cwd, request.task, limit=_MAX_TESTS
         )
         if found is None:
-            return []
+            return [], {}
         if found.deselected:
             info["deselected"] = found.deselected
-        return found.ids
+        layout = {"rootdir": found.rootdir, "inifile": found.inifile, "testpaths": found.testpaths}
+        return found.ids, layout
 
     def _graded(
         self, request: ExecutionRequest, state: FileState, ids: list[str], info: dict[str, Any]
@@ -411,6 +415,7 @@ class OutcomeExecutor:
         info: dict[str, Any],
         graded: dict[str, str] | None = None,
         task: Any = None,
+        layout: dict[str, Any] | None = None,
     ) -> ExecutionResult:
         rows = per_test_rows(step, ids, state, ledger)
         _, predicted = self.model.decide_tests(step.values, rows, self.mode)
@@ -444,10 +449,11 @@ class OutcomeExecutor:
         if step.kind in ("django_runtests", "sympy_test", "unittest"):
             return self._other_runner(step, statuses, exc, info)
         python, pytest_version = header_versions(task)
+        layout = layout or {}
         if exit_cls in ("4", "5") and not statuses:
             stdout = render_pytest(
                 {}, report_chars=step.info.pytest.report_chars, python=python,
-                pytest_version=pytest_version,
+                pytest_version=pytest_version, **layout,
             )  # fmt: skip
             code = int(exit_cls)
         else:
@@ -464,6 +470,9 @@ class OutcomeExecutor:
                 python=python,
                 pytest_version=pytest_version,
                 debugger=debugger and failed,
+                collected=len(ids),
+                exitfirst=bool(step.values[step_index("exitfirst")]),
+                **layout,
             )
             if exit_cls == "2" and errors:
                 code = 2

@@ -75,6 +75,74 @@ def header_versions(task: Any) -> tuple[str, str]:
     return python, pytest_version or DEFAULT_PYTEST
 
 
+def _version(text: str) -> tuple[int, int]:
+    """``(major, minor)`` of a version string such as ``5.4.1.dev338+gc98bc4cd3``."""
+    head = text.split(".")
+    try:
+        return int(head[0]), int(head[1]) if len(head) > 1 and head[1].isdigit() else 0
+    except ValueError:
+        return (0, 0)
+
+
+def _header(
+    python: str, pytest_version: str, rootdir: str, inifile: str | None,
+    testpaths: Sequence[str],
+) -> list[str]:  # fmt: skip
+    """The session header as the version of pytest writes it: one ``rootdir`` line naming
+    the ini-file (``inifile:`` before 6.0, ``configfile:`` after) and the testpaths used,
+    or, from 7.3 on, a line for each."""
+    config = posixpath.relpath(inifile, rootdir) if inifile else None
+    version = _version(pytest_version)
+    out = [_banner("test session starts"),
+           f"platform linux -- Python {python}, pytest-{pytest_version}, pluggy-1.5.0"]  # fmt: skip
+    if version >= (7, 3):
+        out.append(f"rootdir: {rootdir}")
+        out += [f"configfile: {config}"] if config else []
+        out += [f"testpaths: {', '.join(testpaths)}"] if testpaths else []
+        return out
+    line = f"rootdir: {rootdir}"
+    if config:
+        line += f", {'inifile' if version < (6, 0) else 'configfile'}: {config}"
+    if testpaths:
+        line += f", testpaths: {', '.join(testpaths)}"
+    return [*out, line]
+
+
+def _progress_lines(
+    by_file: Mapping[str, Sequence[str]], collected: int, quiet: bool, cut: bool
+) -> list[str]:
+    """pytest's progress lines without ``-v``, as its terminal reporter writes them: each
+    file's letters after its path (with ``-q``: no paths, one stream of letters), a line
+    ended with the percentage so far where the next letter would reach the edge, and the
+    percentage right-aligned to column 79 when a file's line ends and at the end of the run.
+    ``collected``: the tests the run set out to run (a run stopped early ends below 100%);
+    ``cut``: the debugger stopped the run inside its last line (no percentage there)."""
+    lines: list[str] = []
+    line, done = "", 0
+
+    def progress() -> str:
+        return f" [{100 * done // max(collected, 1):>3}%]"
+
+    def filled(text: str) -> str:
+        return text + progress().rjust(_WIDTH - 1 - len(text))
+
+    first = True
+    for path, letters in by_file.items():
+        if not quiet:  # a new file: the line before is filled, then the path
+            if not first:
+                lines.append(filled(line))
+            line, first = f"{path} ", False
+        for letter in letters:
+            line += letter
+            done += 1
+            if done < collected and len(line) + len(" [100%]") + 1 >= _WIDTH:
+                lines.append(line + progress())
+                line = ""
+    if by_file:
+        lines.append(line if cut else filled(line))
+    return lines
+
+
 def _banner(text: str, fill: str = "=") -> str:
     text = f" {text} " if text else ""
     left = max(2, (_WIDTH - len(text)) // 2)
@@ -200,6 +268,10 @@ def render_pytest(
     duration: float = 0.12,
     deselected: int = 0,
     debugger: bool = False,
+    inifile: str | None = None,
+    testpaths: Sequence[str] = (),
+    collected: int | None = None,
+    exitfirst: bool = False,
 ) -> str:
     """pytest's output for ``statuses`` (``{test id: PASSED|FAILED|ERROR|SKIPPED}``, in run
     order). ``report_chars``: the ``-r`` letters (``A`` lists every test);
@@ -208,38 +280,39 @@ def render_pytest(
     ``setup_errors``: tests that error at setup on a fixture (a
     :class:`~sweworld.transition.outcome.fixtures.SetupError` each), shown in ``ERRORS``;
     ``debugger``: the run had ``--pdb`` and stopped at its last test, a failure, where the
-    debugger quit (pytest's "Quitting debugger" exit)."""
+    debugger quit (pytest's "Quitting debugger" exit); ``inifile``: the configuration file
+    pytest read (a sandbox path), ``testpaths``: the ini's testpaths when they stood for the
+    command's arguments, both named in the header as ``pytest_version`` writes them;
+    ``collected``: the tests selected to run when the run stopped before the end (``-x``,
+    ``--pdb``; default: those in ``statuses``); ``exitfirst``: ``-x`` (``--maxfail=1``),
+    so a failure ends the run with pytest's "stopping after 1 failures"."""
     exceptions = exceptions or {}
     setup_errors = {t: e for t, e in (setup_errors or {}).items() if statuses.get(t) == "ERROR"}
     sources = sources or {}
     out: list[str] = []
     if not quiet:
-        out += [
-            _banner("test session starts"),
-            f"platform linux -- Python {python}, pytest-{pytest_version}, pluggy-1.5.0",
-            f"rootdir: {rootdir}",
-        ]
+        out += _header(python, pytest_version, rootdir, inifile, testpaths)
     n_err = len(collection_errors)
-    n_all = len(statuses) + deselected
-    collected = f"collected {n_all} item{'s' if n_all != 1 else ''}"
+    selected = max(collected or 0, len(statuses))
+    n_all = selected + deselected
+    count_line = f"collected {n_all} item{'s' if n_all != 1 else ''}"
     if n_err:
-        collected += f" / {n_err} error{'s' if n_err != 1 else ''}"
+        count_line += f" / {n_err} error{'s' if n_err != 1 else ''}"
     if deselected:
-        collected += f" / {deselected} deselected / {len(statuses)} selected"
+        count_line += f" / {deselected} deselected / {selected} selected"
     if not quiet:
-        out += [collected, ""]
+        out += [count_line, ""]
     by_file: dict[str, list[str]] = {}
     for test, status in statuses.items():
         by_file.setdefault(test.split("::", 1)[0], []).append(_LETTER.get(status, "."))
-    total, done = max(len(statuses), 1), 0
     stopped = next(reversed(statuses), None) if debugger else None
     if stopped is not None and statuses[stopped] not in ("FAILED", "ERROR"):
         stopped = None
-    for n, (path, letters) in enumerate(by_file.items(), 1):
-        done += len(letters)
-        head = "".join(letters) if quiet else f"{path} {''.join(letters)}"
-        last = stopped is not None and n == len(by_file)  # the debugger cuts this line
-        out.append(head if last else f"{head:<{_WIDTH - 7}}[{int(100 * done / total):>3}%]")
+    failures = sum(v in ("FAILED", "ERROR") for v in statuses.values())
+    halted = exitfirst and failures > 0 and not stopped  # -x: pytest stops the session
+    # the debugger cuts the last line, and so does a stop before the last test
+    cut = stopped is not None or (halted and len(statuses) < selected)
+    out += _progress_lines(by_file, selected, quiet, cut=cut)
     if stopped in setup_errors:  # pytest's fixture lookup raised, inside pytest itself
         out += [_banner("traceback", ">"), *_setup_error_section(stopped, setup_errors[stopped],
                                                                  rootdir)[1:]]  # fmt: skip
@@ -248,11 +321,11 @@ def render_pytest(
         exc = exceptions.get(stopped, "AssertionError")
         source = sources.get(stopped.split("::")[0])
         out += _debugger_section(stopped, exc, source, rootdir)
-    if stopped and not quiet:
+    if by_file and not quiet:  # a blank line ends the run's lines (none with -q)
         out.append("")
     listed = {t: e for t, e in setup_errors.items() if t != stopped}  # not shown twice
     if collection_errors or listed:
-        out += ["", _banner("ERRORS")]
+        out.append(_banner("ERRORS"))
         for path in collection_errors:
             exc = exceptions.get(path, "ImportError")
             out += [_banner(f"ERROR collecting {path}", "_"), f"E   {exc}"]
@@ -260,20 +333,22 @@ def render_pytest(
             out += _setup_error_section(test, error, rootdir)
     failing = [t for t, s in statuses.items() if s in ("FAILED", "ERROR") and t not in setup_errors]
     if failing and not stopped:
-        out += ["", _banner("FAILURES")]
+        out.append(_banner("FAILURES"))
         for test in failing:
             out += _failure_section(
                 test, exceptions.get(test, "AssertionError"), sources.get(test.split("::")[0])
             )
     chars = report_chars if report_chars else "fE"
     show_all = "A" in chars or "a" in chars
+    if ("A" in chars or "P" in chars) and "PASSED" in statuses.values():
+        out.append(_banner("PASSES"))  # -rP / -rA: the passed tests' captured output
     summary: list[str] = []
     for group in _SUMMARY_ORDER:
-        wanted = (
-            show_all
+        wanted = (  # -ra: every outcome but the passed ones; -rA: every outcome
+            (group == "PASSED" and ("A" in chars or "p" in chars.lower()))
+            or (group != "PASSED" and show_all)
             or (group == "FAILED" and "f" in chars)
             or (group == "ERROR" and "E" in chars)
-            or (group == "PASSED" and "p" in chars.lower())
         )
         if not wanted:
             continue
@@ -304,6 +379,8 @@ def render_pytest(
         )
     elif stopped:
         out.append(_banner("_pytest.outcomes.Exit: Quitting debugger", "!"))
+    elif halted:
+        out.append(_banner(f"stopping after {failures} failures", "!"))
     out.append(_banner(f"{text} in {duration:.2f}s") if not quiet else f"{text} in {duration:.2f}s")
     return "\n".join(out) + "\n"
 

@@ -187,3 +187,65 @@ def test_pdb_layout_of_the_run_that_stopped_in_the_debugger() -> None:
                          setup_errors={"t.py::test_p": error})  # fmt: skip
     assert text.count("fixture 'a' not found") == 1 and "== ERRORS ==" not in text
     assert "(Pdb) " in text.splitlines() and "ERROR t.py::test_p" in text
+
+
+@pytest.mark.parametrize(
+    ("version", "lines"),
+    [
+        ("5.4.1.dev338+gc98bc4cd3", ["rootdir: /testbed, inifile: tox.ini, testpaths: testing"]),
+        ("6.2.5", ["rootdir: /testbed, configfile: tox.ini, testpaths: testing"]),
+        ("7.2.0.dev173+gda9a2b584", ["rootdir: /testbed, configfile: tox.ini, testpaths: testing"]),
+        ("7.3.0", ["rootdir: /testbed", "configfile: tox.ini", "testpaths: testing"]),
+        ("9.0.3", ["rootdir: /testbed", "configfile: tox.ini", "testpaths: testing"]),
+    ],
+)
+def test_header_names_the_layout_as_each_pytest_does(version, lines) -> None:
+    """pytest < 6 says ``inifile:``, 6.0-7.2 ``configfile:`` on the rootdir line, 7.3 on
+    one line each (pytest's terminal.py of those releases)."""
+    text = render_pytest({"testing/test_a.py::test_x": "PASSED"}, pytest_version=version,
+                         inifile="/testbed/tox.ini", testpaths=["testing"])  # fmt: skip
+    head = text.splitlines()
+    assert head[2 : 2 + len(lines)] == lines and head[2 + len(lines)] == "collected 1 item"
+    bare = render_pytest({"t.py::test_x": "PASSED"}, pytest_version=version).splitlines()
+    assert bare[2:4] == ["rootdir: /testbed", "collected 1 item"]
+
+
+def test_progress_lines_break_at_the_edge_as_pytest_does() -> None:
+    """Letters wrap where the next one would reach column 80 (the percentage so far ends
+    the line), every file's last line is filled to column 79, ``-q`` writes one stream
+    without paths; a blank line follows the run without ``-q``, none with it."""
+    statuses = {"test_two.py::test_a": "PASSED", "test_two.py::test_b": "PASSED"}
+    statuses |= {f"test_many.py::test_{i}": "FAILED" if i == 7 else "PASSED" for i in range(100)}
+    lines = render_pytest(statuses).splitlines()
+    run = lines[lines.index("collected 102 items") + 2 :]
+    assert run[:4] == [
+        "test_two.py ..".ljust(72) + " [  1%]",
+        "test_many.py " + "." * 7 + "F" + "." * 51 + " [ 59%]",
+        ("." * 41).ljust(72) + " [100%]",
+        "",
+    ]
+    assert all(len(x) == 79 for x in run[:3]) and run[4].strip("=") == " FAILURES "
+    quiet = render_pytest(statuses, quiet=True).splitlines()
+    assert quiet[:2] == ["." * 9 + "F" + "." * 62 + " [ 70%]", ("." * 30).ljust(72) + " [100%]"]
+    assert quiet[2].strip("=") == " FAILURES "
+
+
+def test_a_run_stopped_by_x_and_the_report_chars() -> None:
+    """``-x``: the run ends at the failure, without a percentage, with pytest's "stopping
+    after 1 failures"; the counts line says how many were collected. ``-rA`` opens a PASSES
+    section and lists the passed tests, ``-ra`` lists every outcome but them."""
+    statuses = {f"t.py::test_{i}": "PASSED" for i in range(3)} | {"t.py::test_3": "FAILED"}
+    lines = render_pytest(statuses, exitfirst=True, collected=10, report_chars="A").splitlines()
+    assert "collected 10 items" in lines and "t.py ...F" in lines
+    assert lines[-2] == _stop_banner() and "=" * 36 + " PASSES " + "=" * 36 in lines
+    assert "PASSED t.py::test_0" in lines
+    listed = render_pytest(statuses, report_chars="a").splitlines()
+    assert "PASSED t.py::test_0" not in listed and "FAILED t.py::test_3 - AssertionError" in listed
+    assert not any("PASSES" in x for x in listed)
+    assert parse_pytest_log(render_pytest(statuses, report_chars="A")) == statuses
+
+
+def _stop_banner() -> str:
+    text = " stopping after 1 failures "
+    left = (80 - len(text)) // 2
+    return "!" * left + text + "!" * (80 - len(text) - left)
