@@ -144,9 +144,28 @@ def _progress_lines(
 
 
 def _banner(text: str, fill: str = "=") -> str:
-    text = f" {text} " if text else ""
-    left = max(2, (_WIDTH - len(text)) // 2)
-    return f"{fill * left}{text}{fill * max(2, _WIDTH - len(text) - left)}"
+    """pytest's separator line: ``text`` between runs of ``fill`` as long as fit in 80
+    columns, at least one on each side (a long test name overflows), one more on the right
+    where there is room."""
+    if not text:
+        return fill * _WIDTH
+    run = fill * max((_WIDTH - len(text) - 2) // 2, 1)
+    line = f"{run} {text} {run}"
+    return line + fill if len(line) < _WIDTH else line
+
+
+def _summary_line(status: str, test: str, message: str | None) -> str:
+    """A short-summary line: ``STATUS id - message``, the message cut with ``...`` so the
+    line fits 80 columns, and left out when fewer than 6 columns are left (as pytest does
+    off a CI machine)."""
+    line = f"{status} {test}"
+    room = _WIDTH - len(line)
+    if message is None or room < 6:
+        return line
+    message = message.split("\n", 1)[0]
+    if 3 + len(message) > room:
+        message = message[: room - 6] + "..."
+    return f"{line} - {message}"
 
 
 def _test_source(source: str | None, test_id: str) -> tuple[list[str], int]:
@@ -184,7 +203,8 @@ def _test_source(source: str | None, test_id: str) -> tuple[list[str], int]:
 
 
 def _failure_section(test_id: str, exception: str, source: str | None) -> list[str]:
-    name = test_id.split("::")[-1]
+    base, bracket, params = test_id.partition("[")  # a parameter id may hold "::"
+    name = ".".join(base.split("::")[1:]) + bracket + params  # pytest: Class.test[param]
     out = [_banner(name, "_"), ""]
     lines, start = _test_source(source, test_id)
     fail_at = start
@@ -355,11 +375,10 @@ def render_pytest(
         for test, status in statuses.items():
             if status != group:
                 continue
-            exc = exceptions.get(test, "AssertionError")
-            suffix = f" - {exc}" if status in ("FAILED", "ERROR") else ""
-            if test in setup_errors:
-                suffix = ""  # pytest names a fixture error without a message
-            summary.append(f"{status} {test}{suffix}")
+            exc: str | None = exceptions.get(test, "AssertionError")
+            if status not in ("FAILED", "ERROR") or test in setup_errors:
+                exc = None  # pytest names a fixture error without a message
+            summary.append(_summary_line(status, test, exc))
     summary += [f"ERROR {path}" for path in collection_errors]
     if summary:
         out += [_banner("short test summary info"), *summary]

@@ -249,3 +249,25 @@ def _stop_banner() -> str:
     text = " stopping after 1 failures "
     left = (80 - len(text)) // 2
     return "!" * left + text + "!" * (80 - len(text) - left)
+
+
+def test_long_names_and_messages_as_pytest_cuts_them() -> None:
+    """A short-summary line fits 80 columns (the message cut with ``...``, or left out when
+    fewer than 6 columns remain); a failure's title is ``Class.test[param]``, between
+    single ``_`` when it is too long for more; the parser still reads every status."""
+    short = "t.py::TestA::test_b"
+    long = (  # a title pytest printed in a recorded run
+        "tests/test_requests.py::TestPreparingURLs::test_redirecting_to_bad_url"
+        "[http://localhost:-1-InvalidURL]"
+    )
+    message = "NameError: name 'xxx' is not defined in this rather long message"
+    statuses = {short: "FAILED", long: "FAILED"}
+    text = render_pytest(statuses, exceptions=dict.fromkeys(statuses, message))
+    lines = text.splitlines()
+    cut = next(x for x in lines if x.startswith(f"FAILED {short} - "))
+    assert len(cut) == 80 and cut.endswith("...") and message.startswith(cut[len(short) + 10 : -3])
+    assert f"FAILED {long}" in lines  # no room left for a message
+    assert "_" * 33 + " TestA.test_b " + "_" * 33 in lines
+    title = "TestPreparingURLs.test_redirecting_to_bad_url[http://localhost:-1-InvalidURL]"
+    assert f"_ {title} _" in lines
+    assert parse_pytest_log(text) == statuses
