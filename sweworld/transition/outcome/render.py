@@ -72,7 +72,19 @@ def header_versions(task: Any) -> tuple[str, str]:
         return DEFAULT_PYTHON, DEFAULT_PYTEST
     python = env.python_full or HARNESS_PYTHON_RELEASES.get(env.python or "") or DEFAULT_PYTHON
     pytest_version = env.runner_version if env.test_runner == "pytest" else None
+    if pytest_version is None and _task_repo(task) == "pytest-dev/pytest":
+        # the runner is the repository itself, at the release the task names ("5.4"): the
+        # header's layout follows it (the dev suffix, from git, is not known)
+        pytest_version = str(_task_field(task, "version") or "") or None
     return python, pytest_version or DEFAULT_PYTEST
+
+
+def _task_field(task: Any, name: str) -> Any:
+    return task.get(name) if isinstance(task, Mapping) else getattr(task, name, None)
+
+
+def _task_repo(task: Any) -> str:
+    return str(_task_field(task, "repo") or "").strip().lower()
 
 
 def _version(text: str) -> tuple[int, int]:

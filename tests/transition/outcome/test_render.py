@@ -271,3 +271,17 @@ def test_long_names_and_messages_as_pytest_cuts_them() -> None:
     title = "TestPreparingURLs.test_redirecting_to_bad_url[http://localhost:-1-InvalidURL]"
     assert f"_ {title} _" in lines
     assert parse_pytest_log(text) == statuses
+
+
+def test_pytests_own_repository_runs_its_own_release() -> None:
+    """On pytest's own repository the runner is the checkout, at the release the task names:
+    its header takes that release's layout (``inifile:`` for 5.4); elsewhere the pin or the
+    default."""
+    from sweworld.transition.outcome.render import DEFAULT_PYTEST, header_versions
+
+    python, version = header_versions({"repo": "pytest-dev/pytest", "version": "5.4"})
+    assert (python, version) == ("3.9.20", "5.4")
+    text = render_pytest({"t.py::test_x": "PASSED"}, pytest_version=version,
+                         inifile="/testbed/tox.ini")  # fmt: skip
+    assert "rootdir: /testbed, inifile: tox.ini" in text.splitlines()
+    assert header_versions({"repo": "pypi/parse"})[1] == DEFAULT_PYTEST
