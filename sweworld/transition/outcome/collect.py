@@ -36,6 +36,9 @@ class Collected:
     rootdir: str = "/testbed"
     inifile: str | None = None
     testpaths: tuple[str, ...] = ()
+    #: pytest's usage error for a file target that does not exist ("ERROR: file or
+    #: directory not found: X", as the release words it), or None
+    missing: str | None = None
 
 
 def collect_tests(
@@ -57,7 +60,7 @@ def collect_tests(
         return None
     try:
         env = Environment.for_task(task, getattr(view, "root", None))
-        collection, config, _, _ = collect_pytest(view, options, cwd, env)
+        collection, config, missing, _ = collect_pytest(view, options, cwd, env)
         selected, deselected, exact = select_items(collection.items, options, cwd, config.rootdir)
     except StepOverrun:  # the step's deadline, not the layout
         raise
@@ -71,4 +74,5 @@ def collect_tests(
         rootdir=config.rootdir,
         inifile=config.inifile,
         testpaths=tuple(testpaths) if not options.targets and cwd == config.rootdir else (),
+        missing=missing[0].message if missing and not options.pyargs else None,
     )

@@ -17,7 +17,12 @@ from typing import Any
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
 from sweworld.transition.outcome.state import FileState
 
-__all__ = ["broken_import_answer", "exact_answer", "informational_answer"]
+__all__ = [
+    "broken_import_answer",
+    "exact_answer",
+    "informational_answer",
+    "missing_target_answer",
+]
 
 
 def exact_answer(
@@ -76,6 +81,24 @@ def broken_import_answer(
                     reason=f"{rel} does not compile")  # fmt: skip
         return ExecutionResult("", "Traceback (most recent call last):\n" + error.text, 1)
     return None
+
+
+def missing_target_answer(
+    message: str, layout: dict[str, Any], task: Any, argv: list[str]
+) -> ExecutionResult:
+    """pytest given a file target that does not exist: its session header, no test run,
+    and its usage error (``message``, worded as the task's release words it) on stderr,
+    exit 4 (exact)."""
+    from sweworld.transition.facts import parse_command
+    from sweworld.transition.outcome.render import header_versions, render_pytest
+
+    options = parse_command(tuple(argv)).pytest
+    python, version = header_versions(task)
+    stdout = render_pytest(
+        {}, quiet=bool(options and options.verbosity < 0), python=python,
+        pytest_version=version, **layout,
+    )  # fmt: skip
+    return ExecutionResult(stdout, message.rstrip("\n") + "\n\n", 4)
 
 
 def informational_answer(

@@ -50,6 +50,7 @@ from sweworld.transition.outcome.exact import (
     broken_import_answer,
     exact_answer,
     informational_answer,
+    missing_target_answer,
 )
 from sweworld.transition.outcome.features import (
     TEST_RUNNER_KINDS,
@@ -199,6 +200,12 @@ class OutcomeExecutor:
             self._collect(request, argv, kind, info) if kind in TEST_RUNNER_KINDS else ([], {})
         )
         check_deadline("collecting the tests")
+        if "missing" in layout:  # exact: pytest stops at a target that does not exist
+            missing = layout.pop("missing")
+            answer = missing_target_answer(missing, layout, request.task, argv)
+            info.update(route="exact", text_source="exact", tests=0,
+                        reason="a test target does not exist")  # fmt: skip
+            return self._answered(request, argv, answer, info, start)
         step = step_features(
             argv,
             request.cwd,
@@ -324,6 +331,8 @@ class OutcomeExecutor:
         if found.deselected:
             info["deselected"] = found.deselected
         layout = {"rootdir": found.rootdir, "inifile": found.inifile, "testpaths": found.testpaths}
+        if found.missing and kind == "pytest":
+            layout["missing"] = found.missing
         return found.ids, layout
 
     def _graded(

@@ -265,3 +265,18 @@ def test_pdb_quits_at_the_first_failure(manager, toy_task) -> None:
         uncaptured = s.run(f"python -m pytest -s --pdb -rA {files}")
         assert uncaptured.exit_code == 1 and "pdb" not in last_info(uncaptured)
         assert parse_pytest_log(uncaptured.stdout) == every
+
+
+def test_a_missing_test_target_is_pytests_usage_error(manager, toy_task, calc_model) -> None:
+    """pytest stops at a file target that does not exist, whatever else it was given:
+    exit 4, its header with no test collected, the error on stderr (exact)."""
+    ex = OutcomeExecutor(calc_model)
+    with manager.open(toy_task, executor=ex) as s:
+        for cmd in ("python -m pytest nothere.py", "pytest -q tests/test_textutil.py nothere.py"):
+            run = s.run(cmd)
+            info = last_info(run)
+            assert run.exit_code == 4 and info["route"] == "exact", cmd
+            assert run.stderr == "ERROR: file or directory not found: nothere.py\n\n"
+            assert run.stdout.splitlines()[-1].strip("= ") == "no tests ran in 0.12s"
+        assert "collected 0 items" in s.run("python -m pytest nothere.py").stdout
+        assert s.run("python -m pytest tests/test_textutil.py").exit_code in (0, 1)
