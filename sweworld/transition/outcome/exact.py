@@ -90,7 +90,8 @@ def missing_target_answer(
     and its usage error (``message``, worded as the task's release words it) on stderr,
     exit 4 (exact)."""
     from sweworld.transition.facts import parse_command
-    from sweworld.transition.outcome.render import header_versions, render_pytest
+    from sweworld.transition.outcome.pytest_terminal import header_versions
+    from sweworld.transition.outcome.render import render_pytest
 
     options = parse_command(tuple(argv)).pytest
     python, version = header_versions(task)

@@ -69,8 +69,8 @@ from sweworld.transition.outcome.graded import (
     workspace_patch,
 )
 from sweworld.transition.outcome.model import OutcomeModel, load_shared
+from sweworld.transition.outcome.pytest_terminal import header_versions, python_executable
 from sweworld.transition.outcome.render import (
-    header_versions,
     render_django,
     render_pytest,
     render_sympy,
@@ -482,6 +482,7 @@ class OutcomeExecutor:
                 collected=len(ids),
                 exitfirst=bool(step.values[step_index("exitfirst")]),
                 **layout,
+                **_verbosity(step, task),
             )
             if exit_cls == "2" and errors:
                 code = 2
@@ -571,6 +572,16 @@ class OutcomeExecutor:
         closer = getattr(self.text, "close", None)
         if callable(closer):
             closer()
+
+
+def _verbosity(step: Any, task: Any) -> dict[str, Any]:
+    """``render_pytest``'s ``-v`` arguments for ``step``'s pytest command."""
+    options = step.info.pytest
+    if options is None or options.verbosity <= 0:
+        return {}
+    argv0 = step.info.argv[0] if step.info.argv else "python"
+    return {"verbose": python_executable(task, argv0),
+            "cachedir": "no:cacheprovider" not in options.plugins}  # fmt: skip
 
 
 def outcome_with_lm(

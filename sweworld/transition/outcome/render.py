@@ -23,10 +23,18 @@ from typing import Any
 import sweworld.pyast as pyast
 from sweworld.execution.log_render import render_django_log
 from sweworld.transition.outcome.fixtures import LISTED_FIXTURES
+from sweworld.transition.outcome.pytest_terminal import (
+    DEFAULT_PYTEST,
+    DEFAULT_PYTHON,
+    WIDTH,
+    banner,
+    progress_lines,
+    session_header,
+    summary_line,
+    verbose_lines,
+)
 
 __all__ = [
-    "HARNESS_PYTHON_RELEASES",
-    "header_versions",
     "render_django",
     "render_pytest",
     "render_sympy",
@@ -35,7 +43,6 @@ __all__ = [
     "unittest_name",
 ]
 
-_WIDTH = 80
 _SUMMARY_ORDER = ("PASSED", "SKIPPED", "XFAIL", "ERROR", "FAILED")
 _COUNT_WORDS = (
     ("FAILED", "failed"),
@@ -43,141 +50,6 @@ _COUNT_WORDS = (
     ("SKIPPED", "skipped"),
 )
 _LETTER = {"PASSED": ".", "FAILED": "F", "ERROR": "E", "SKIPPED": "s"}
-
-#: The Python release of each major.minor in the SWE-bench harness images, as their pytest
-#: session headers print it (the shared agent runs' outputs).
-HARNESS_PYTHON_RELEASES = {
-    "3.6": "3.6.13",
-    "3.7": "3.7.16",
-    "3.8": "3.8.20",
-    "3.9": "3.9.20",
-    "3.11": "3.11.11",
-}
-#: What the header says when the task's environment does not tell.
-DEFAULT_PYTHON, DEFAULT_PYTEST = "3.11.7", "8.3.3"
-
-
-def header_versions(task: Any) -> tuple[str, str]:
-    """(Python, pytest) versions for the session header of ``task``'s pytest runs: the
-    full Python release when the task states it (a factory task runs on the host), else
-    the harness image's release of the environment's major.minor; the pytest version the
-    environment pins. Each falls back to the defaults above when unknown."""
-    from sweworld.tasks.environment import task_environment
-
-    if task is None:
-        return DEFAULT_PYTHON, DEFAULT_PYTEST
-    try:
-        env = task_environment(task)
-    except Exception:  # a malformed task row: the defaults
-        return DEFAULT_PYTHON, DEFAULT_PYTEST
-    python = env.python_full or HARNESS_PYTHON_RELEASES.get(env.python or "") or DEFAULT_PYTHON
-    pytest_version = env.runner_version if env.test_runner == "pytest" else None
-    if pytest_version is None and _task_repo(task) == "pytest-dev/pytest":
-        # the runner is the repository itself, at the release the task names ("5.4"): the
-        # header's layout follows it (the dev suffix, from git, is not known)
-        pytest_version = str(_task_field(task, "version") or "") or None
-    return python, pytest_version or DEFAULT_PYTEST
-
-
-def _task_field(task: Any, name: str) -> Any:
-    return task.get(name) if isinstance(task, Mapping) else getattr(task, name, None)
-
-
-def _task_repo(task: Any) -> str:
-    return str(_task_field(task, "repo") or "").strip().lower()
-
-
-def _version(text: str) -> tuple[int, int]:
-    """``(major, minor)`` of a version string such as ``5.4.1.dev338+gc98bc4cd3``."""
-    head = text.split(".")
-    try:
-        return int(head[0]), int(head[1]) if len(head) > 1 and head[1].isdigit() else 0
-    except ValueError:
-        return (0, 0)
-
-
-def _header(
-    python: str, pytest_version: str, rootdir: str, inifile: str | None,
-    testpaths: Sequence[str],
-) -> list[str]:  # fmt: skip
-    """The session header as the version of pytest writes it: one ``rootdir`` line naming
-    the ini-file (``inifile:`` before 6.0, ``configfile:`` after) and the testpaths used,
-    or, from 7.3 on, a line for each."""
-    config = posixpath.relpath(inifile, rootdir) if inifile else None
-    version = _version(pytest_version)
-    out = [_banner("test session starts"),
-           f"platform linux -- Python {python}, pytest-{pytest_version}, pluggy-1.5.0"]  # fmt: skip
-    if version >= (7, 3):
-        out.append(f"rootdir: {rootdir}")
-        out += [f"configfile: {config}"] if config else []
-        out += [f"testpaths: {', '.join(testpaths)}"] if testpaths else []
-        return out
-    line = f"rootdir: {rootdir}"
-    if config:
-        line += f", {'inifile' if version < (6, 0) else 'configfile'}: {config}"
-    if testpaths:
-        line += f", testpaths: {', '.join(testpaths)}"
-    return [*out, line]
-
-
-def _progress_lines(
-    by_file: Mapping[str, Sequence[str]], collected: int, quiet: bool, cut: bool
-) -> list[str]:
-    """pytest's progress lines without ``-v``, as its terminal reporter writes them: each
-    file's letters after its path (with ``-q``: no paths, one stream of letters), a line
-    ended with the percentage so far where the next letter would reach the edge, and the
-    percentage right-aligned to column 79 when a file's line ends and at the end of the run.
-    ``collected``: the tests the run set out to run (a run stopped early ends below 100%);
-    ``cut``: the debugger stopped the run inside its last line (no percentage there)."""
-    lines: list[str] = []
-    line, done = "", 0
-
-    def progress() -> str:
-        return f" [{100 * done // max(collected, 1):>3}%]"
-
-    def filled(text: str) -> str:
-        return text + progress().rjust(_WIDTH - 1 - len(text))
-
-    first = True
-    for path, letters in by_file.items():
-        if not quiet:  # a new file: the line before is filled, then the path
-            if not first:
-                lines.append(filled(line))
-            line, first = f"{path} ", False
-        for letter in letters:
-            line += letter
-            done += 1
-            if done < collected and len(line) + len(" [100%]") + 1 >= _WIDTH:
-                lines.append(line + progress())
-                line = ""
-    if by_file:
-        lines.append(line if cut else filled(line))
-    return lines
-
-
-def _banner(text: str, fill: str = "=") -> str:
-    """pytest's separator line: ``text`` between runs of ``fill`` as long as fit in 80
-    columns, at least one on each side (a long test name overflows), one more on the right
-    where there is room."""
-    if not text:
-        return fill * _WIDTH
-    run = fill * max((_WIDTH - len(text) - 2) // 2, 1)
-    line = f"{run} {text} {run}"
-    return line + fill if len(line) < _WIDTH else line
-
-
-def _summary_line(status: str, test: str, message: str | None) -> str:
-    """A short-summary line: ``STATUS id - message``, the message cut with ``...`` so the
-    line fits 80 columns, and left out when fewer than 6 columns are left (as pytest does
-    off a CI machine)."""
-    line = f"{status} {test}"
-    room = _WIDTH - len(line)
-    if message is None or room < 6:
-        return line
-    message = message.split("\n", 1)[0]
-    if 3 + len(message) > room:
-        message = message[: room - 6] + "..."
-    return f"{line} - {message}"
 
 
 def _test_source(source: str | None, test_id: str) -> tuple[list[str], int]:
@@ -217,7 +89,7 @@ def _test_source(source: str | None, test_id: str) -> tuple[list[str], int]:
 def _failure_section(test_id: str, exception: str, source: str | None) -> list[str]:
     base, bracket, params = test_id.partition("[")  # a parameter id may hold "::"
     name = ".".join(base.split("::")[1:]) + bracket + params  # pytest: Class.test[param]
-    out = [_banner(name, "_"), ""]
+    out = [banner(name, "_"), ""]
     lines, start = _test_source(source, test_id)
     fail_at = start
     if lines:
@@ -248,7 +120,7 @@ def _debugger_section(test_id: str, exception: str, source: str | None, rootdir:
     failing = next((t[1:].strip() for t in section if t.startswith(">")), "")
     func = test_id.split("[", 1)[0].split("::")[-1]
     return [
-        _banner("traceback", ">"),
+        banner("traceback", ">"),
         *section[1:],
         *_debugger_prompt(f"> {rootdir}/{path}({where}){func}()", failing),
     ]
@@ -258,9 +130,9 @@ def _debugger_prompt(frame: str, line: str) -> list[str]:
     """The debugger's entry and its prompt, answered by the end of stdin; ``frame`` and
     ``line`` (pdb's ``>`` and ``->`` lines) are left out when empty."""
     return [
-        _banner("entering PDB", ">"),
+        banner("entering PDB", ">"),
         "",
-        _banner("PDB post_mortem (IO-capturing turned off)", ">"),
+        banner("PDB post_mortem (IO-capturing turned off)", ">"),
         *([frame] if frame else []),
         *([f"-> {line}"] if line else []),
         "(Pdb) ",
@@ -274,7 +146,7 @@ def _setup_error_section(test_id: str, error: Any, rootdir: str) -> list[str]:
     name = ".".join(rest.split("::")) if rest else path
     where = f"{rootdir}/{path}"
     return [
-        _banner(f"ERROR at setup of {name}", "_"),
+        banner(f"ERROR at setup of {name}", "_"),
         f"file {where}, line {error.line}",
         f"      {error.signature}",
         f"E       {error.message}",
@@ -304,6 +176,8 @@ def render_pytest(
     testpaths: Sequence[str] = (),
     collected: int | None = None,
     exitfirst: bool = False,
+    verbose: str | None = None,
+    cachedir: bool = True,
 ) -> str:
     """pytest's output for ``statuses`` (``{test id: PASSED|FAILED|ERROR|SKIPPED}``, in run
     order). ``report_chars``: the ``-r`` letters (``A`` lists every test);
@@ -317,13 +191,18 @@ def render_pytest(
     command's arguments, both named in the header as ``pytest_version`` writes them;
     ``collected``: the tests selected to run when the run stopped before the end (``-x``,
     ``--pdb``; default: those in ``statuses``); ``exitfirst``: ``-x`` (``--maxfail=1``),
-    so a failure ends the run with pytest's "stopping after 1 failures"."""
+    so a failure ends the run with pytest's "stopping after 1 failures"; ``verbose``:
+    ``-v``, with the interpreter's path its header names (a line per test), and its cache
+    folder unless ``cachedir`` is False (``-p no:cacheprovider``)."""
     exceptions = exceptions or {}
     setup_errors = {t: e for t, e in (setup_errors or {}).items() if statuses.get(t) == "ERROR"}
     sources = sources or {}
     out: list[str] = []
+    verbose = None if quiet else verbose
     if not quiet:
-        out += _header(python, pytest_version, rootdir, inifile, testpaths)
+        out += session_header(
+            python, pytest_version, rootdir, inifile, testpaths, verbose, cachedir
+        )
     n_err = len(collection_errors)
     selected = max(collected or 0, len(statuses))
     n_all = selected + deselected
@@ -333,7 +212,7 @@ def render_pytest(
     if deselected:
         count_line += f" / {deselected} deselected / {selected} selected"
     if not quiet:
-        out += [count_line, ""]
+        out += [f"collecting ... {count_line}" if verbose else count_line, ""]
     by_file: dict[str, list[str]] = {}
     for test, status in statuses.items():
         by_file.setdefault(test.split("::", 1)[0], []).append(_LETTER.get(status, "."))
@@ -344,9 +223,12 @@ def render_pytest(
     halted = exitfirst and failures > 0 and not stopped  # -x: pytest stops the session
     # the debugger cuts the last line, and so does a stop before the last test
     cut = stopped is not None or (halted and len(statuses) < selected)
-    out += _progress_lines(by_file, selected, quiet, cut=cut)
+    if verbose:
+        out += verbose_lines(statuses, selected, cut)
+    else:
+        out += progress_lines(by_file, selected, quiet, cut=cut)
     if stopped in setup_errors:  # pytest's fixture lookup raised, inside pytest itself
-        out += [_banner("traceback", ">"), *_setup_error_section(stopped, setup_errors[stopped],
+        out += [banner("traceback", ">"), *_setup_error_section(stopped, setup_errors[stopped],
                                                                  rootdir)[1:]]  # fmt: skip
         out += _debugger_prompt("", "")
     elif stopped:  # the run ends in the debugger, inside the progress line
@@ -357,15 +239,15 @@ def render_pytest(
         out.append("")
     listed = {t: e for t, e in setup_errors.items() if t != stopped}  # not shown twice
     if collection_errors or listed:
-        out.append(_banner("ERRORS"))
+        out.append(banner("ERRORS"))
         for path in collection_errors:
             exc = exceptions.get(path, "ImportError")
-            out += [_banner(f"ERROR collecting {path}", "_"), f"E   {exc}"]
+            out += [banner(f"ERROR collecting {path}", "_"), f"E   {exc}"]
         for test, error in listed.items():
             out += _setup_error_section(test, error, rootdir)
     failing = [t for t, s in statuses.items() if s in ("FAILED", "ERROR") and t not in setup_errors]
     if failing and not stopped:
-        out.append(_banner("FAILURES"))
+        out.append(banner("FAILURES"))
         for test in failing:
             out += _failure_section(
                 test, exceptions.get(test, "AssertionError"), sources.get(test.split("::")[0])
@@ -373,7 +255,7 @@ def render_pytest(
     chars = report_chars if report_chars else "fE"
     show_all = "A" in chars or "a" in chars
     if ("A" in chars or "P" in chars) and "PASSED" in statuses.values():
-        out.append(_banner("PASSES"))  # -rP / -rA: the passed tests' captured output
+        out.append(banner("PASSES"))  # -rP / -rA: the passed tests' captured output
     summary: list[str] = []
     for group in _SUMMARY_ORDER:
         wanted = (  # -ra: every outcome but the passed ones; -rA: every outcome
@@ -390,10 +272,10 @@ def render_pytest(
             exc: str | None = exceptions.get(test, "AssertionError")
             if status not in ("FAILED", "ERROR") or test in setup_errors:
                 exc = None  # pytest names a fixture error without a message
-            summary.append(_summary_line(status, test, exc))
+            summary.append(summary_line(status, test, exc))
     summary += [f"ERROR {path}" for path in collection_errors]
     if summary:
-        out += [_banner("short test summary info"), *summary]
+        out += [banner("short test summary info"), *summary]
     counts = {s: 0 for s, _ in _COUNT_WORDS}
     for status in statuses.values():
         counts[status] = counts.get(status, 0) + 1
@@ -406,13 +288,13 @@ def render_pytest(
     text = ", ".join(parts) if parts else "no tests ran"
     if collection_errors:
         out.append(
-            _banner(f"Interrupted: {n_err} error{'s' if n_err != 1 else ''} during collection", "!")
+            banner(f"Interrupted: {n_err} error{'s' if n_err != 1 else ''} during collection", "!")
         )
     elif stopped:
-        out.append(_banner("_pytest.outcomes.Exit: Quitting debugger", "!"))
+        out.append(banner("_pytest.outcomes.Exit: Quitting debugger", "!"))
     elif halted:
-        out.append(_banner(f"stopping after {failures} failures", "!"))
-    out.append(_banner(f"{text} in {duration:.2f}s") if not quiet else f"{text} in {duration:.2f}s")
+        out.append(banner(f"stopping after {failures} failures", "!"))
+    out.append(banner(f"{text} in {duration:.2f}s") if not quiet else f"{text} in {duration:.2f}s")
     return "\n".join(out) + "\n"
 
 
@@ -500,7 +382,7 @@ def render_sympy(
     exceptions = exceptions or {}
     letter = {"PASSED": ".", "FAILED": "F", "ERROR": "E", "SKIPPED": "s"}
     word = {"PASSED": "ok", "FAILED": "F", "ERROR": "E", "SKIPPED": "s"}
-    out = [_banner("test process starts"), "", "ground types:       python", ""]
+    out = [banner("test process starts"), "", "ground types:       python", ""]
     by_file: dict[str, list[tuple[str, str]]] = {}
     for test, status in statuses.items():
         path, _, rest = test.partition("::")
@@ -512,7 +394,7 @@ def render_sympy(
             out += [f"{name} {word.get(s, 'ok')}" for name, s in items]
         else:
             head = f"{path}[{len(items)}] {''.join(letter.get(s, '.') for _, s in items)}"
-            out.append(f"{head:<{_WIDTH - 6}}[{'FAIL' if bad else 'OK'}]")
+            out.append(f"{head:<{WIDTH - 6}}[{'FAIL' if bad else 'OK'}]")
     failing = [(t, s) for t, s in statuses.items() if s in ("FAILED", "ERROR")]
     if failing:
         out.append("")
@@ -520,7 +402,7 @@ def render_sympy(
         path, _, rest = test.partition("::")
         name = rest.split("::")[-1] or path
         out += [
-            _banner(f"{path}:{name}", "_"),
+            banner(f"{path}:{name}", "_"),
             "Traceback (most recent call last):",
             f'  File "/testbed/{path}", line 1, in {name}',
             exceptions.get(test, "AssertionError"),
@@ -532,7 +414,7 @@ def render_sympy(
         ("ERROR", "exceptions"),
     )
     parts = [f"{n} {w}" for s, w in counts if (n := sum(v == s for v in statuses.values()))]
-    out += ["", _banner(f"tests finished: {', '.join(parts)}, in {duration:.2f} seconds")]
+    out += ["", banner(f"tests finished: {', '.join(parts)}, in {duration:.2f} seconds")]
     if failing:
         out.append("DO *NOT* COMMIT!")
     return "\n".join(out) + "\n"

@@ -150,7 +150,7 @@ def test_deselected_tests_are_counted_as_pytest_counts_them() -> None:
 
 
 def test_header_versions_follow_the_task_environment() -> None:
-    from sweworld.transition.outcome.render import (
+    from sweworld.transition.outcome.pytest_terminal import (
         DEFAULT_PYTEST,
         DEFAULT_PYTHON,
         HARNESS_PYTHON_RELEASES,
@@ -277,7 +277,7 @@ def test_pytests_own_repository_runs_its_own_release() -> None:
     """On pytest's own repository the runner is the checkout, at the release the task names:
     its header takes that release's layout (``inifile:`` for 5.4); elsewhere the pin or the
     default."""
-    from sweworld.transition.outcome.render import DEFAULT_PYTEST, header_versions
+    from sweworld.transition.outcome.pytest_terminal import DEFAULT_PYTEST, header_versions
 
     python, version = header_versions({"repo": "pytest-dev/pytest", "version": "5.4"})
     assert (python, version) == ("3.9.20", "5.4")
@@ -285,3 +285,27 @@ def test_pytests_own_repository_runs_its_own_release() -> None:
                          inifile="/testbed/tox.ini")  # fmt: skip
     assert "rootdir: /testbed, inifile: tox.ini" in text.splitlines()
     assert header_versions({"repo": "pypi/parse"})[1] == DEFAULT_PYTEST
+
+
+def test_verbose_run_a_line_per_test() -> None:
+    """``-v``: the interpreter on the platform line and the cache folder after it (not with
+    ``-p no:cacheprovider``), "collecting ... collected", a line per test with its
+    percentage at column 79, as pytest 5.4 and 9.0 write them."""
+    from sweworld.transition.outcome.pytest_terminal import python_executable
+
+    harness = {"repo": "psf/requests", "version": "2.26"}
+    exe = python_executable(harness, "python3")
+    assert exe == "/opt/miniconda3/envs/testbed/bin/python3"
+    assert python_executable({"repo": "pypi/parse"}, "pytest").endswith("/venv/bin/python")
+    statuses = {"test_a.py::test_one": "PASSED", "test_a.py::test_two": "FAILED"}
+    lines = render_pytest(statuses, verbose=exe, collected=2).splitlines()
+    assert lines[1].endswith(f"pluggy-1.5.0 -- {exe}") and lines[2] == "cachedir: .pytest_cache"
+    at = lines.index("collecting ... collected 2 items")
+    assert lines[at + 2 : at + 5] == [
+        "test_a.py::test_one PASSED".ljust(72) + " [ 50%]",
+        "test_a.py::test_two FAILED".ljust(72) + " [100%]",
+        "",
+    ]
+    bare = render_pytest(statuses, verbose=exe, cachedir=False).splitlines()
+    assert "cachedir: .pytest_cache" not in bare
+    assert parse_pytest_log(render_pytest(statuses, verbose=exe, report_chars="A")) == statuses
