@@ -69,7 +69,7 @@ from sweworld.transition.outcome.graded import (
     workspace_patch,
 )
 from sweworld.transition.outcome.model import OutcomeModel, load_shared
-from sweworld.transition.outcome.pytest_terminal import header_versions, python_executable
+from sweworld.transition.outcome.pytest_terminal import header_versions, verbose_arguments
 from sweworld.transition.outcome.render import (
     render_django,
     render_pytest,
@@ -482,7 +482,7 @@ class OutcomeExecutor:
                 collected=len(ids),
                 exitfirst=bool(step.values[step_index("exitfirst")]),
                 **layout,
-                **_verbosity(step, task),
+                **verbose_arguments(step.info.pytest, step.info.argv, task),
             )
             if exit_cls == "2" and errors:
                 code = 2
@@ -572,16 +572,6 @@ class OutcomeExecutor:
         closer = getattr(self.text, "close", None)
         if callable(closer):
             closer()
-
-
-def _verbosity(step: Any, task: Any) -> dict[str, Any]:
-    """``render_pytest``'s ``-v`` arguments for ``step``'s pytest command."""
-    options = step.info.pytest
-    if options is None or options.verbosity <= 0:
-        return {}
-    argv0 = step.info.argv[0] if step.info.argv else "python"
-    return {"verbose": python_executable(task, argv0),
-            "cachedir": "no:cacheprovider" not in options.plugins}  # fmt: skip
 
 
 def outcome_with_lm(

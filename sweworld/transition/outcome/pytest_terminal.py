@@ -28,6 +28,7 @@ __all__ = [
     "python_executable",
     "session_header",
     "summary_line",
+    "verbose_arguments",
     "verbose_lines",
     "version_tuple",
 ]
@@ -87,6 +88,16 @@ def python_executable(task: Any, argv0: str) -> str:
         harness = False
     name = "python3" if posixpath.basename(argv0).startswith("python3") else "python"
     return f"{HARNESS_BIN if harness else LOCAL_BIN}/{name}"
+
+
+def verbose_arguments(options: Any, argv: Sequence[str], task: Any) -> dict[str, Any]:
+    """``render_pytest``'s ``-v`` arguments for a pytest command line (``options``: its
+    :class:`~sweworld.transition.facts.pytest_args.PytestOptions`): the interpreter's path
+    and whether the cache provider runs; none without ``-v``."""
+    if options is None or options.verbosity <= 0:
+        return {}
+    return {"verbose": python_executable(task, argv[0] if argv else "python"),
+            "cachedir": "no:cacheprovider" not in options.plugins}  # fmt: skip
 
 
 def task_field(task: Any, name: str) -> Any:
