@@ -69,7 +69,7 @@ from sweworld.transition.outcome.graded import (
     workspace_patch,
 )
 from sweworld.transition.outcome.model import OutcomeModel, load_shared
-from sweworld.transition.outcome.pytest_terminal import header_versions, verbose_arguments
+from sweworld.transition.outcome.pytest_terminal import command_layout, header_versions
 from sweworld.transition.outcome.render import (
     render_django,
     render_pytest,
@@ -441,13 +441,17 @@ class OutcomeExecutor:
         # failure and pytest quits there, exit 2
         options = step.info.pytest
         debugger = bool(options and options.pdb and options.capture != "no")
-        stop_first = debugger or bool(step.values[step_index("exitfirst")])
+        # -x / --maxfail=N: pytest stops the session at the N-th failure or error
+        maxfail = 1 if step.values[step_index("exitfirst")] else (options and options.maxfail)
+        maxfail = 1 if debugger else max(int(maxfail or 0), 0)
         statuses: dict[str, str] = {}
+        failures = 0
         for test, status in zip(ids, predicted, strict=True):
             status = graded.get(test, status) if graded else status
             status = "ERROR" if test in setup else status
             statuses[test] = status
-            if status in ("FAILED", "ERROR") and stop_first:
+            failures += status in ("FAILED", "ERROR")
+            if maxfail and failures >= maxfail:
                 break
         failed = any(s in ("FAILED", "ERROR") for s in statuses.values())
         predicted_exc = exception() if failed else "none"
@@ -461,8 +465,8 @@ class OutcomeExecutor:
         layout = layout or {}
         if exit_cls in ("4", "5") and not statuses:
             stdout = render_pytest(
-                {}, report_chars=step.info.pytest.report_chars, python=python,
-                pytest_version=pytest_version, **layout,
+                {}, python=python, pytest_version=pytest_version, **layout,
+                **command_layout(step.info.pytest, step.info.argv, task),
             )  # fmt: skip
             code = int(exit_cls)
         else:
@@ -471,8 +475,6 @@ class OutcomeExecutor:
                 statuses,
                 exceptions={t: exc for t in statuses} | {p: "SyntaxError" for p in errors},
                 sources=sources,
-                report_chars=step.info.pytest.report_chars if step.info.pytest else "",
-                quiet=bool(step.info.pytest and step.info.pytest.verbosity < 0),
                 collection_errors=errors if exit_cls == "2" else (),
                 deselected=int(info.get("deselected", 0)),
                 setup_errors=setup,
@@ -480,9 +482,9 @@ class OutcomeExecutor:
                 pytest_version=pytest_version,
                 debugger=debugger and failed,
                 collected=len(ids),
-                exitfirst=bool(step.values[step_index("exitfirst")]),
+                exitfirst=maxfail if not debugger else 0,
                 **layout,
-                **verbose_arguments(step.info.pytest, step.info.argv, task),
+                **command_layout(step.info.pytest, step.info.argv, task),
             )
             if exit_cls == "2" and errors:
                 code = 2

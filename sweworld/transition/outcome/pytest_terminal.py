@@ -23,12 +23,12 @@ __all__ = [
     "HARNESS_PYTHON_RELEASES",
     "WIDTH",
     "banner",
+    "command_layout",
     "header_versions",
     "progress_lines",
     "python_executable",
     "session_header",
     "summary_line",
-    "verbose_arguments",
     "verbose_lines",
     "version_tuple",
 ]
@@ -90,14 +90,23 @@ def python_executable(task: Any, argv0: str) -> str:
     return f"{HARNESS_BIN if harness else LOCAL_BIN}/{name}"
 
 
-def verbose_arguments(options: Any, argv: Sequence[str], task: Any) -> dict[str, Any]:
-    """``render_pytest``'s ``-v`` arguments for a pytest command line (``options``: its
-    :class:`~sweworld.transition.facts.pytest_args.PytestOptions`): the interpreter's path
-    and whether the cache provider runs; none without ``-v``."""
-    if options is None or options.verbosity <= 0:
+def command_layout(options: Any, argv: Sequence[str], task: Any) -> dict[str, Any]:
+    """``render_pytest``'s arguments that a pytest command line decides (``options``: its
+    :class:`~sweworld.transition.facts.pytest_args.PytestOptions`, None for another
+    runner): ``-r`` letters, ``-q`` / ``-qq``, ``--tb``, and with ``-v`` the interpreter's
+    path and whether the cache provider runs."""
+    if options is None:
         return {}
-    return {"verbose": python_executable(task, argv[0] if argv else "python"),
-            "cachedir": "no:cacheprovider" not in options.plugins}  # fmt: skip
+    out: dict[str, Any] = {
+        "report_chars": options.report_chars,
+        "quiet": options.verbosity < 0,
+        "quieter": options.verbosity < -1,
+        "tb": options.tb,
+    }
+    if options.verbosity > 0:
+        out["verbose"] = python_executable(task, argv[0] if argv else "python")
+        out["cachedir"] = "no:cacheprovider" not in options.plugins
+    return out
 
 
 def task_field(task: Any, name: str) -> Any:

@@ -43,7 +43,6 @@ __all__ = [
     "unittest_name",
 ]
 
-_SUMMARY_ORDER = ("PASSED", "SKIPPED", "XFAIL", "ERROR", "FAILED")
 _COUNT_WORDS = (
     ("FAILED", "failed"),
     ("PASSED", "passed"),
@@ -175,9 +174,11 @@ def render_pytest(
     inifile: str | None = None,
     testpaths: Sequence[str] = (),
     collected: int | None = None,
-    exitfirst: bool = False,
+    exitfirst: bool | int = False,
     verbose: str | None = None,
     cachedir: bool = True,
+    tb: str | None = None,
+    quieter: bool = False,
 ) -> str:
     """pytest's output for ``statuses`` (``{test id: PASSED|FAILED|ERROR|SKIPPED}``, in run
     order). ``report_chars``: the ``-r`` letters (``A`` lists every test);
@@ -193,7 +194,9 @@ def render_pytest(
     ``--pdb``; default: those in ``statuses``); ``exitfirst``: ``-x`` (``--maxfail=1``),
     so a failure ends the run with pytest's "stopping after 1 failures"; ``verbose``:
     ``-v``, with the interpreter's path its header names (a line per test), and its cache
-    folder unless ``cachedir`` is False (``-p no:cacheprovider``)."""
+    folder unless ``cachedir`` is False (``-p no:cacheprovider``); ``exitfirst`` may be the
+    ``--maxfail`` count (``-x``: 1); ``tb``: ``--tb`` (``no``: no traceback sections);
+    ``quieter``: ``-qq`` (no counts line either)."""
     exceptions = exceptions or {}
     setup_errors = {t: e for t, e in (setup_errors or {}).items() if statuses.get(t) == "ERROR"}
     sources = sources or {}
@@ -220,13 +223,17 @@ def render_pytest(
     if stopped is not None and statuses[stopped] not in ("FAILED", "ERROR"):
         stopped = None
     failures = sum(v in ("FAILED", "ERROR") for v in statuses.values())
-    halted = exitfirst and failures > 0 and not stopped  # -x: pytest stops the session
-    # the debugger cuts the last line, and so does a stop before the last test
-    cut = stopped is not None or (halted and len(statuses) < selected)
+    maxfail = int(exitfirst)  # -x: 1, --maxfail=N: N, 0: none
+    halted = maxfail > 0 and failures >= maxfail and not stopped  # pytest stops the session
+    # the debugger cuts the last line, and so does a stop before the last test (with -v the
+    # test's own line is written whole first)
     if verbose:
-        out += verbose_lines(statuses, selected, cut)
+        out += verbose_lines(statuses, selected, stopped is not None)
     else:
+        cut = stopped is not None or (halted and len(statuses) < selected)
         out += progress_lines(by_file, selected, quiet, cut=cut)
+    if quiet and not by_file:  # -q: a blank line where the run's letters would be
+        out.append("")
     if stopped in setup_errors:  # pytest's fixture lookup raised, inside pytest itself
         out += [banner("traceback", ">"), *_setup_error_section(stopped, setup_errors[stopped],
                                                                  rootdir)[1:]]  # fmt: skip
@@ -238,7 +245,8 @@ def render_pytest(
     if by_file and not quiet:  # a blank line ends the run's lines (none with -q)
         out.append("")
     listed = {t: e for t, e in setup_errors.items() if t != stopped}  # not shown twice
-    if collection_errors or listed:
+    sections = tb != "no"  # --tb=no: no ERRORS, FAILURES or PASSES sections
+    if sections and (collection_errors or listed):
         out.append(banner("ERRORS"))
         for path in collection_errors:
             exc = exceptions.get(path, "ImportError")
@@ -246,26 +254,17 @@ def render_pytest(
         for test, error in listed.items():
             out += _setup_error_section(test, error, rootdir)
     failing = [t for t, s in statuses.items() if s in ("FAILED", "ERROR") and t not in setup_errors]
-    if failing and not stopped:
+    if sections and failing and not stopped:
         out.append(banner("FAILURES"))
         for test in failing:
             out += _failure_section(
                 test, exceptions.get(test, "AssertionError"), sources.get(test.split("::")[0])
             )
     chars = report_chars if report_chars else "fE"
-    show_all = "A" in chars or "a" in chars
-    if ("A" in chars or "P" in chars) and "PASSED" in statuses.values():
+    if sections and ("A" in chars or "P" in chars) and "PASSED" in statuses.values():
         out.append(banner("PASSES"))  # -rP / -rA: the passed tests' captured output
     summary: list[str] = []
-    for group in _SUMMARY_ORDER:
-        wanted = (  # -ra: every outcome but the passed ones; -rA: every outcome
-            (group == "PASSED" and ("A" in chars or "p" in chars.lower()))
-            or (group != "PASSED" and show_all)
-            or (group == "FAILED" and "f" in chars)
-            or (group == "ERROR" and "E" in chars)
-        )
-        if not wanted:
-            continue
+    for group in _summary_groups(chars):
         for test, status in statuses.items():
             if status != group:
                 continue
@@ -294,8 +293,19 @@ def render_pytest(
         out.append(banner("_pytest.outcomes.Exit: Quitting debugger", "!"))
     elif halted:
         out.append(banner(f"stopping after {failures} failures", "!"))
-    out.append(banner(f"{text} in {duration:.2f}s") if not quiet else f"{text} in {duration:.2f}s")
+    if not quieter:  # -qq: no counts line
+        final = f"{text} in {duration:.2f}s"
+        out.append(final if quiet else banner(final))
     return "\n".join(out) + "\n"
+
+
+def _summary_groups(chars: str) -> list[str]:
+    """The statuses the short summary lists, in the order of the ``-r`` letters (``a``:
+    ``sxXEf``, every outcome but the passed ones; ``A``: ``PpsxXEf``; ``P`` is the PASSES
+    section, not summary lines), each once."""
+    letters = chars.replace("A", "PpsxXEf").replace("a", "sxXEf")
+    groups = {"f": "FAILED", "E": "ERROR", "s": "SKIPPED", "x": "XFAIL", "p": "PASSED"}
+    return list(dict.fromkeys(groups[c] for c in letters if c in groups))
 
 
 def unittest_name(test_id: str) -> str:

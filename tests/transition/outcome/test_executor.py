@@ -279,4 +279,7 @@ def test_a_missing_test_target_is_pytests_usage_error(manager, toy_task, calc_mo
             assert run.stderr == "ERROR: file or directory not found: nothere.py\n\n"
             assert run.stdout.splitlines()[-1].strip("= ") == "no tests ran in 0.12s"
         assert "collected 0 items" in s.run("python -m pytest nothere.py").stdout
+        verbose = s.run("python3 -m pytest -v nothere.py").stdout.splitlines()
+        assert verbose[1].endswith("/bin/python3") and "collecting ... collected 0 items" in verbose
+        assert s.run("pytest -q nothere.py").stdout == "\nno tests ran in 0.12s\n"
         assert s.run("python -m pytest tests/test_textutil.py").exit_code in (0, 1)

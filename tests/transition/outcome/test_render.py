@@ -309,3 +309,26 @@ def test_verbose_run_a_line_per_test() -> None:
     bare = render_pytest(statuses, verbose=exe, cachedir=False).splitlines()
     assert "cachedir: .pytest_cache" not in bare
     assert parse_pytest_log(render_pytest(statuses, verbose=exe, report_chars="A")) == statuses
+
+
+def test_stops_tracebacks_quiet_levels_and_summary_order() -> None:
+    """``--maxfail=2`` stops at the second failure; ``-x -v`` writes the failing test's line
+    whole; ``--tb=no`` writes no FAILURES; ``-qq`` no counts line; ``-q`` with nothing run a
+    blank line first; the short summary follows the ``-r`` letters (default ``fE``: failures
+    before errors; ``-rP`` is the PASSES section only)."""
+    statuses = {f"t.py::test_{i}": "FAILED" if i in (1, 3) else "PASSED" for i in range(4)}
+    two = render_pytest(statuses, exitfirst=2, collected=9).splitlines()
+    assert "t.py .F.F" in two and two[-2].strip("!") == " stopping after 2 failures "
+    stopped = {"t.py::test_0": "PASSED", "t.py::test_1": "FAILED"}
+    verbose = render_pytest(stopped, exitfirst=1, collected=4, verbose="/x/python").splitlines()
+    assert "t.py::test_1 FAILED".ljust(72) + " [ 50%]" in verbose
+    assert "FAILURES" not in render_pytest(statuses, tb="no")
+    assert render_pytest(statuses, quiet=True, quieter=True).splitlines()[-1].startswith("FAILED")
+    assert render_pytest({}, quiet=True).splitlines() == ["", "no tests ran in 0.12s"]
+    mixed = {"t.py::test_e": "ERROR", "t.py::test_f": "FAILED"}
+    summary = [x for x in render_pytest(mixed).splitlines() if x.startswith(("FAILED", "ERROR"))]
+    assert [x.split()[0] for x in summary] == ["FAILED", "ERROR"]
+    assert [x.split()[0] for x in render_pytest(mixed, report_chars="Ef").splitlines()
+            if x.startswith(("FAILED", "ERROR"))] == ["ERROR", "FAILED"]  # fmt: skip
+    passes = render_pytest({"t.py::test_p": "PASSED"}, report_chars="P").splitlines()
+    assert any("PASSES" in x for x in passes) and "PASSED t.py::test_p" not in passes
