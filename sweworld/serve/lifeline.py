@@ -37,21 +37,33 @@ import time
 GRACE_S = 10.0
 
 
-def _kill_rest_of_group() -> None:
-    """SIGKILL every other member of this process group (the server's workers after the
-    server exited: one that ignored SIGTERM would otherwise be left for good)."""
-    me, group = os.getpid(), os.getpgrp()
+def processes(*, parent: int | None = None, group: int | None = None) -> list[int]:
+    """The pids, this process's left out, whose parent is ``parent`` and whose process group
+    is ``group`` (either may be None: any), read from ``/proc/<pid>/stat`` (Linux)."""
+    me, found = os.getpid(), []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
+                fields = stat.read().rsplit(b")", 1)[1].split()  # state ppid pgrp ...
         except OSError:
             continue
-        if len(fields) > 2 and int(fields[2]) == group:
-            with contextlib.suppress(OSError):
-                os.kill(int(entry), signal.SIGKILL)
+        if len(fields) < 3:
+            continue
+        if (parent is None or int(fields[1]) == parent) and (
+            group is None or int(fields[2]) == group
+        ):
+            found.append(int(entry))
+    return found
+
+
+def _kill_rest_of_group() -> None:
+    """SIGKILL every other member of this process group (the server's workers after the
+    server exited: one that ignored SIGTERM would otherwise be left for good)."""
+    for pid in processes(group=os.getpgrp()):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _end_group(child: subprocess.Popen, grace: float) -> None:

@@ -25,6 +25,8 @@ import time
 from types import FrameType
 from typing import Any
 
+from sweworld.serve.lifeline import processes
+
 __all__ = ["FORCED_EXIT", "draining_server"]
 
 log = logging.getLogger("sweworld.serve.world")
@@ -35,18 +37,7 @@ FORCED_EXIT = 1
 
 def _child_pids() -> list[int]:
     """The processes whose parent is this one (the sessions' sandbox servers)."""
-    me, found = os.getpid(), []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == me:
-            found.append(int(entry))
-    return found
+    return processes(parent=os.getpid())
 
 
 def _kill_children() -> None:
