@@ -90,15 +90,11 @@ def missing_target_answer(
     and its usage error (``message``, worded as the task's release words it) on stderr,
     exit 4 (exact)."""
     from sweworld.transition.facts import parse_command
-    from sweworld.transition.outcome.pytest_terminal import command_layout, header_versions
+    from sweworld.transition.outcome.pytest_terminal import command_layout
     from sweworld.transition.outcome.render import render_pytest
 
     options = parse_command(tuple(argv)).pytest
-    python, version = header_versions(task)
-    stdout = render_pytest(
-        {}, python=python, pytest_version=version, **layout,
-        **command_layout(options, argv, task),
-    )  # fmt: skip
+    stdout = render_pytest({}, **layout, **command_layout(options, argv, task))
     return ExecutionResult(stdout, message.rstrip("\n") + "\n\n", 4)
 
 

@@ -69,7 +69,7 @@ from sweworld.transition.outcome.graded import (
     workspace_patch,
 )
 from sweworld.transition.outcome.model import OutcomeModel, load_shared
-from sweworld.transition.outcome.pytest_terminal import command_layout, header_versions
+from sweworld.transition.outcome.pytest_terminal import command_layout
 from sweworld.transition.outcome.render import (
     render_django,
     render_pytest,
@@ -442,8 +442,10 @@ class OutcomeExecutor:
         options = step.info.pytest
         debugger = bool(options and options.pdb and options.capture != "no")
         # -x / --maxfail=N: pytest stops the session at the N-th failure or error
-        maxfail = 1 if step.values[step_index("exitfirst")] else (options and options.maxfail)
-        maxfail = 1 if debugger else max(int(maxfail or 0), 0)
+        if debugger or step.values[step_index("exitfirst")]:
+            maxfail = 1
+        else:
+            maxfail = max(options.maxfail or 0, 0) if options else 0
         statuses: dict[str, str] = {}
         failures = 0
         for test, status in zip(ids, predicted, strict=True):
@@ -461,13 +463,9 @@ class OutcomeExecutor:
             statuses = {}
         if step.kind in ("django_runtests", "sympy_test", "unittest"):
             return self._other_runner(step, statuses, exc, info)
-        python, pytest_version = header_versions(task)
-        layout = layout or {}
+        terminal = {**command_layout(options, step.info.argv, task), **(layout or {})}
         if exit_cls in ("4", "5") and not statuses:
-            stdout = render_pytest(
-                {}, python=python, pytest_version=pytest_version, **layout,
-                **command_layout(step.info.pytest, step.info.argv, task),
-            )  # fmt: skip
+            stdout = render_pytest({}, **terminal)
             code = int(exit_cls)
         else:
             sources = {p: state.text(p) for p in {t.split("::", 1)[0] for t in statuses}}
@@ -478,13 +476,10 @@ class OutcomeExecutor:
                 collection_errors=errors if exit_cls == "2" else (),
                 deselected=int(info.get("deselected", 0)),
                 setup_errors=setup,
-                python=python,
-                pytest_version=pytest_version,
                 debugger=debugger and failed,
                 collected=len(ids),
-                exitfirst=maxfail if not debugger else 0,
-                **layout,
-                **command_layout(step.info.pytest, step.info.argv, task),
+                maxfail=0 if debugger else maxfail,
+                **terminal,
             )
             if exit_cls == "2" and errors:
                 code = 2

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sweworld.execution.interpreters import VENV_MOUNT
+from sweworld.tasks.fields import task_field
 
 __all__ = [
     "DEFAULT_PYTEST",
@@ -64,7 +65,8 @@ def header_versions(task: Any) -> tuple[str, str]:
         return DEFAULT_PYTHON, DEFAULT_PYTEST
     python = env.python_full or HARNESS_PYTHON_RELEASES.get(env.python or "") or DEFAULT_PYTHON
     pytest_version = env.runner_version if env.test_runner == "pytest" else None
-    if pytest_version is None and task_repo(task) == "pytest-dev/pytest":
+    repo = str(task_field(task, "repo") or "").strip().lower()
+    if pytest_version is None and repo == "pytest-dev/pytest":
         # the runner is the repository itself, at the release the task names ("5.4"): the
         # header's layout follows it (the dev suffix, from git, is not known)
         pytest_version = str(task_field(task, "version") or "") or None
@@ -91,13 +93,16 @@ def python_executable(task: Any, argv0: str) -> str:
 
 
 def command_layout(options: Any, argv: Sequence[str], task: Any) -> dict[str, Any]:
-    """``render_pytest``'s arguments that a pytest command line decides (``options``: its
+    """``render_pytest``'s arguments that the task and a pytest command line decide: the
+    header's versions (:func:`header_versions`), and from ``options`` (its
     :class:`~sweworld.transition.facts.pytest_args.PytestOptions`, None for another
-    runner): ``-r`` letters, ``-q`` / ``-qq``, ``--tb``, and with ``-v`` the interpreter's
-    path and whether the cache provider runs."""
+    runner) the ``-r`` letters, ``-q`` / ``-qq``, ``--tb``, and with ``-v`` the
+    interpreter's path and whether the cache provider runs."""
+    python, pytest_version = header_versions(task)
+    out: dict[str, Any] = {"python": python, "pytest_version": pytest_version}
     if options is None:
-        return {}
-    out: dict[str, Any] = {
+        return out
+    out |= {
         "report_chars": options.report_chars,
         "quiet": options.verbosity < 0,
         "quieter": options.verbosity < -1,
@@ -107,14 +112,6 @@ def command_layout(options: Any, argv: Sequence[str], task: Any) -> dict[str, An
         out["verbose"] = python_executable(task, argv[0] if argv else "python")
         out["cachedir"] = "no:cacheprovider" not in options.plugins
     return out
-
-
-def task_field(task: Any, name: str) -> Any:
-    return task.get(name) if isinstance(task, Mapping) else getattr(task, name, None)
-
-
-def task_repo(task: Any) -> str:
-    return str(task_field(task, "repo") or "").strip().lower()
 
 
 def version_tuple(text: str) -> tuple[int, int]:

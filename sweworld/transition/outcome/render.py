@@ -174,7 +174,7 @@ def render_pytest(
     inifile: str | None = None,
     testpaths: Sequence[str] = (),
     collected: int | None = None,
-    exitfirst: bool | int = False,
+    maxfail: int = 0,
     verbose: str | None = None,
     cachedir: bool = True,
     tb: str | None = None,
@@ -191,11 +191,11 @@ def render_pytest(
     pytest read (a sandbox path), ``testpaths``: the ini's testpaths when they stood for the
     command's arguments, both named in the header as ``pytest_version`` writes them;
     ``collected``: the tests selected to run when the run stopped before the end (``-x``,
-    ``--pdb``; default: those in ``statuses``); ``exitfirst``: ``-x`` (``--maxfail=1``),
-    so a failure ends the run with pytest's "stopping after 1 failures"; ``verbose``:
-    ``-v``, with the interpreter's path its header names (a line per test), and its cache
-    folder unless ``cachedir`` is False (``-p no:cacheprovider``); ``exitfirst`` may be the
-    ``--maxfail`` count (``-x``: 1); ``tb``: ``--tb`` (``no``: no traceback sections);
+    ``--pdb``; default: those in ``statuses``); ``maxfail``: ``--maxfail`` (``-x``: 1; 0:
+    none), so the N-th failure ends the run with pytest's "stopping after N failures";
+    ``verbose``: ``-v``, with the interpreter's path its header names (a line per test),
+    and its cache folder unless ``cachedir`` is False (``-p no:cacheprovider``); ``tb``:
+    ``--tb`` (``no``: no traceback sections);
     ``quieter``: ``-qq`` (no counts line either)."""
     exceptions = exceptions or {}
     setup_errors = {t: e for t, e in (setup_errors or {}).items() if statuses.get(t) == "ERROR"}
@@ -223,7 +223,6 @@ def render_pytest(
     if stopped is not None and statuses[stopped] not in ("FAILED", "ERROR"):
         stopped = None
     failures = sum(v in ("FAILED", "ERROR") for v in statuses.values())
-    maxfail = int(exitfirst)  # -x: 1, --maxfail=N: N, 0: none
     halted = maxfail > 0 and failures >= maxfail and not stopped  # pytest stops the session
     # the debugger cuts the last line, and so does a stop before the last test (with -v the
     # test's own line is written whole first)

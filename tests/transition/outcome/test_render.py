@@ -235,7 +235,7 @@ def test_a_run_stopped_by_x_and_the_report_chars() -> None:
     after 1 failures"; the counts line says how many were collected. ``-rA`` opens a PASSES
     section and lists the passed tests, ``-ra`` lists every outcome but them."""
     statuses = {f"t.py::test_{i}": "PASSED" for i in range(3)} | {"t.py::test_3": "FAILED"}
-    lines = render_pytest(statuses, exitfirst=True, collected=10, report_chars="A").splitlines()
+    lines = render_pytest(statuses, maxfail=1, collected=10, report_chars="A").splitlines()
     assert "collected 10 items" in lines and "t.py ...F" in lines
     assert lines[-2] == _stop_banner() and "=" * 36 + " PASSES " + "=" * 36 in lines
     assert "PASSED t.py::test_0" in lines
@@ -317,10 +317,10 @@ def test_stops_tracebacks_quiet_levels_and_summary_order() -> None:
     blank line first; the short summary follows the ``-r`` letters (default ``fE``: failures
     before errors; ``-rP`` is the PASSES section only)."""
     statuses = {f"t.py::test_{i}": "FAILED" if i in (1, 3) else "PASSED" for i in range(4)}
-    two = render_pytest(statuses, exitfirst=2, collected=9).splitlines()
+    two = render_pytest(statuses, maxfail=2, collected=9).splitlines()
     assert "t.py .F.F" in two and two[-2].strip("!") == " stopping after 2 failures "
     stopped = {"t.py::test_0": "PASSED", "t.py::test_1": "FAILED"}
-    verbose = render_pytest(stopped, exitfirst=1, collected=4, verbose="/x/python").splitlines()
+    verbose = render_pytest(stopped, maxfail=1, collected=4, verbose="/x/python").splitlines()
     assert "t.py::test_1 FAILED".ljust(72) + " [ 50%]" in verbose
     assert "FAILURES" not in render_pytest(statuses, tb="no")
     assert render_pytest(statuses, quiet=True, quieter=True).splitlines()[-1].startswith("FAILED")
