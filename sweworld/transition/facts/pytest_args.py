@@ -36,6 +36,7 @@ class PytestOptions:
     stateful: bool = False
     doctest_modules: bool = False
     xdist: bool = False
+    runxfail: bool = False
     help: bool = False
     version: bool = False
     informational: bool = False
@@ -157,6 +158,8 @@ def parse_pytest_args(args: Sequence[str]) -> PytestOptions:
             opts["capture"] = "no"
         elif name == "--pdb":
             opts["pdb"] = True
+        elif name == "--runxfail":
+            opts["runxfail"] = True
         elif name in ("--co", "--collect-only", "--collectonly"):
             opts["collect_only"] = True
         elif name in ("-h", "--help"):

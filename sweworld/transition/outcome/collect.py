@@ -39,6 +39,8 @@ class Collected:
     #: pytest's usage error for a file target that does not exist ("ERROR: file or
     #: directory not found: X", as the release words it), or None
     missing: str | None = None
+    #: the ``-r`` letters of the run: the command's, else those of the ini's ``addopts``
+    report_chars: str = ""
 
 
 def collect_tests(
@@ -51,6 +53,7 @@ def collect_tests(
     from sweworld.transition.facts import collect_pytest, parse_command
     from sweworld.transition.facts.environment import Environment
     from sweworld.transition.facts.keywords import select_items
+    from sweworld.transition.facts.pytest_args import parse_pytest_args
 
     equivalent = pytest_equivalent(command_kind_of(argv), argv)
     if equivalent is None:
@@ -67,6 +70,10 @@ def collect_tests(
     except Exception:  # an unexpected layout only loses the test ids
         return None
     testpaths = config.getlist("testpaths", [])
+    addopts = config.getargs("addopts")
+    report_chars = options.report_chars or (
+        parse_pytest_args(addopts).report_chars if addopts else ""
+    )
     return Collected(
         [item.nodeid for item in selected[:limit]],
         len(deselected),
@@ -75,4 +82,5 @@ def collect_tests(
         inifile=config.inifile,
         testpaths=tuple(testpaths) if not options.targets and cwd == config.rootdir else (),
         missing=missing[0].message if missing and not options.pyargs else None,
+        report_chars=report_chars,
     )

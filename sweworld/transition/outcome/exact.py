@@ -62,14 +62,21 @@ def broken_import_answer(
     """A module the command imports does not compile, and Python stops there (exact): a
     script or ``-c`` program that imports it (through its imports, nearest first) ends
     with the ``SyntaxError``, exit 1; pytest whose own package (``_pytest``, the
-    repository's when it is pytest's) is the module cannot start, exit 1. A test module
-    that does not compile is a collection error: the model decides those."""
+    repository's when it is pytest's) is the module, or is any module of pytest's package
+    that it imports at start-up (a changed file of pytest's repository), cannot start,
+    exit 1. A test module that does not compile is a collection error: the model decides
+    those."""
     from sweworld.transition.facts import format_syntax_error
 
     if kind in ("python_script", "python_c"):
         broken = [p for p in step.unparsable if not p.startswith("<")]
     elif kind == "pytest":
         broken = [p for p in step.unparsable if "_pytest" in p.split("/")[:-1]]
+        broken += [
+            p
+            for p in _runner_modules(step.changed_files)
+            if p not in broken and _fails_to_parse(state, p)
+        ]
     else:
         return None
     for rel in sorted(broken, key=lambda p: (step.reach.get(p, 0), p))[:5]:
@@ -83,6 +90,30 @@ def broken_import_answer(
     return None
 
 
+#: pytest's modules that it imports only on request (``-p pytester``), not at start-up
+_ON_REQUEST = frozenset({"pytester.py", "pytester_assertions.py"})
+
+
+def _runner_modules(changed: list[str]) -> list[str]:
+    """The changed files that are pytest's own modules, imported whenever pytest starts
+    (the workspace is pytest's repository, whose checkout is the runner): every module of
+    its ``_pytest`` package except those loaded on request."""
+    out = []
+    for rel in changed:
+        parts = rel.split("/")
+        own = parts[0] == "_pytest" or parts[:2] == ["src", "_pytest"]
+        if own and rel.endswith(".py") and parts[-1] not in _ON_REQUEST:
+            out.append(rel)
+    return out
+
+
+def _fails_to_parse(state: FileState, rel: str) -> bool:
+    from sweworld.transition.outcome.programs import parse_source
+
+    text = state.text(rel)
+    return text is not None and parse_source(text, rel) is None
+
+
 def missing_target_answer(
     message: str, layout: dict[str, Any], task: Any, argv: list[str]
 ) -> ExecutionResult:
@@ -94,7 +125,7 @@ def missing_target_answer(
     from sweworld.transition.outcome.render import render_pytest
 
     options = parse_command(tuple(argv)).pytest
-    stdout = render_pytest({}, **layout, **command_layout(options, argv, task))
+    stdout = render_pytest({}, **{**command_layout(options, argv, task), **layout})
     return ExecutionResult(stdout, message.rstrip("\n") + "\n\n", 4)
 
 

@@ -61,7 +61,7 @@ __all__ = [
 
 #: Modules followed through imports at most, per command.
 MAX_REACHED = 400
-_STATUS_CODE = {"": -1, "PASSED": 0, "FAILED": 1, "ERROR": 2, "SKIPPED": 3, "XFAIL": 3}
+_STATUS_CODE = {"": -1, "PASSED": 0, "FAILED": 1, "ERROR": 2, "SKIPPED": 3, "XFAIL": 3, "XPASS": 0}
 
 
 # ------------------------------------------------------------------------------ AST helpers

@@ -32,6 +32,7 @@ from sweworld.transition.outcome.pytest_terminal import (
     session_header,
     summary_line,
     verbose_lines,
+    version_tuple,
 )
 
 __all__ = [
@@ -48,7 +49,13 @@ _COUNT_WORDS = (
     ("PASSED", "passed"),
     ("SKIPPED", "skipped"),
 )
-_LETTER = {"PASSED": ".", "FAILED": "F", "ERROR": "E", "SKIPPED": "s"}
+#: after "deselected" in pytest's counts line (its order: failed, passed, skipped,
+#: deselected, xfailed, xpassed, error)
+_XCOUNT_WORDS = (
+    ("XFAIL", "xfailed"),
+    ("XPASS", "xpassed"),
+)
+_LETTER = {"PASSED": ".", "FAILED": "F", "ERROR": "E", "SKIPPED": "s", "XFAIL": "x", "XPASS": "X"}
 
 
 def _test_source(source: str | None, test_id: str) -> tuple[list[str], int]:
@@ -179,9 +186,12 @@ def render_pytest(
     cachedir: bool = True,
     tb: str | None = None,
     quieter: bool = False,
+    skips: Mapping[str, tuple[int, str]] | None = None,
+    messages: Mapping[str, str | None] | None = None,
 ) -> str:
-    """pytest's output for ``statuses`` (``{test id: PASSED|FAILED|ERROR|SKIPPED}``, in run
-    order). ``report_chars``: the ``-r`` letters (``A`` lists every test);
+    """pytest's output for ``statuses`` (``{test id: PASSED|FAILED|ERROR|SKIPPED|XFAIL|
+    XPASS}``, in run order; XFAIL and XPASS do not fail the run). ``report_chars``: the
+    ``-r`` letters (``A`` lists every test);
     ``collection_errors``: files whose collection failed (an interrupted run);
     ``deselected``: tests collected but not selected (``-k``, ``-m``, ``--deselect``);
     ``setup_errors``: tests that error at setup on a fixture (a
@@ -196,7 +206,10 @@ def render_pytest(
     ``verbose``: ``-v``, with the interpreter's path its header names (a line per test),
     and its cache folder unless ``cachedir`` is False (``-p no:cacheprovider``); ``tb``:
     ``--tb`` (``no``: no traceback sections);
-    ``quieter``: ``-qq`` (no counts line either)."""
+    ``quieter``: ``-qq`` (no counts line either); ``skips``: a skipped test's line and
+    reason, which its short-summary line shows folded with equal ones (``SKIPPED [n]
+    path:line: reason``); ``messages``: a test's short-summary message where it is not the
+    failure's exception (an xfail's reason)."""
     exceptions = exceptions or {}
     setup_errors = {t: e for t, e in (setup_errors or {}).items() if statuses.get(t) == "ERROR"}
     sources = sources or {}
@@ -263,14 +276,28 @@ def render_pytest(
     if sections and ("A" in chars or "P" in chars) and "PASSED" in statuses.values():
         out.append(banner("PASSES"))  # -rP / -rA: the passed tests' captured output
     summary: list[str] = []
+    skips, messages = skips or {}, messages or {}
     for group in _summary_groups(chars):
+        folded: dict[tuple[str, int, str], int] = {}
         for test, status in statuses.items():
             if status != group:
+                continue
+            if status == "SKIPPED" and test in skips:
+                where = (test.split("::", 1)[0], *skips[test])
+                folded[where] = folded.get(where, 0) + 1
                 continue
             exc: str | None = exceptions.get(test, "AssertionError")
             if status not in ("FAILED", "ERROR") or test in setup_errors:
                 exc = None  # pytest names a fixture error without a message
-            summary.append(summary_line(status, test, exc))
+            message = messages.get(test)
+            if status == "XFAIL" and message and version_tuple(pytest_version) < (7, 2):
+                summary += [f"XFAIL {test}", f"  {message}"]  # the reason on a line of its own
+                continue
+            summary.append(summary_line(status, test, exc if message is None else message))
+        summary += [
+            f"SKIPPED [{n}] {p}{f':{line}' if line else ''}: {why}"
+            for (p, line, why), n in folded.items()
+        ]
     summary += [f"ERROR {path}" for path in collection_errors]
     if summary:
         out += [banner("short test summary info"), *summary]
@@ -281,6 +308,7 @@ def render_pytest(
     parts = [f"{counts[s]} {w}" for s, w in _COUNT_WORDS if counts.get(s)]
     if deselected:  # pytest's order: failed, passed, skipped, deselected, ..., errors
         parts.append(f"{deselected} deselected")
+    parts += [f"{counts[s]} {w}" for s, w in _XCOUNT_WORDS if counts.get(s)]
     if counts["ERROR"]:
         parts.append(f"{counts['ERROR']} error{'s' if counts['ERROR'] != 1 else ''}")
     text = ", ".join(parts) if parts else "no tests ran"
@@ -303,7 +331,8 @@ def _summary_groups(chars: str) -> list[str]:
     ``sxXEf``, every outcome but the passed ones; ``A``: ``PpsxXEf``; ``P`` is the PASSES
     section, not summary lines), each once."""
     letters = chars.replace("A", "PpsxXEf").replace("a", "sxXEf")
-    groups = {"f": "FAILED", "E": "ERROR", "s": "SKIPPED", "x": "XFAIL", "p": "PASSED"}
+    groups = {"f": "FAILED", "E": "ERROR", "s": "SKIPPED", "x": "XFAIL", "X": "XPASS",
+              "p": "PASSED"}  # fmt: skip
     return list(dict.fromkeys(groups[c] for c in letters if c in groups))
 
 

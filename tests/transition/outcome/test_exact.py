@@ -1,0 +1,50 @@
+"""The executor's exact answers (no model) on hand-built states."""
+
+from __future__ import annotations
+
+from sweworld.transition.outcome.exact import broken_import_answer
+from sweworld.transition.outcome.features import step_features
+from sweworld.transition.outcome.state import FileState
+
+BASE = {
+    "src/_pytest/__init__.py": "",
+    "src/_pytest/skipping.py": "def evaluate():\n    return 1\n",
+    "src/_pytest/pytester.py": "class Pytester:\n    pass\n",
+    "src/pytest/__init__.py": "from _pytest import __init__\n",
+    "repro.py": "import pytest\n\ndef test_x():\n    pass\n",
+}
+BROKEN_IF = "def evaluate():\n    if True:\n    return 1\n"
+
+
+def _answer(now: dict[str, str], changed: list[str], argv: list[str]):
+    state = FileState(now.get, BASE.get, changed)
+    info: dict = {}
+    step = step_features(argv, "/testbed", state, None, test_ids=["repro.py::test_x"])
+    return broken_import_answer(step, state, "pytest", info), info
+
+
+def test_pytest_cannot_start_when_its_own_changed_module_does_not_compile() -> None:
+    """On pytest's repository the checkout is the runner: a start-up module of _pytest that
+    does not compile stops every pytest command, whether or not the tests import it."""
+    now = {**BASE, "src/_pytest/skipping.py": BROKEN_IF}
+    for argv in (["pytest", "repro.py"], ["python", "-m", "pytest", "-rA", "repro.py"]):
+        result, info = _answer(now, ["src/_pytest/skipping.py"], argv)
+        assert result is not None and result.exit_code == 1 and result.stdout == ""
+        assert result.stderr.startswith("Traceback (most recent call last):\n")
+        assert 'File "/testbed/src/_pytest/skipping.py", line 3' in result.stderr
+        last = result.stderr.rstrip().splitlines()[-1]
+        assert last.startswith("IndentationError: expected an indented block")
+        assert info["route"] == "exact" and info["exception"] == "IndentationError"
+
+
+def test_modules_pytest_loads_on_request_or_that_compile_leave_the_run_to_the_model() -> None:
+    broken_pytester = {**BASE, "src/_pytest/pytester.py": "class Pytester(:\n"}
+    result, info = _answer(broken_pytester, ["src/_pytest/pytester.py"], ["pytest", "repro.py"])
+    assert result is None and not info
+    fine = {**BASE, "src/_pytest/skipping.py": "def evaluate():\n    return 2\n"}
+    result, info = _answer(fine, ["src/_pytest/skipping.py"], ["pytest", "repro.py"])
+    assert result is None and not info
+    # a file named like pytest's package elsewhere in another project is not the runner
+    other = {**BASE, "lib/_pytest/skipping.py": BROKEN_IF}
+    result, _ = _answer(other, ["lib/_pytest/skipping.py"], ["pytest", "repro.py"])
+    assert result is None
