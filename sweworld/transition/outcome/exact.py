@@ -12,6 +12,7 @@ Each returns None where it does not apply, and records in ``info`` what it answe
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Any
 
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
@@ -62,9 +63,9 @@ def broken_import_answer(
     """A module the command imports does not compile, and Python stops there (exact): a
     script or ``-c`` program that imports it (through its imports, nearest first) ends
     with the ``SyntaxError``, exit 1; pytest whose own package (``_pytest``, the
-    repository's when it is pytest's) is the module, or is any module of pytest's package
-    that it imports at start-up (a changed file of pytest's repository), cannot start,
-    exit 1. A test module that does not compile is a collection error: the model decides
+    repository's when it is pytest's) is the module, or is a module of pytest's package
+    that it surely imports at start-up (a changed plugin of pytest's repository), cannot
+    start, exit 1. A test module that does not compile is a collection error: the model decides
     those."""
     from sweworld.transition.facts import format_syntax_error
 
@@ -74,7 +75,7 @@ def broken_import_answer(
         broken = [p for p in step.unparsable if "_pytest" in p.split("/")[:-1]]
         broken += [
             p
-            for p in _runner_modules(step.changed_files)
+            for p in _runner_modules(state, step.changed_files)
             if p not in broken and _fails_to_parse(state, p)
         ]
     else:
@@ -90,28 +91,36 @@ def broken_import_answer(
     return None
 
 
-#: pytest's modules that it imports only on request (``-p pytester``), not at start-up
-_ON_REQUEST = frozenset({"pytester.py", "pytester_assertions.py"})
+def _runner_modules(state: FileState, changed: list[str]) -> list[str]:
+    """The changed files that are modules pytest surely imports whenever it starts, on
+    pytest's own repository (whose checkout is the runner): the plugins its configuration
+    package names in ``essential_plugins`` / ``default_plugins`` and the modules that
+    package imports, as the state's ``_pytest/config/__init__.py`` reads."""
+    from sweworld.transition.outcome.features import scan_imports
 
-
-def _runner_modules(changed: list[str]) -> list[str]:
-    """The changed files that are pytest's own modules, imported whenever pytest starts
-    (the workspace is pytest's repository, whose checkout is the runner): every module of
-    its ``_pytest`` package except those loaded on request."""
-    out = []
-    for rel in changed:
-        parts = rel.split("/")
-        own = parts[0] == "_pytest" or parts[:2] == ["src", "_pytest"]
-        if own and rel.endswith(".py") and parts[-1] not in _ON_REQUEST:
-            out.append(rel)
-    return out
+    own = [p for p in changed if p.endswith(".py") and "_pytest" in p.split("/")[:2]]
+    if not own:
+        return []
+    root = "src/_pytest/" if own[0].startswith("src/") else "_pytest/"
+    config = state.text(f"{root}config/__init__.py") or ""
+    names = set()
+    for block in re.findall(r"^(?:essential|default)_plugins\s*=[^(]*\(([^)]*)\)", config, re.M):
+        names.update(re.findall(r"[\"']([A-Za-z_]\w*)[\"']", block))
+    names.update(
+        m.split(".")[1]
+        for m in scan_imports(f"{root}config/__init__.py", config)
+        if m.startswith("_pytest.") and m.count(".") >= 1
+    )
+    started = {f"{root}{n}.py" for n in names} | {f"{root}{n}/__init__.py" for n in names}
+    return [p for p in own if p in started]
 
 
 def _fails_to_parse(state: FileState, rel: str) -> bool:
+    """``rel`` does not compile (a leading byte-order mark is Python's, not an error)."""
     from sweworld.transition.outcome.programs import parse_source
 
     text = state.text(rel)
-    return text is not None and parse_source(text, rel) is None
+    return text is not None and parse_source(text.removeprefix("\ufeff"), rel) is None
 
 
 def missing_target_answer(

@@ -68,7 +68,7 @@ from sweworld.transition.outcome.graded import (
     reconcile_statuses,
     workspace_patch,
 )
-from sweworld.transition.outcome.marks import apply_marks, marked_outcomes, summary_message
+from sweworld.transition.outcome.marks import apply_marks, command_marks, summary_details
 from sweworld.transition.outcome.model import OutcomeModel, load_shared
 from sweworld.transition.outcome.pytest_terminal import command_layout
 from sweworld.transition.outcome.render import (
@@ -450,11 +450,7 @@ class OutcomeExecutor:
         else:
             maxfail = max(options.maxfail or 0, 0) if options else 0
         # exact: what the tests' skip / xfail marks decide before they run
-        marked = {}
-        if step.kind == "pytest":
-            flags = {"runxfail": bool(options and options.runxfail),
-                     "pdb": bool(options and options.pdb)}  # fmt: skip
-            marked = marked_outcomes(state.text, ids, **flags)
+        marked = command_marks(state.text, ids, options) if step.kind == "pytest" else {}
         if marked:
             info["marked"] = len(marked)
         statuses: dict[str, str] = {}
@@ -481,7 +477,6 @@ class OutcomeExecutor:
             code = int(exit_cls)
         else:
             sources = {p: state.text(p) for p in {t.split("::", 1)[0] for t in statuses}}
-            shown_marked = [(t, s) for t, s in statuses.items() if t in marked]
             stdout = render_pytest(
                 statuses,
                 exceptions={t: exc for t in statuses} | {p: "SyntaxError" for p in errors},
@@ -492,8 +487,7 @@ class OutcomeExecutor:
                 debugger=debugger and failed,
                 collected=len(ids),
                 maxfail=0 if debugger else maxfail,
-                skips={t: (m.line, m.reason) for t, m in marked.items() if m.outcome == "skip"},
-                messages={t: summary_message(s, marked[t]) for t, s in shown_marked},
+                **summary_details(statuses, marked),
                 **terminal,
             )
             if exit_cls == "2" and errors:

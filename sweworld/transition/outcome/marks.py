@@ -3,68 +3,94 @@
 pytest evaluates ``skip`` / ``skipif`` / ``xfail`` marks itself, so some outcomes follow
 from the source alone, whatever the code under test does:
 
-* ``@pytest.mark.skip``, ``@unittest.skip(...)``, ``skipif`` whose condition is the literal
-  ``True``, and a test whose body starts with ``pytest.skip(...)``: SKIPPED;
-* ``@pytest.mark.xfail`` (no condition, or the literal ``True``; no ``raises``): XFAIL,
+* ``@pytest.mark.skip(reason=...)`` or ``skip("...")``, ``skipif(True, reason=...)``,
+  ``@unittest.skip("...")`` on a ``TestCase``: SKIPPED;
+* ``@pytest.mark.xfail`` (no condition, or ``True`` with a reason; no ``raises``): XFAIL,
   the test's expected failure (see :func:`apply_marks`; an unexpected pass, XPASS, is not
   predicted); ``--runxfail`` turns these marks off;
+* a test whose body starts with ``pytest.skip("...")``: SKIPPED, unless the model says its
+  setup errs (the call runs after the fixtures);
 * with ``--pdb``, ``unittest.skip`` is left to the model (pytest before 7.2 ran a skipped
   TestCase's ``tearDown`` under the debugger).
 
-Marks are taken from the test function, its enclosing classes and the ``pytestmark`` of
-the classes and the module. Each decided test also carries what pytest's short summary
-shows of it: the line it names (the function's first line, its first decorator's, or the
-line of a ``pytest.skip`` call) and the reason. A condition that is not a literal,
-``raises=``, or a mark applied through a variable or ``pytest.param(..., marks=...)`` is
-left to the model.
+Marks are read as pytest orders them: the function's own (bottom decorator first), its
+classes', then the module's ``pytestmark`` (the last assignment of each body); every
+``skipif`` before any ``skip``, a ``skip`` before an ``xfail``. The last definition of a
+name is the one that runs. Each decided test carries what pytest's short summary shows of
+it: the line (the function's first line, its first decorator's, or the ``pytest.skip``
+call's; none for a ``skip`` that only a class or module applies) and the reason.
+
+Left to the model (nothing claimed): a condition or reason that is not a literal, a
+boolean condition without ``reason=`` (an error in pytest), ``raises=``, marks that may
+come from elsewhere (a class with a base other than ``object`` / ``TestCase``, a mark
+through a variable, ``pytest.param(..., marks=...)``), ``async def`` tests. Costs are
+linear: each file's definitions are indexed once.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from sweworld.transition.outcome.programs import parse_source
 
-__all__ = ["Marked", "apply_marks", "marked_outcomes", "summary_message"]
+__all__ = [
+    "Marked",
+    "apply_marks",
+    "command_marks",
+    "marked_outcomes",
+    "summary_details",
+    "summary_message",
+]
+
+_MAX_IDS = 5_000
+_PLAIN_BASES = frozenset({"object", "TestCase", "unittest.TestCase"})
 
 
 class Marked(NamedTuple):
-    """What a test's marks decide: ``outcome`` is ``skip``, ``xfail``, ``xfail-strict`` or
-    ``xfail-notrun`` (not run: "[NOTRUN]" in the summary); ``line`` (1-based; 0: none
-    shown) and ``reason`` are what pytest's short summary shows of a skip, ``reason`` also
-    of an xfail."""
+    """What a test's marks decide: ``outcome`` is ``skip``, ``xfail``, ``xfail-strict``,
+    ``xfail-notrun`` (not run: "[NOTRUN]" in the summary) or ``skip-call`` (a
+    ``pytest.skip`` call first in the body); ``line`` (1-based; 0: none shown) and
+    ``reason`` are what pytest's short summary shows of a skip, ``reason`` also of an
+    xfail."""
 
     outcome: str
     line: int = 0
     reason: str = ""
 
 
-_MAX_IDS = 5_000
+class _Unknown(Exception):
+    """The marks may decide something this module does not read: leave the test alone."""
+
+
+def _dotted(node: ast.expr) -> str:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    parts.append(node.id)
+    return ".".join(reversed(parts))
 
 
 def _mark_name(node: ast.expr) -> tuple[str, ast.Call | None]:
-    """The mark a decorator or ``pytestmark`` item names (``skip``, ``skipif``, ``xfail``,
-    ``unittest.skip``) and its call, or ``("", None)``."""
+    """The mark a decorator or ``pytestmark`` item is (``pytest.mark.NAME`` or
+    ``mark.NAME``: ``NAME``; ``unittest.skip(...)``: ``unittest.skip``) and its call;
+    ``("", None)`` for anything else."""
     call = node if isinstance(node, ast.Call) else None
-    func = call.func if call is not None else node
-    parts: list[str] = []
-    while isinstance(func, ast.Attribute):
-        parts.append(func.attr)
-        func = func.value
-    if isinstance(func, ast.Name):
-        parts.append(func.id)
-    parts.reverse()
-    if len(parts) >= 2 and parts[-2] == "mark" and parts[-1] in ("skip", "skipif", "xfail"):
-        return parts[-1], call
-    if parts in (["unittest", "skip"], ["skip"]) and call is not None:
+    name = _dotted(call.func if call is not None else node)
+    for prefix in ("pytest.mark.", "mark."):
+        if name.startswith(prefix) and "." not in name[len(prefix) :]:
+            return name[len(prefix) :], call
+    if name == "unittest.skip" and call is not None:
         return "unittest.skip", call
     return "", None
 
 
-def _literal_true(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and node.value is True
+def _literal(node: ast.expr | None) -> ast.Constant | None:
+    return node if isinstance(node, ast.Constant) else None
 
 
 def _keyword(call: ast.Call | None, name: str) -> ast.expr | None:
@@ -73,112 +99,194 @@ def _keyword(call: ast.Call | None, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
-def _text(node: ast.expr | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+def _reason(node: ast.expr | None, default: str) -> str:
+    """A literal reason (``default`` when none is given); :class:`_Unknown` otherwise."""
+    if node is None:
+        return default
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    raise _Unknown("a reason that is not a literal")
 
 
-def _is_mark(node: ast.expr) -> bool:
-    """A decorator that is a pytest mark (``@pytest.mark.NAME`` or ``@mark.NAME(...)``)."""
-    func = node.func if isinstance(node, ast.Call) else node
-    while isinstance(func, ast.Attribute):
-        if isinstance(func.value, (ast.Name, ast.Attribute)) and (
-            (isinstance(func.value, ast.Name) and func.value.id == "mark")
-            or (isinstance(func.value, ast.Attribute) and func.value.attr == "mark")
-        ):
-            return True
-        func = func.value
-    return False
+def _condition(call: ast.Call | None) -> bool:
+    """Whether a ``skipif`` / ``xfail`` call's condition surely holds (no condition: it
+    does); :class:`_Unknown` for a condition that is not a literal, several conditions or
+    a boolean without ``reason=`` (pytest reports that as an error)."""
+    if call is None or not call.args:
+        if _keyword(call, "condition") is not None:
+            raise _Unknown("a condition keyword")
+        return True
+    if len(call.args) > 1 or any(k.arg is None for k in call.keywords):
+        raise _Unknown("several conditions or **kwargs")
+    value = _literal(call.args[0])
+    if value is None or not isinstance(value.value, bool):
+        raise _Unknown("a condition that is not a literal boolean")
+    if _keyword(call, "reason") is None:
+        raise _Unknown("a boolean condition without a reason: an error in pytest")
+    return value.value
 
 
 def _decide(marks: Sequence[ast.expr], runxfail: bool, pdb: bool) -> tuple[str, str, str] | None:
-    """The outcome the marks (nearest first) fix and its reason, or None. Any skip that
-    surely applies wins (pytest evaluates skips first); an unknown skip condition leaves it
-    all to the model."""
-    xfail: tuple[str, str, str] | None = None
-    for node in marks:
-        name, call = _mark_name(node)
-        if name == "unittest.skip" and pdb:
-            return None
-        if name in ("skip", "unittest.skip"):
+    """``(outcome, reason, mark name)`` the marks (in pytest's order) fix, or None when they
+    fix nothing; :class:`_Unknown` when they may fix something unread."""
+    named = [(n, c) for n, c in map(_mark_name, marks) if n]
+    for name, call in named:  # every skipif before any skip
+        if name == "skipif" and _condition(call):
+            return "skip", _reason(_keyword(call, "reason"), ""), name
+    for name, call in named:
+        if name == "unittest.skip":
+            if pdb or call is None or len(call.args) != 1 or call.keywords:
+                raise _Unknown("unittest.skip under --pdb, or unusual arguments")
+            return "skip", _reason(call.args[0], ""), name
+        if name == "skip":
+            if call is not None and (call.args and _keyword(call, "reason") is not None):
+                raise _Unknown("skip with a condition: an error in pytest")
+            if call is not None and len(call.args) > 1:
+                raise _Unknown("skip with several arguments")
             given = _keyword(call, "reason") or (call.args[0] if call and call.args else None)
-            reason = _text(given)
-            return "skip", reason if reason is not None else "unconditional skip", name
-        if name == "skipif":
-            condition = call.args[0] if call is not None and call.args else None
-            if condition is None or not _literal_true(condition):
-                return None  # may skip: not for this module to say
-            reason = _text(_keyword(call, "reason"))
-            return "skip", reason if reason is not None else "condition: True", name
-        if name == "xfail" and xfail is None and not runxfail:
-            if call is not None:
-                if (call.args and not _literal_true(call.args[0])) or _keyword(call, "raises"):
-                    return None
-                if _keyword(call, "condition") is not None:
-                    return None
-            run, strict = _keyword(call, "run"), _keyword(call, "strict")
-            if run is not None and not isinstance(run, ast.Constant):
-                return None
-            if strict is not None and not isinstance(strict, ast.Constant):
-                return None
-            reason = _text(_keyword(call, "reason")) or ""
-            if run is not None and run.value is False:  # type: ignore[attr-defined]
-                xfail = "xfail-notrun", reason, name
-            elif strict is not None and strict.value is True:  # type: ignore[attr-defined]
-                xfail = "xfail-strict", reason, name
-            else:
-                xfail = "xfail", reason, name
-    return xfail
+            return "skip", _reason(given, "unconditional skip"), name
+    if runxfail:
+        return None
+    for name, call in named:
+        if name != "xfail":
+            continue
+        if _keyword(call, "raises") is not None:
+            raise _Unknown("xfail(raises=...)")
+        if not _condition(call):
+            continue
+        run, strict = _literal(_keyword(call, "run")), _literal(_keyword(call, "strict"))
+        if (_keyword(call, "run") is not None and run is None) or (
+            _keyword(call, "strict") is not None and strict is None
+        ):
+            raise _Unknown("run= or strict= that is not a literal")
+        reason = _reason(_keyword(call, "reason"), "")
+        if run is not None and run.value is False:
+            return "xfail-notrun", reason, name
+        outcome = "xfail-strict" if strict is not None and strict.value is True else "xfail"
+        return outcome, reason, name
+    return None
 
 
 def _pytestmarks(body: Sequence[ast.stmt]) -> list[ast.expr]:
-    """The marks a ``pytestmark = ...`` statement of a module or class body applies."""
+    """The marks the last ``pytestmark = ...`` of a module or class body applies;
+    :class:`_Unknown` for one that is not a plain assignment of marks."""
     marks: list[ast.expr] = []
     for node in body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
-        ):
-            value = node.value
-            marks += list(value.elts) if isinstance(value, (ast.List, ast.Tuple)) else [value]
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+            else []
+        )
+        if not any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets):
+            continue
+        if not isinstance(node, ast.Assign):
+            raise _Unknown("pytestmark changed in place")
+        value = node.value
+        marks = list(value.elts) if isinstance(value, (ast.List, ast.Tuple)) else [value]
+    if any(not isinstance(m, (ast.Call, ast.Attribute)) for m in marks):
+        raise _Unknown("a pytestmark through a variable")
     return marks
 
 
 def _skip_call(func: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
-    """The body's first statement (after a docstring) when it is ``pytest.skip(...)``."""
+    """The body's first statement (after a docstring) when it is ``pytest.skip("...")``
+    with one literal reason."""
     body = func.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]
     if not body or not isinstance(body[0], ast.Expr) or not isinstance(body[0].value, ast.Call):
         return None
     call = body[0].value
-    f = call.func
-    if (
-        isinstance(f, ast.Attribute)
-        and f.attr == "skip"
-        and (isinstance(f.value, ast.Name) and f.value.id == "pytest")
-    ):
-        return call
-    return None
+    if _dotted(call.func) != "pytest.skip" or call.keywords or len(call.args) != 1:
+        return None
+    reason = _literal(call.args[0])
+    return call if reason is not None and isinstance(reason.value, str) else None
 
 
-def _find(tree: ast.Module, names: list[str]) -> list[ast.AST] | None:
-    """The chain of definitions (classes, then the function) ``names`` names, or None."""
-    chain: list[ast.AST] = []
-    scope: list[ast.stmt] = tree.body
-    for name in names:
-        found = next(
-            (
-                n
-                for n in scope
-                if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                and n.name == name
-            ),
-            None,
-        )
-        if found is None:
+class _Scope:
+    """A module's or class's definitions by name (the last one of each name: the one that
+    runs) and the marks its ``pytestmark`` applies, computed once."""
+
+    def __init__(self, body: Sequence[ast.stmt]):
+        self.defs: dict[str, ast.stmt] = {}
+        for node in body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.defs[node.name] = node
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):  # a later rebinding
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Name):
+                        self.defs.pop(target.id, None)
+        try:
+            self.marks: list[ast.expr] | None = _pytestmarks(body)
+        except _Unknown:
+            self.marks = None
+        self.children: dict[str, _Scope] = {}
+
+    def child(self, node: ast.ClassDef) -> _Scope:
+        if node.name not in self.children:
+            self.children[node.name] = _Scope(node.body)
+        return self.children[node.name]
+
+
+def _is_mark_like(node: ast.expr) -> bool:
+    """A decorator that is, or may be, a mark of the function's own."""
+    name = _dotted(node.func if isinstance(node, ast.Call) else node)
+    return bool(_mark_name(node)[0]) or ".mark." in f".{name}" or "." not in name
+
+
+def _uses_param_marks(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    for deco in func.decorator_list:
+        if isinstance(deco, ast.Call) and _mark_name(deco)[0] == "parametrize":
+            for node in ast.walk(deco):
+                is_param = isinstance(node, ast.Call) and _dotted(node.func).endswith("param")
+                if is_param and _keyword(node, "marks") is not None:  # type: ignore[arg-type]
+                    return True
+    return False
+
+
+def _marked(module: _Scope, names: list[str], runxfail: bool, pdb: bool) -> Marked | None:
+    scopes, scope = [module], module
+    chain: list[ast.ClassDef] = []
+    for name in names[:-1]:
+        node = scope.defs.get(name)
+        if not isinstance(node, ast.ClassDef):
             return None
-        chain.append(found)
-        scope = found.body if isinstance(found, ast.ClassDef) else []
-    return chain
+        if any(_dotted(b) not in _PLAIN_BASES for b in node.bases) or node.keywords:
+            raise _Unknown("marks may be inherited")
+        chain.append(node)
+        scope = scope.child(node)
+        scopes.append(scope)
+    func = scope.defs.get(names[-1]) if names else None
+    if not isinstance(func, ast.FunctionDef):  # async tests need a plugin: not read
+        return None
+    if _uses_param_marks(func):
+        raise _Unknown("pytest.param(..., marks=...)")
+    marks: list[ast.expr] = list(reversed(func.decorator_list))
+    for cls, body in zip(reversed(chain), reversed(scopes[1:]), strict=True):
+        if body.marks is None:
+            raise _Unknown("a class pytestmark not read")
+        marks += body.marks + list(reversed(cls.decorator_list))  # decorators append
+    if module.marks is None:
+        raise _Unknown("the module's pytestmark not read")
+    marks += module.marks
+    if any(_mark_name(m)[0] == "unittest.skip" for m in marks) and not any(
+        _dotted(b) in ("TestCase", "unittest.TestCase") for c in chain for b in c.bases
+    ):
+        raise _Unknown("unittest.skip outside a TestCase")
+    first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
+    decided = _decide(marks, runxfail, pdb)
+    if decided is not None and decided[0] == "skip":
+        # pytest's summary drops the line of a skip mark the test has from a class or
+        # module ``pytestmark`` when the function carries no mark of its own
+        own = any(_is_mark_like(d) for d in func.decorator_list)
+        line = 0 if decided[2] == "skip" and not own else first
+        return Marked("skip", line, decided[1])
+    call = _skip_call(func)
+    if call is not None:  # the call runs first in the test (after its setup)
+        return Marked("skip-call", call.lineno, call.args[0].value)  # type: ignore[attr-defined]
+    return None if decided is None else Marked(decided[0], first, decided[1])
 
 
 def marked_outcomes(
@@ -190,50 +298,38 @@ def marked_outcomes(
 ) -> dict[str, Marked]:
     """``{test id: Marked}`` for the tests whose marks fix their outcome (see the module);
     ids are ``path::[Class::]name[params]`` relative to the workspace. At most
-    :data:`_MAX_IDS` ids are looked at; each file is parsed once (a shared, cached tree)."""
+    :data:`_MAX_IDS` ids are looked at; each file is parsed (a shared, cached tree) and
+    indexed once. Never raises for what the files hold."""
     out: dict[str, Marked] = {}
-    trees: dict[str, ast.Module | None] = {}
+    modules: dict[str, _Scope | None] = {}
     for test in test_ids[:_MAX_IDS]:
         path, _, rest = test.partition("::")
         if not rest or not path.endswith(".py"):
             continue
-        if path not in trees:
-            trees[path] = parse_source(text_of(path), path)
-        tree = trees[path]
-        if tree is None:
+        if path not in modules:
+            tree = parse_source(text_of(path), path)
+            modules[path] = None if tree is None else _Scope(tree.body)
+        module = modules[path]
+        if module is None:
             continue
-        chain = _find(tree, rest.split("[", 1)[0].split("::"))
-        if not chain or not isinstance(chain[-1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        try:
+            decided = _marked(module, rest.split("[", 1)[0].split("::"), runxfail, pdb)
+        except (_Unknown, RecursionError):
             continue
-        func = chain[-1]
-        marks: list[ast.expr] = list(func.decorator_list)
-        for node in reversed(chain[:-1]):  # nearest first: the classes, then the module
-            marks += node.decorator_list  # type: ignore[attr-defined]
-            marks += _pytestmarks(node.body)  # type: ignore[attr-defined]
-        marks += _pytestmarks(tree.body)
-        first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
-        decided = _decide(marks, runxfail, pdb)
         if decided is not None:
-            # pytest's summary drops the line of a skip mark the test has from a class or
-            # module ``pytestmark`` when the function carries no mark of its own
-            own = any(_is_mark(d) for d in func.decorator_list)
-            line = 0 if decided[2] == "skip" and not own else first
-            out[test] = Marked(decided[0], line, decided[1])
-            continue
-        call = _skip_call(func)
-        if call is not None:
-            given = _keyword(call, "reason") or _keyword(call, "msg")
-            reason = _text(given if given is not None else (call.args[0] if call.args else None))
-            out[test] = Marked("skip", call.lineno, reason or "")
+            out[test] = decided
     return out
 
 
 def apply_marks(status: str, marked: Marked) -> str:
     """The status a test shows when the model predicted ``status`` and its marks decided
-    ``marked``: SKIPPED for a skip; XFAIL for an xfail whatever the model said (a test is
+    ``marked``: SKIPPED for a skip mark, and for a ``pytest.skip`` call unless the model
+    says the test's setup errs; XFAIL for an xfail whatever the model said (a test is
     marked xfail because it fails: real runs of the held-out repositories show 35 with
     xfailed tests for 2 with xpassed ones, and the model's pass for such a test is not
     informed by the mark)."""
+    if marked.outcome == "skip-call":
+        return status if status == "ERROR" else "SKIPPED"
     if marked.outcome == "skip":
         return "SKIPPED"
     return "XFAIL"
@@ -247,3 +343,26 @@ def summary_message(status: str, marked: Marked) -> str | None:
     if marked.outcome == "xfail-notrun":
         return f"[NOTRUN] {marked.reason}"
     return marked.reason or None
+
+
+def command_marks(
+    text_of: Callable[[str], str | None], test_ids: Sequence[str], options: Any
+) -> dict[str, Marked]:
+    """:func:`marked_outcomes` for a pytest command whose options (a
+    :class:`~sweworld.transition.facts.pytest_args.PytestOptions` or None) say whether
+    ``--runxfail`` and ``--pdb`` are given."""
+    runxfail, pdb = bool(options and options.runxfail), bool(options and options.pdb)
+    return marked_outcomes(text_of, test_ids, runxfail=runxfail, pdb=pdb)
+
+
+def summary_details(
+    statuses: Mapping[str, str], marked: Mapping[str, Marked]
+) -> dict[str, dict[str, Any]]:
+    """What :func:`~sweworld.transition.outcome.render.render_pytest` shows of the marked
+    tests in its short summary: ``skips`` (line and reason of each skipped one) and
+    ``messages`` (an xfail's reason)."""
+    shown = [(t, s) for t, s in statuses.items() if t in marked]
+    return {
+        "skips": {t: (marked[t].line, marked[t].reason) for t, s in shown if s == "SKIPPED"},
+        "messages": {t: summary_message(s, marked[t]) for t, s in shown},
+    }

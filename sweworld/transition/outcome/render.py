@@ -272,7 +272,8 @@ def render_pytest(
             out += _failure_section(
                 test, exceptions.get(test, "AssertionError"), sources.get(test.split("::")[0])
             )
-    chars = report_chars if report_chars else "fE"
+    # without -r: "fE" from pytest 5.4, no summary lines before
+    chars = report_chars or ("fE" if version_tuple(pytest_version) >= (5, 4) else "")
     if sections and ("A" in chars or "P" in chars) and "PASSED" in statuses.values():
         out.append(banner("PASSES"))  # -rP / -rA: the passed tests' captured output
     summary: list[str] = []
@@ -298,7 +299,8 @@ def render_pytest(
             f"SKIPPED [{n}] {p}{f':{line}' if line else ''}: {why}"
             for (p, line, why), n in folded.items()
         ]
-    summary += [f"ERROR {path}" for path in collection_errors]
+    if "ERROR" in _summary_groups(chars):
+        summary += [f"ERROR {path}" for path in collection_errors]
     if summary:
         out += [banner("short test summary info"), *summary]
     counts = {s: 0 for s, _ in _COUNT_WORDS}

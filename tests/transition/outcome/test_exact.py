@@ -8,6 +8,12 @@ from sweworld.transition.outcome.state import FileState
 
 BASE = {
     "src/_pytest/__init__.py": "",
+    "src/_pytest/config/__init__.py": (
+        "from _pytest.compat import importlib_metadata\n"
+        'essential_plugins = (\n    "mark",\n    "main",\n)\n'
+        'default_plugins = essential_plugins + (\n    "python",\n    "skipping",\n)\n'
+    ),
+    "src/_pytest/compat.py": "importlib_metadata = None\n",
     "src/_pytest/skipping.py": "def evaluate():\n    return 1\n",
     "src/_pytest/pytester.py": "class Pytester:\n    pass\n",
     "src/pytest/__init__.py": "from _pytest import __init__\n",
@@ -44,6 +50,17 @@ def test_modules_pytest_loads_on_request_or_that_compile_leave_the_run_to_the_mo
     fine = {**BASE, "src/_pytest/skipping.py": "def evaluate():\n    return 2\n"}
     result, info = _answer(fine, ["src/_pytest/skipping.py"], ["pytest", "repro.py"])
     assert result is None and not info
+    # a new module nothing imports at start-up, a module with a byte-order mark
+    new = {**BASE, "src/_pytest/my_helper.py": "def f(:\n"}
+    result, _ = _answer(new, ["src/_pytest/my_helper.py"], ["pytest", "repro.py"])
+    assert result is None
+    bom = {**BASE, "src/_pytest/skipping.py": "\ufeffdef evaluate():\n    return 1\n"}
+    result, _ = _answer(bom, ["src/_pytest/skipping.py"], ["pytest", "repro.py"])
+    assert result is None
+    # a module the configuration package imports is started too
+    compat = {**BASE, "src/_pytest/compat.py": "importlib_metadata = (\n"}
+    result, info = _answer(compat, ["src/_pytest/compat.py"], ["pytest", "repro.py"])
+    assert result is not None and result.exit_code == 1 and "compat.py" in info["reason"]
     # a file named like pytest's package elsewhere in another project is not the runner
     other = {**BASE, "lib/_pytest/skipping.py": BROKEN_IF}
     result, _ = _answer(other, ["lib/_pytest/skipping.py"], ["pytest", "repro.py"])

@@ -332,3 +332,19 @@ def test_stops_tracebacks_quiet_levels_and_summary_order() -> None:
             if x.startswith(("FAILED", "ERROR"))] == ["ERROR", "FAILED"]  # fmt: skip
     passes = render_pytest({"t.py::test_p": "PASSED"}, report_chars="P").splitlines()
     assert any("PASSES" in x for x in passes) and "PASSED t.py::test_p" not in passes
+
+
+def test_default_report_letters_follow_the_release() -> None:
+    """Without ``-r``, pytest lists failures and errors in a short summary from 5.4 ("fE"),
+    and wrote no short summary before."""
+    statuses = {"t.py::test_a": "FAILED", "t.py::test_b": "PASSED"}
+    old = render_pytest(statuses, pytest_version="5.3.5", collection_errors=["u.py"])
+    assert "short test summary info" not in old and "FAILED t.py::test_a" not in old
+    assert "Interrupted: 1 error during collection" in old
+    new = render_pytest(statuses, pytest_version="5.4.0", collection_errors=["u.py"])
+    assert "short test summary info" in new
+    assert "FAILED t.py::test_a - AssertionError" in new and "ERROR u.py" in new
+    # -r given: the letters decide in every release
+    assert "FAILED t.py::test_a" in render_pytest(
+        statuses, pytest_version="5.3.5", report_chars="f"
+    )
