@@ -70,6 +70,7 @@ from sweworld.transition.outcome.graded import (
 )
 from sweworld.transition.outcome.marks import apply_marks, command_marks, summary_details
 from sweworld.transition.outcome.model import OutcomeModel, load_shared
+from sweworld.transition.outcome.priors import GENERIC_EXCEPTIONS, reported_exception
 from sweworld.transition.outcome.pytest_terminal import command_layout
 from sweworld.transition.outcome.render import (
     render_django,
@@ -226,8 +227,12 @@ class OutcomeExecutor:
         info.update(route="outcome-model", exit_class=exit_cls, exception="none")
 
         def exception() -> str:  # asked only when a failure shows it (the widest head)
-            info["exception"] = self.model.predict_exception([step.values], self.mode)[0]
-            return info["exception"]
+            head = self.model.predict_exception([step.values], self.mode)[0]
+            reported = reported_exception(request.task) if head in GENERIC_EXCEPTIONS else None
+            if reported:  # the exception stands for a generic answer
+                head, info["exception_source"] = reported, "problem statement"
+            info["exception"] = head
+            return head
 
         if kind in TEST_RUNNER_KINDS:
             graded = self._graded(request, state, ids, info)

@@ -350,7 +350,10 @@ def command_marks(
 ) -> dict[str, Marked]:
     """:func:`marked_outcomes` for a pytest command whose options (a
     :class:`~sweworld.transition.facts.pytest_args.PytestOptions` or None) say whether
-    ``--runxfail`` and ``--pdb`` are given."""
+    ``--runxfail`` and ``--pdb`` are given; nothing with ``-p no:skipping`` (pytest does
+    not evaluate the marks then)."""
+    if options is not None and "no:skipping" in options.plugins:  # marks not evaluated
+        return {}
     runxfail, pdb = bool(options and options.runxfail), bool(options and options.pdb)
     return marked_outcomes(text_of, test_ids, runxfail=runxfail, pdb=pdb)
 

@@ -283,3 +283,30 @@ def test_a_missing_test_target_is_pytests_usage_error(manager, toy_task, calc_mo
         assert verbose[1].endswith("/bin/python3") and "collecting ... collected 0 items" in verbose
         assert s.run("pytest -q nothere.py").stdout == "\nno tests ran in 0.12s\n"
         assert s.run("python -m pytest tests/test_textutil.py").exit_code in (0, 1)
+
+
+def test_a_failing_run_shows_the_exception_the_issue_reports(manager, toy_task) -> None:
+    """The exception head's generic answer gives way to the exception the problem
+    statement names (``info`` says where it came from); without one it stands."""
+    from sweworld.tasks import test_list
+
+    graded = [*test_list(toy_task, "FAIL_TO_PASS"), *test_list(toy_task, "PASS_TO_PASS")]
+    files = " ".join(sorted({t.split("::", 1)[0] for t in graded}))
+    reported = toy_task.model_copy(
+        update={"problem_statement": "Looking up a missing item raises KeyError: 'x'."}
+    )
+    for task, expected in ((reported, "KeyError"), (toy_task, None)):
+        ex = OutcomeExecutor(mode="oracle", judge=lambda task, patch: False)
+        with manager.open(task, executor=ex) as s:
+            s.write_file("/tmp/tests.diff", task.test_patch)
+            assert s.run("git apply /tmp/tests.diff").exit_code == 0
+            run = s.run(f"python -m pytest -rA {files}")
+            info = last_info(run)
+            assert run.exit_code == 1, run.stdout[-500:]
+            if expected is None:
+                assert "exception_source" not in info
+                continue
+            assert info["exception"] == expected
+            assert info["exception_source"] == "problem statement"
+            assert f"E       {expected}" in run.stdout
+            assert f" - {expected}" in run.stdout.split("short test summary info")[1]

@@ -344,3 +344,13 @@ def test_claims_agree_with_real_pytest_on_tricky_marks(tmp_path) -> None:
     for name, status in claimed.items():
         assert verdicts[f"test_t.py::{name}"] == status, name
     assert marked["test_t.py::test_two_skips"].reason == "bottom"
+
+
+def test_no_claims_when_the_skipping_plugin_is_off() -> None:
+    from sweworld.transition.facts.pytest_args import parse_pytest_args
+    from sweworld.transition.outcome.marks import command_marks
+
+    text_of = {"test_m.py": SOURCE}.get
+    assert command_marks(text_of, _ids(), parse_pytest_args(["-p", "no:skipping"])) == {}
+    on = command_marks(text_of, _ids(), parse_pytest_args(["--runxfail"]))
+    assert on and all(m.outcome in ("skip", "skip-call") for m in on.values())
