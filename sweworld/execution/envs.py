@@ -256,9 +256,10 @@ class EnvBuilder:
         """The recipe and interpreter for ``task``: a configured ``python`` is used as
         given; otherwise the task environment's Python when the machine has one, else the
         host's (``exact`` False). A configured recipe keeps its commands; otherwise the task
-        environment's install recipe and pinned pytest are used, and where the environment
-        has no install recipe of its own, the pytest plugins the checkout's pytest
-        configuration needs (:func:`~sweworld.execution.test_plugins.config_plugin_packages`)."""
+        environment's install recipe and pinned pytest are used (no pytest where the
+        harness's environment has none: SymPy's), and where the environment has no install
+        recipe of its own, the pytest plugins the checkout's pytest configuration needs
+        (:func:`~sweworld.execution.test_plugins.config_plugin_packages`)."""
         recipe = self.recipe_for(task)
         tenv = _task_environment(task, base)
         requested = tenv.python if tenv is not None and tenv.python_known else None
@@ -292,6 +293,8 @@ class EnvBuilder:
             pin = tenv.runner_version if tenv.test_runner == "pytest" else None
             if pin and recipe.packages == ("pytest",):
                 changes["packages"] = (f"pytest=={pin}",)
+            if not tenv.pytest_installed and recipe.packages == ("pytest",):
+                changes["packages"] = ()  # as the harness's environment: no pytest
             if base is not None and not tenv.install:
                 # no harness recipe (a factory library, an unknown repository): the plugins
                 # the repository's own pytest configuration needs (parse's --cov)

@@ -30,7 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.tasks.repo_metadata import RepoMetadata, read_metadata
-from sweworld.tasks.swebench_specs import harness_spec, repo_python, runner_of_command
+from sweworld.tasks.swebench_specs import (
+    HARNESS_WITHOUT_PYTEST,
+    harness_spec,
+    repo_python,
+    runner_of_command,
+)
 from sweworld.tasks.toy import TOY_REPO_NAME
 
 __all__ = [
@@ -71,6 +76,9 @@ class TaskEnvironment:
         python_full: the full ``X.Y.Z`` when the description states it (a row's
             ``"python": "3.8.10"``, or ``"host"``: the interpreter running sweworld, which
             is what the LocalExecutor runs when a task names no other), else None.
+        pytest_installed: False where the environment is known to have no pytest (the
+            harness environment of a repository that runs another runner:
+            :data:`~sweworld.tasks.swebench_specs.HARNESS_WITHOUT_PYTEST`).
     """
 
     python: str | None
@@ -82,6 +90,7 @@ class TaskEnvironment:
     python_requires: str | None = None
     python_full: str | None = None
     requirements_static: bool = True
+    pytest_installed: bool = True
 
     @property
     def python_known(self) -> bool:
@@ -204,6 +213,7 @@ def task_environment(task: Any, repo_dir: Path | str | None = None) -> TaskEnvir
             install=(spec.install,) if spec.install and spec.matched else (),
             source="swebench-spec",
             test_command=spec.test_command,
+            pytest_installed=repo.lower() not in HARNESS_WITHOUT_PYTEST,
         )
     elif repo.lower() == TOY_REPO_NAME:
         env = TaskEnvironment(
@@ -255,6 +265,8 @@ def task_environment(task: Any, repo_dir: Path | str | None = None) -> TaskEnvir
             changes["runner_version"] = str(row["runner_version"])
         if "install" in row:
             changes["install"] = _install_of(row["install"])
+        if "install" in row or changes.get("test_runner") == "pytest":
+            changes["pytest_installed"] = True  # a recipe of the row's own may install it
         if changes.get("source") is None and env.source == "default":
             # a row that states its runner but not its Python: the Python is still unknown
             changes["python"] = None

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "DJANGO_REPO",
+    "HARNESS_WITHOUT_PYTEST",
     "SWEBENCH_SPECS",
     "HarnessSpec",
     "harness_spec",
@@ -237,6 +238,15 @@ _ROWS: dict[str, tuple[_Row, ...]] = {
     ),
     "swe-bench/humaneval": (("1.0", "3.9", "python", "", None),),
 }
+
+
+#: Repositories whose harness environment has no pytest: the harness installs SymPy's
+#: (conda ``mpmath flake8``, pip ``mpmath``, ``flake8-comprehensions``) and runs
+#: ``bin/test``. The recorded agent runs in the shared data agree: in SymPy's environment
+#: ``python -m pytest`` ends with "No module named pytest" (exit 1) and ``pytest`` with
+#: "command not found" (exit 127), 79 runs in 75 trajectories, except after an agent's own
+#: ``pip install pytest``.
+HARNESS_WITHOUT_PYTEST = frozenset({"sympy/sympy"})
 
 
 def _build(rows: tuple[_Row, ...]) -> dict[str, HarnessSpec]:

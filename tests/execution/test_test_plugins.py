@@ -93,3 +93,21 @@ def test_the_environment_installs_them_only_without_a_harness_recipe(tmp_path) -
     assert builder.plan(SimpleNamespace(repo="pypi/parse", version=None)).recipe.packages == (
         "pytest",
     )  # no checkout to read: nothing added
+
+
+def test_sympys_environment_has_no_pytest_as_the_harness_image(tmp_path) -> None:
+    """SymPy's harness image runs bin/test and has no pytest; sweworld's environment for a
+    SymPy task installs none either (so a real `python -m pytest` there fails as in the
+    image), while another harness repository keeps pytest, and a row's own recipe may
+    install it."""
+    from sweworld.tasks.environment import task_environment
+
+    builder = EnvBuilder(tmp_path / "envs")
+    sympy = SimpleNamespace(repo="sympy/sympy", version="1.12")
+    assert task_environment(sympy).pytest_installed is False
+    assert builder.plan(sympy).recipe.packages == ()
+    requests = SimpleNamespace(repo="psf/requests", version="2.0")
+    assert task_environment(requests).pytest_installed is True
+    assert builder.plan(requests).recipe.packages[0].startswith("pytest")
+    own = {"repo": "sympy/sympy", "version": "1.12", "install": ["pip install pytest"]}
+    assert task_environment(own).pytest_installed is True

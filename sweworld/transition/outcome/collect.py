@@ -41,6 +41,8 @@ class Collected:
     missing: str | None = None
     #: the ``-r`` letters of the run: the command's, else those of the ini's ``addopts``
     report_chars: str = ""
+    #: the ini's ``addopts``, as arguments
+    addopts: tuple[str, ...] = ()
 
 
 def collect_tests(
@@ -83,4 +85,5 @@ def collect_tests(
         testpaths=tuple(testpaths) if not options.targets and cwd == config.rootdir else (),
         missing=missing[0].message if missing and not options.pyargs else None,
         report_chars=report_chars,
+        addopts=tuple(addopts),
     )

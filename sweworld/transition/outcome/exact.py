@@ -4,7 +4,9 @@ from the workspace without the model (``info["route"] == "exact"`` or ``"informa
 * :func:`exact_answer`: a script that does not exist (exit 2, the interpreter's message),
   a script or ``-c`` program that does not compile (exit 1, its ``SyntaxError``);
 * :func:`broken_import_answer`: a module the command imports does not compile;
-* :func:`informational_answer`: pytest's ``--help`` / ``--version`` (exit 0, no tests).
+* :func:`informational_answer`: pytest's ``--help`` / ``--version`` (exit 0, no tests);
+* :func:`runner_absent_answer`: pytest in an environment that has none (SymPy's harness
+  image): "No module named pytest" (exit 1) or "command not found" (exit 127).
 
 Each returns None where it does not apply, and records in ``info`` what it answered.
 """
@@ -23,6 +25,7 @@ __all__ = [
     "exact_answer",
     "informational_answer",
     "missing_target_answer",
+    "runner_absent_answer",
 ]
 
 
@@ -75,7 +78,7 @@ def broken_import_answer(
         broken = [p for p in step.unparsable if "_pytest" in p.split("/")[:-1]]
         broken += [
             p
-            for p in _runner_modules(state, step.changed_files)
+            for p in _runner_modules(state, step.changed_files, step.info.pytest)
             if p not in broken and _fails_to_parse(state, p)
         ]
     else:
@@ -91,11 +94,12 @@ def broken_import_answer(
     return None
 
 
-def _runner_modules(state: FileState, changed: list[str]) -> list[str]:
+def _runner_modules(state: FileState, changed: list[str], options: Any = None) -> list[str]:
     """The changed files that are modules pytest surely imports whenever it starts, on
     pytest's own repository (whose checkout is the runner): the plugins its configuration
     package names in ``essential_plugins`` / ``default_plugins`` and the modules that
-    package imports, as the state's ``_pytest/config/__init__.py`` reads."""
+    package imports, as the state's ``_pytest/config/__init__.py`` reads; less the plugins
+    the command blocks (``-p no:NAME``; blocking ``cacheprovider`` blocks ``stepwise``)."""
     from sweworld.transition.outcome.features import scan_imports
 
     own = [p for p in changed if p.endswith(".py") and "_pytest" in p.split("/")[:2]]
@@ -111,6 +115,10 @@ def _runner_modules(state: FileState, changed: list[str]) -> list[str]:
         for m in scan_imports(f"{root}config/__init__.py", config)
         if m.startswith("_pytest.") and m.count(".") >= 1
     )
+    blocked = {p[3:] for p in getattr(options, "plugins", ()) if p.startswith("no:")}
+    if "cacheprovider" in blocked:
+        blocked.add("stepwise")
+    names -= blocked
     started = {f"{root}{n}.py" for n in names} | {f"{root}{n}/__init__.py" for n in names}
     return [p for p in own if p in started]
 
@@ -153,3 +161,31 @@ def informational_answer(
         return None
     info.update(route="informational", tests=0, text_source="none")
     return ExecutionResult("", "", 0)
+
+
+def runner_absent_answer(
+    request: ExecutionRequest, kind: str, installed: bool, info: dict[str, Any]
+) -> ExecutionResult | None:
+    """pytest in a task environment known to have none (the harness image of a repository
+    that runs another runner, :data:`~sweworld.tasks.swebench_specs.HARNESS_WITHOUT_PYTEST`)
+    and that the session has not installed packages into (``installed``): the interpreter
+    finds no module (``python -m pytest``: exit 1) or the shell no command (``pytest``:
+    exit 127), as the recorded runs in SymPy's image show."""
+    from sweworld.tasks.environment import task_environment
+    from sweworld.transition.outcome.pytest_terminal import python_executable
+
+    if kind != "pytest" or installed or request.task is None:
+        return None
+    try:
+        if task_environment(request.task).pytest_installed:
+            return None
+    except Exception:  # a malformed task row: nothing is known
+        return None
+    argv0 = request.argv[0] if request.argv else ""
+    info.update(route="exact", text_source="exact", tests=0,
+                reason="the task's environment has no pytest")  # fmt: skip
+    if posixpath.basename(argv0).startswith("python"):
+        message = f"{python_executable(request.task, argv0)}: No module named pytest\n"
+        return ExecutionResult("", message, 1)
+    why = "No such file or directory" if "/" in argv0 else "command not found"
+    return ExecutionResult("", f"bash: line 1: {argv0}: {why}\n", 127)

@@ -51,6 +51,7 @@ from sweworld.transition.outcome.exact import (
     exact_answer,
     informational_answer,
     missing_target_answer,
+    runner_absent_answer,
 )
 from sweworld.transition.outcome.features import (
     TEST_RUNNER_KINDS,
@@ -183,7 +184,9 @@ class OutcomeExecutor:
             request.tmp,
             exact_changes=request.changes is not None and not info.get("changes_unavailable"),
         )
-        exact = exact_answer(request, kind, state, info)
+        installed = self._ledger(request.session_id).installed
+        exact = runner_absent_answer(request, kind, installed, info)
+        exact = exact or exact_answer(request, kind, state, info)
         exact = exact or informational_answer(request, kind, info)
         if exact is not None:
             return self._answered(request, argv, exact, info, start)
@@ -256,6 +259,7 @@ class OutcomeExecutor:
         """``result`` as the step's answer: remembered in the session's ledger, with
         ``info`` (and the step's latency) attached."""
         self._remember(request, argv, result, statuses)
+        info.pop("_addopts", None)  # the step's own, not shown
         info["latency_s"] = round(time.perf_counter() - start, 6)
         result.info = info
         return result
@@ -339,6 +343,8 @@ class OutcomeExecutor:
         layout = {"rootdir": found.rootdir, "inifile": found.inifile, "testpaths": found.testpaths}
         if found.report_chars:  # the ini's addopts may name them
             layout["report_chars"] = found.report_chars
+        env_addopts = (request.env or {}).get("PYTEST_ADDOPTS", "")
+        info["_addopts"] = (*found.addopts, *env_addopts.split())
         if found.missing and kind == "pytest":
             layout["missing"] = found.missing
         return found.ids, layout
@@ -455,7 +461,8 @@ class OutcomeExecutor:
         else:
             maxfail = max(options.maxfail or 0, 0) if options else 0
         # exact: what the tests' skip / xfail marks decide before they run
-        marked = command_marks(state.text, ids, options) if step.kind == "pytest" else {}
+        addopts = info.pop("_addopts", ())
+        marked = command_marks(state.text, ids, options, addopts) if step.kind == "pytest" else {}
         if marked:
             info["marked"] = len(marked)
         statuses: dict[str, str] = {}
@@ -492,7 +499,7 @@ class OutcomeExecutor:
                 debugger=debugger and failed,
                 collected=len(ids),
                 maxfail=0 if debugger else maxfail,
-                **summary_details(statuses, marked),
+                **summary_details(statuses, marked, terminal.get("pytest_version", "")),
                 **terminal,
             )
             if exit_cls == "2" and errors:

@@ -126,10 +126,40 @@ def _condition(call: ast.Call | None) -> bool:
     return value.value
 
 
+#: the keywords each mark takes (another, or ``**kwargs``, is left to the model)
+_KEYWORDS = {
+    "skip": {"reason"},
+    "skipif": {"reason", "condition"},
+    "xfail": {"reason", "condition", "run", "strict", "raises"},
+}
+#: decorators of a test that are not marks
+_NOT_MARKS = ("staticmethod", "classmethod", "patch", "mock.patch", "unittest.mock.patch")
+
+
+def _known_marks(marks: Sequence[ast.expr]) -> list[tuple[str, ast.Call | None]]:
+    """The marks read: any item that is not a plain ``pytest.mark`` mark (a mark through a
+    variable, another library's skip decorator) or has an unknown keyword makes it all
+    unknown (it may skip first); other marks (``parametrize``, ``slow``) are kept by name."""
+    named = []
+    for node in marks:
+        name, call = _mark_name(node)
+        if not name:
+            dotted = _dotted(node.func if isinstance(node, ast.Call) else node)
+            if dotted.startswith(_NOT_MARKS):
+                continue
+            raise _Unknown(f"a decorator or mark not read: {dotted or '?'}")
+        allowed = _KEYWORDS.get(name)
+        keywords = call.keywords if call is not None and allowed is not None else []
+        if any(k.arg is None or k.arg not in allowed for k in keywords):  # type: ignore[operator]
+            raise _Unknown("a keyword the mark does not take, or **kwargs")
+        named.append((name, call))
+    return named
+
+
 def _decide(marks: Sequence[ast.expr], runxfail: bool, pdb: bool) -> tuple[str, str, str] | None:
     """``(outcome, reason, mark name)`` the marks (in pytest's order) fix, or None when they
     fix nothing; :class:`_Unknown` when they may fix something unread."""
-    named = [(n, c) for n, c in map(_mark_name, marks) if n]
+    named = _known_marks(marks)
     for name, call in named:  # every skipif before any skip
         if name == "skipif" and _condition(call):
             return "skip", _reason(_keyword(call, "reason"), ""), name
@@ -169,24 +199,27 @@ def _decide(marks: Sequence[ast.expr], runxfail: bool, pdb: bool) -> tuple[str, 
 
 def _pytestmarks(body: Sequence[ast.stmt]) -> list[ast.expr]:
     """The marks the last ``pytestmark = ...`` of a module or class body applies;
-    :class:`_Unknown` for one that is not a plain assignment of marks."""
+    :class:`_Unknown` where ``pytestmark`` is set any other way (in a ``try`` block, by
+    ``append``, ``+=``)."""
     marks: list[ast.expr] = []
     for node in body:
-        targets = (
-            node.targets
-            if isinstance(node, ast.Assign)
-            else [node.target]
-            if isinstance(node, (ast.AugAssign, ast.AnnAssign))
-            else []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue  # their own scopes
+        plain = (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == "pytestmark"
         )
-        if not any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets):
-            continue
-        if not isinstance(node, ast.Assign):
-            raise _Unknown("pytestmark changed in place")
-        value = node.value
-        marks = list(value.elts) if isinstance(value, (ast.List, ast.Tuple)) else [value]
-    if any(not isinstance(m, (ast.Call, ast.Attribute)) for m in marks):
-        raise _Unknown("a pytestmark through a variable")
+        if plain:
+            value = node.value  # type: ignore[union-attr]
+            marks = list(value.elts) if isinstance(value, (ast.List, ast.Tuple)) else [value]
+        elif any(
+            (isinstance(sub, ast.Name) and sub.id == "pytestmark")
+            or (isinstance(sub, ast.Attribute) and sub.attr == "pytestmark")
+            for sub in ast.walk(node)
+        ):
+            raise _Unknown("pytestmark set another way")
     return marks
 
 
@@ -205,6 +238,20 @@ def _skip_call(func: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
     return call if reason is not None and isinstance(reason.value, str) else None
 
 
+def _bound_names(node: ast.stmt) -> set[str]:
+    """Names a statement may bind in its scope (assignments, imports, and definitions
+    inside ``if`` / ``try`` / ``for`` / ``with`` blocks)."""
+    names: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            names.add(sub.id)
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(sub.name)
+        elif isinstance(sub, ast.alias):
+            names.add((sub.asname or sub.name).split(".", 1)[0])
+    return names
+
+
 class _Scope:
     """A module's or class's definitions by name (the last one of each name: the one that
     runs) and the marks its ``pytestmark`` applies, computed once."""
@@ -214,10 +261,9 @@ class _Scope:
         for node in body:
             if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defs[node.name] = node
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)):  # a later rebinding
-                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                    if isinstance(target, ast.Name):
-                        self.defs.pop(target.id, None)
+                continue
+            for name in _bound_names(node):  # a later binding of any kind: not known
+                self.defs.pop(name, None)
         try:
             self.marks: list[ast.expr] | None = _pytestmarks(body)
         except _Unknown:
@@ -284,7 +330,8 @@ def _marked(module: _Scope, names: list[str], runxfail: bool, pdb: bool) -> Mark
         line = 0 if decided[2] == "skip" and not own else first
         return Marked("skip", line, decided[1])
     call = _skip_call(func)
-    if call is not None:  # the call runs first in the test (after its setup)
+    if call is not None and (decided is None or decided[0] != "xfail-notrun"):
+        # the call runs first in the test (after its setup; a test not run never gets there)
         return Marked("skip-call", call.lineno, call.args[0].value)  # type: ignore[attr-defined]
     return None if decided is None else Marked(decided[0], first, decided[1])
 
@@ -302,6 +349,7 @@ def marked_outcomes(
     indexed once. Never raises for what the files hold."""
     out: dict[str, Marked] = {}
     modules: dict[str, _Scope | None] = {}
+    memo: dict[tuple[str, str], Marked | None] = {}
     for test in test_ids[:_MAX_IDS]:
         path, _, rest = test.partition("::")
         if not rest or not path.endswith(".py"):
@@ -312,10 +360,13 @@ def marked_outcomes(
         module = modules[path]
         if module is None:
             continue
-        try:
-            decided = _marked(module, rest.split("[", 1)[0].split("::"), runxfail, pdb)
-        except (_Unknown, RecursionError):
-            continue
+        key = (path, rest.split("[", 1)[0])  # the parameters of one function share it
+        if key not in memo:
+            try:
+                memo[key] = _marked(module, key[1].split("::"), runxfail, pdb)
+            except (_Unknown, RecursionError):
+                memo[key] = None
+        decided = memo[key]
         if decided is not None:
             out[test] = decided
     return out
@@ -332,40 +383,52 @@ def apply_marks(status: str, marked: Marked) -> str:
         return status if status == "ERROR" else "SKIPPED"
     if marked.outcome == "skip":
         return "SKIPPED"
-    return "XFAIL"
+    return "SKIPPED" if status == "SKIPPED" else "XFAIL"  # a skip the model foresaw stands
 
 
-def summary_message(status: str, marked: Marked) -> str | None:
+def summary_message(status: str, marked: Marked, pytest_version: str = "") -> str | None:
     """The message pytest's short summary gives a marked test shown as ``status`` (None:
-    none of the marks')."""
+    none of the marks'); a test not run says "[NOTRUN]", after "reason: " before pytest
+    8.4."""
+    from sweworld.transition.outcome.pytest_terminal import version_tuple
+
     if status != "XFAIL":
         return None
     if marked.outcome == "xfail-notrun":
-        return f"[NOTRUN] {marked.reason}"
+        old = pytest_version and version_tuple(pytest_version) < (8, 4)
+        return f"{'reason: ' if old else ''}[NOTRUN] {marked.reason}"
     return marked.reason or None
 
 
 def command_marks(
-    text_of: Callable[[str], str | None], test_ids: Sequence[str], options: Any
+    text_of: Callable[[str], str | None],
+    test_ids: Sequence[str],
+    options: Any,
+    addopts: Sequence[str] = (),
 ) -> dict[str, Marked]:
     """:func:`marked_outcomes` for a pytest command whose options (a
     :class:`~sweworld.transition.facts.pytest_args.PytestOptions` or None) say whether
-    ``--runxfail`` and ``--pdb`` are given; nothing with ``-p no:skipping`` (pytest does
-    not evaluate the marks then)."""
-    if options is not None and "no:skipping" in options.plugins:  # marks not evaluated
+    ``--runxfail`` and ``--pdb`` are given, with ``addopts`` (the ini's ``addopts`` and
+    ``$PYTEST_ADDOPTS``, as arguments); nothing with ``-p no:skipping`` (pytest does not
+    evaluate the marks then)."""
+    from sweworld.transition.facts.pytest_args import parse_pytest_args
+
+    added = parse_pytest_args(list(addopts)) if addopts else None
+    every = [o for o in (options, added) if o is not None]
+    if any("no:skipping" in o.plugins for o in every):  # marks not evaluated
         return {}
-    runxfail, pdb = bool(options and options.runxfail), bool(options and options.pdb)
+    runxfail, pdb = any(o.runxfail for o in every), any(o.pdb for o in every)
     return marked_outcomes(text_of, test_ids, runxfail=runxfail, pdb=pdb)
 
 
 def summary_details(
-    statuses: Mapping[str, str], marked: Mapping[str, Marked]
+    statuses: Mapping[str, str], marked: Mapping[str, Marked], pytest_version: str = ""
 ) -> dict[str, dict[str, Any]]:
     """What :func:`~sweworld.transition.outcome.render.render_pytest` shows of the marked
     tests in its short summary: ``skips`` (line and reason of each skipped one) and
-    ``messages`` (an xfail's reason)."""
+    ``messages`` (an xfail's reason, as ``pytest_version`` words it)."""
     shown = [(t, s) for t, s in statuses.items() if t in marked]
     return {
         "skips": {t: (marked[t].line, marked[t].reason) for t, s in shown if s == "SKIPPED"},
-        "messages": {t: summary_message(s, marked[t]) for t, s in shown},
+        "messages": {t: summary_message(s, marked[t], pytest_version) for t, s in shown},
     }

@@ -23,7 +23,8 @@ __all__ = ["GENERIC_EXCEPTIONS", "reported_exception"]
 #: the exception head's answers that say no more than "it failed"
 GENERIC_EXCEPTIONS = frozenset({"none", "other", "AssertionError"})
 
-_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Warning))\b")
+#: an exception class's name, up to 80 characters (a longer "name" is not one)
+_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]{0,70}(?:Error|Exception|Warning))\b")
 #: the problem statement's first characters read (an issue is rarely longer)
 _MAX_CHARS = 200_000
 

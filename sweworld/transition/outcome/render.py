@@ -274,7 +274,7 @@ def render_pytest(
             )
     # without -r: "fE" from pytest 5.4, no summary lines before
     chars = report_chars or ("fE" if version_tuple(pytest_version) >= (5, 4) else "")
-    if sections and ("A" in chars or "P" in chars) and "PASSED" in statuses.values():
+    if sections and "P" in _report_letters(chars) and "PASSED" in statuses.values():
         out.append(banner("PASSES"))  # -rP / -rA: the passed tests' captured output
     summary: list[str] = []
     skips, messages = skips or {}, messages or {}
@@ -296,7 +296,7 @@ def render_pytest(
                 continue
             summary.append(summary_line(status, test, exc if message is None else message))
         summary += [
-            f"SKIPPED [{n}] {p}{f':{line}' if line else ''}: {why}"
+            f"SKIPPED [{n}] {p}{f':{line}' if line else ''}: {why or 'Skipped'}"
             for (p, line, why), n in folded.items()
         ]
     if "ERROR" in _summary_groups(chars):
@@ -328,14 +328,30 @@ def render_pytest(
     return "\n".join(out) + "\n"
 
 
+def _report_letters(chars: str) -> str:
+    """The ``-r`` letters as pytest reads them: ``a`` sets ``sxXEf`` (every outcome but the
+    passed ones), ``A`` sets ``PpsxXEf``, ``N`` sets none, the old upper-case ``F`` / ``S``
+    stand for ``f`` / ``s``; each once."""
+    letters = ""
+    for c in chars:
+        c = {"F": "f", "S": "s"}.get(c, c)
+        if c == "a":
+            letters = "sxXEf"
+        elif c == "A":
+            letters = "PpsxXEf"
+        elif c == "N":
+            letters = ""
+        elif c not in letters:
+            letters += c
+    return letters
+
+
 def _summary_groups(chars: str) -> list[str]:
-    """The statuses the short summary lists, in the order of the ``-r`` letters (``a``:
-    ``sxXEf``, every outcome but the passed ones; ``A``: ``PpsxXEf``; ``P`` is the PASSES
-    section, not summary lines), each once."""
-    letters = chars.replace("A", "PpsxXEf").replace("a", "sxXEf")
+    """The statuses the short summary lists, in the order of the ``-r`` letters
+    (:func:`_report_letters`; ``P`` is the PASSES section, not summary lines)."""
     groups = {"f": "FAILED", "E": "ERROR", "s": "SKIPPED", "x": "XFAIL", "X": "XPASS",
               "p": "PASSED"}  # fmt: skip
-    return list(dict.fromkeys(groups[c] for c in letters if c in groups))
+    return [groups[c] for c in _report_letters(chars) if c in groups]
 
 
 def unittest_name(test_id: str) -> str:

@@ -57,6 +57,13 @@ def test_modules_pytest_loads_on_request_or_that_compile_leave_the_run_to_the_mo
     bom = {**BASE, "src/_pytest/skipping.py": "\ufeffdef evaluate():\n    return 1\n"}
     result, _ = _answer(bom, ["src/_pytest/skipping.py"], ["pytest", "repro.py"])
     assert result is None
+    # a plugin the command blocks is not started (blocking the cache blocks stepwise)
+    result, _ = _answer(
+        {**BASE, "src/_pytest/skipping.py": BROKEN_IF},
+        ["src/_pytest/skipping.py"],
+        ["pytest", "-p", "no:skipping", "repro.py"],
+    )
+    assert result is None
     # a module the configuration package imports is started too
     compat = {**BASE, "src/_pytest/compat.py": "importlib_metadata = (\n"}
     result, info = _answer(compat, ["src/_pytest/compat.py"], ["pytest", "repro.py"])
@@ -65,3 +72,32 @@ def test_modules_pytest_loads_on_request_or_that_compile_leave_the_run_to_the_mo
     other = {**BASE, "lib/_pytest/skipping.py": BROKEN_IF}
     result, _ = _answer(other, ["lib/_pytest/skipping.py"], ["pytest", "repro.py"])
     assert result is None
+
+
+def test_pytest_where_the_tasks_environment_has_none() -> None:
+    """SymPy's harness image has no pytest: the recorded runs end with "No module named
+    pytest" (exit 1) or "command not found" (exit 127); after the session installs
+    packages, or in another repository's environment, the run is the model's."""
+    from sweworld.sandbox.executor import ExecutionRequest
+    from sweworld.transition.outcome.exact import runner_absent_answer
+
+    sympy = {"repo": "sympy/sympy", "version": "1.12", "instance_id": "sympy__sympy-1"}
+
+    def ask(argv, task=sympy, installed=False):
+        info: dict = {}
+        request = ExecutionRequest(argv=tuple(argv), cwd="/testbed", task=task)
+        return runner_absent_answer(request, "pytest", installed, info), info
+
+    module, info = ask(["python", "-m", "pytest", "sympy/core/tests/test_basic.py"])
+    assert module is not None and module.exit_code == 1 and module.stdout == ""
+    assert module.stderr == "/opt/miniconda3/envs/testbed/bin/python: No module named pytest\n"
+    assert info["route"] == "exact" and info["tests"] == 0
+    three, _ = ask(["python3", "-m", "pytest", "-x", "t.py"])
+    assert three is not None and three.stderr.endswith("/python3: No module named pytest\n")
+    script, _ = ask(["pytest", "sympy/core/tests/test_basic.py"])
+    assert script is not None and script.exit_code == 127
+    assert script.stderr == "bash: line 1: pytest: command not found\n"
+    assert ask(["pytest", "t.py"], installed=True)[0] is None
+    requests = {"repo": "psf/requests", "version": "2.0", "instance_id": "psf__requests-1"}
+    assert ask(["python", "-m", "pytest", "t.py"], task=requests)[0] is None
+    assert ask(["python", "-m", "pytest", "t.py"], task=None)[0] is None

@@ -306,6 +306,45 @@ def test_two_skips():
 @pytest.mark.skipif(sys.platform == "nowhere", reason="mark")
 def test_unknown_condition_then_body_skip():
     pytest.skip("body")
+
+
+requires_net = pytest.mark.skipif(True, reason="no net")
+
+
+@requires_net
+@pytest.mark.xfail(reason="x")
+def test_mark_through_a_variable():
+    assert 0
+
+
+@pytest.mark.skip(msg="x")
+def test_skip_with_an_unknown_keyword():
+    pass
+
+
+@pytest.mark.skipif(**{"condition": False, "reason": "r"})
+def test_skipif_with_kwargs():
+    pass
+
+
+@pytest.mark.xfail(run=False, reason="nr")
+def test_not_run_before_a_body_skip():
+    pytest.skip("body")
+
+
+@pytest.mark.skip(reason="gone")
+def test_rebound_later():
+    pass
+
+
+if True:
+    def test_rebound_later():
+        pass
+
+
+@pytest.mark.xfail(reason="prior")
+def test_xfail_the_model_says_skipped():
+    assert 0
 """
 
 #: the model's statuses (the code's own result as a model would guess it)
@@ -315,6 +354,7 @@ TRICKY_MODEL = {
     "test_param_marks[2]": "FAILED",
     "TestChild::test_inherits": "FAILED",
     "test_xfail_bool_without_reason": "FAILED",
+    "test_xfail_the_model_says_skipped": "SKIPPED",
 }
 
 
@@ -340,9 +380,12 @@ def test_claims_agree_with_real_pytest_on_tricky_marks(tmp_path) -> None:
         "test_xfail_then_body_skip": "SKIPPED",
         "test_body_skip_after_broken_fixture": "ERROR",
         "test_two_skips": "SKIPPED",
+        "test_not_run_before_a_body_skip": "XFAIL",
+        "test_xfail_the_model_says_skipped": "SKIPPED",  # the model's skip stands
     }
     for name, status in claimed.items():
-        assert verdicts[f"test_t.py::{name}"] == status, name
+        if name != "test_xfail_the_model_says_skipped":  # (the model's, not the marks')
+            assert verdicts[f"test_t.py::{name}"] == status, name
     assert marked["test_t.py::test_two_skips"].reason == "bottom"
 
 
@@ -354,3 +397,21 @@ def test_no_claims_when_the_skipping_plugin_is_off() -> None:
     assert command_marks(text_of, _ids(), parse_pytest_args(["-p", "no:skipping"])) == {}
     on = command_marks(text_of, _ids(), parse_pytest_args(["--runxfail"]))
     assert on and all(m.outcome in ("skip", "skip-call") for m in on.values())
+
+
+def test_marks_off_through_the_ini_addopts() -> None:
+    from sweworld.transition.outcome.marks import command_marks
+
+    text_of = {"test_m.py": SOURCE}.get
+    assert command_marks(text_of, _ids(), None, ("-p", "no:skipping")) == {}
+    on = command_marks(text_of, _ids(), None, ("--runxfail",))
+    assert on and not any(m.outcome.startswith("xfail") for m in on.values())
+
+
+def test_notrun_reason_wording_by_release() -> None:
+    from sweworld.transition.outcome.marks import Marked, summary_message
+
+    notrun = Marked("xfail-notrun", 3, "nr")
+    assert summary_message("XFAIL", notrun, "7.4.4") == "reason: [NOTRUN] nr"
+    assert summary_message("XFAIL", notrun, "8.4.0") == "[NOTRUN] nr"
+    assert summary_message("SKIPPED", notrun, "8.4.0") is None

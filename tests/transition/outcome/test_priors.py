@@ -17,8 +17,11 @@ def test_the_exception_the_issue_names_most() -> None:
     assert reported_exception({"problem_statement": tie}) == "DeprecationWarning"
     assert reported_exception({"problem_statement": "it prints the wrong value"}) is None
     assert reported_exception({}) is None and reported_exception(None) is None
-    # words that only end like an exception's name are not one (a lower-case start)
+    # words that only end like an exception's name are not one (a lower-case start), nor
+    # is a "name" longer than 80 characters
     assert reported_exception({"problem_statement": "the valueError is odd"}) is None
+    huge = "A" * 150_000 + "Error, then a KeyError"
+    assert reported_exception({"problem_statement": huge}) == "KeyError"
 
 
 def test_a_huge_statement_is_read_up_to_a_bound() -> None:
