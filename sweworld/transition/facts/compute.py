@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import posixpath
-import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -26,7 +25,7 @@ from sweworld.transition.facts.messages import (
     program_name,
     script_display,
 )
-from sweworld.transition.facts.pytest_args import PytestOptions, parse_pytest_args
+from sweworld.transition.facts.pytest_args import PytestOptions, env_addopts, parse_pytest_args
 from sweworld.transition.facts.records import Facts, MissingFile, MissingImport, SyntaxErrorInfo
 from sweworld.transition.facts.workspace import (
     declared_dependencies,
@@ -300,12 +299,8 @@ def _pytest_facts(
     facts: Facts, info: CommandInfo, request: Any, ws: Workspace, env: Environment, cwd: str
 ) -> Facts:
     options = info.pytest or PytestOptions()
-    variables = getattr(request, "env", None) or {}
-    if variables.get("PYTEST_ADDOPTS"):
-        try:
-            extra = shlex.split(variables["PYTEST_ADDOPTS"])
-        except ValueError:
-            extra = variables["PYTEST_ADDOPTS"].split()
+    extra = env_addopts(getattr(request, "env", None))
+    if extra:
         options = merge_options(parse_pytest_args(extra), options)
     if info.module and "pytest" not in env.installed:
         missing_pytest = MissingImport("", 0, "pytest", "No module named pytest", True)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,3 +239,13 @@ def parse_pytest_args(args: Sequence[str]) -> PytestOptions:
         opts[key] = tuple(opts[key])
     opts["unknown"] = tuple(opts["unknown"])
     return PytestOptions(**opts)
+
+
+def env_addopts(variables: Mapping[str, str] | None) -> list[str]:
+    """The arguments ``$PYTEST_ADDOPTS`` adds to every pytest run (split as a shell would;
+    on unbalanced quotes, at whitespace)."""
+    text = (variables or {}).get("PYTEST_ADDOPTS") or ""
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()

@@ -113,7 +113,7 @@ def _runner_modules(state: FileState, changed: list[str], options: Any = None) -
     names.update(
         m.split(".")[1]
         for m in scan_imports(f"{root}config/__init__.py", config)
-        if m.startswith("_pytest.") and m.count(".") >= 1
+        if m.startswith("_pytest.")
     )
     blocked = {p[3:] for p in getattr(options, "plugins", ()) if p.startswith("no:")}
     if "cacheprovider" in blocked:

@@ -27,7 +27,6 @@ runner's own format. The ledger of each session holds the outcomes this executor
 from __future__ import annotations
 
 import hashlib
-import posixpath
 import re
 import threading
 import time
@@ -45,6 +44,7 @@ from sweworld.sandbox.executor import (
 from sweworld.tasks.fields import task_field
 from sweworld.tasks.patches import patch_hunks
 from sweworld.transition.deadline import StepOverrun, check_deadline, step_deadline
+from sweworld.transition.facts.pytest_args import env_addopts
 from sweworld.transition.outcome.collect import collect_tests
 from sweworld.transition.outcome.exact import (
     broken_import_answer,
@@ -74,11 +74,9 @@ from sweworld.transition.outcome.model import OutcomeModel, load_shared
 from sweworld.transition.outcome.priors import GENERIC_EXCEPTIONS, reported_exception
 from sweworld.transition.outcome.pytest_terminal import command_layout
 from sweworld.transition.outcome.render import (
-    render_django,
+    render_other_runner,
     render_pytest,
-    render_sympy,
     render_traceback,
-    render_unittest,
 )
 from sweworld.transition.outcome.state import FileState
 
@@ -201,8 +199,8 @@ class OutcomeExecutor:
         ledger = self._ledger(request.session_id)
         stdin = request.stdin.decode("utf-8", "replace") if request.stdin else ""
         check_deadline("reading the state")
-        ids, layout = (
-            self._collect(request, argv, kind, info) if kind in TEST_RUNNER_KINDS else ([], {})
+        ids, layout, addopts = (
+            self._collect(request, argv, kind, info) if kind in TEST_RUNNER_KINDS else ([], {}, ())
         )
         check_deadline("collecting the tests")
         if "missing" in layout:  # exact: pytest stops at a target that does not exist
@@ -240,8 +238,9 @@ class OutcomeExecutor:
         if kind in TEST_RUNNER_KINDS:
             graded = self._graded(request, state, ids, info)
             result = self._tests(
-                ids, step, state, ledger, exit_cls, exception, info, graded, request.task, layout
-            )
+                ids, step, state, ledger, exit_cls, exception, info, graded, request.task,
+                layout, addopts,
+            )  # fmt: skip
         else:
             result = self._script(request, step, state, exit_cls, exception, info)
         statuses = info.pop("_statuses", {})
@@ -259,7 +258,6 @@ class OutcomeExecutor:
         """``result`` as the step's answer: remembered in the session's ledger, with
         ``info`` (and the step's latency) attached."""
         self._remember(request, argv, result, statuses)
-        info.pop("_addopts", None)  # the step's own, not shown
         info["latency_s"] = round(time.perf_counter() - start, 6)
         result.info = info
         return result
@@ -325,29 +323,29 @@ class OutcomeExecutor:
 
     def _collect(
         self, request: ExecutionRequest, argv: list[str], kind: str, info: dict[str, Any]
-    ) -> tuple[list[str], dict[str, Any]]:
+    ) -> tuple[list[str], dict[str, Any], tuple[str, ...]]:
         """The tests the command runs, as pytest ids (another runner's selection is collected
-        through its pytest equivalent), and what pytest's header says of the layout (its
-        rootdir, ini-file and testpaths); ``([], {})`` when the selection cannot be known."""
+        through its pytest equivalent), what pytest's header says of the layout (its
+        rootdir, ini-file and testpaths) and the arguments pytest adds to the command's (the
+        ini's ``addopts``, ``$PYTEST_ADDOPTS``); ``([], {}, ())`` when the selection cannot
+        be known."""
         from sweworld.transition.types import WorkspaceView
 
         if request.workspace is None:
-            return [], {}
+            return [], {}, ()
         found = collect_tests(
             WorkspaceView.from_request(request), argv, request.cwd, request.task, limit=_MAX_TESTS
         )
         if found is None:
-            return [], {}
+            return [], {}, ()
         if found.deselected:
             info["deselected"] = found.deselected
         layout = {"rootdir": found.rootdir, "inifile": found.inifile, "testpaths": found.testpaths}
         if found.report_chars:  # the ini's addopts may name them
             layout["report_chars"] = found.report_chars
-        env_addopts = (request.env or {}).get("PYTEST_ADDOPTS", "")
-        info["_addopts"] = (*found.addopts, *env_addopts.split())
         if found.missing and kind == "pytest":
             layout["missing"] = found.missing
-        return found.ids, layout
+        return found.ids, layout, (*found.addopts, *env_addopts(request.env))
 
     def _graded(
         self, request: ExecutionRequest, state: FileState, ids: list[str], info: dict[str, Any]
@@ -439,6 +437,7 @@ class OutcomeExecutor:
         graded: dict[str, str] | None = None,
         task: Any = None,
         layout: dict[str, Any] | None = None,
+        addopts: tuple[str, ...] = (),
     ) -> ExecutionResult:
         rows = per_test_rows(step, ids, state, ledger)
         _, predicted = self.model.decide_tests(step.values, rows, self.mode)
@@ -461,7 +460,6 @@ class OutcomeExecutor:
         else:
             maxfail = max(options.maxfail or 0, 0) if options else 0
         # exact: what the tests' skip / xfail marks decide before they run
-        addopts = info.pop("_addopts", ())
         marked = command_marks(state.text, ids, options, addopts) if step.kind == "pytest" else {}
         if marked:
             info["marked"] = len(marked)
@@ -518,24 +516,12 @@ class OutcomeExecutor:
         self, step: Any, statuses: dict[str, str], exc: str, info: dict[str, Any]
     ) -> ExecutionResult:
         """Django's, SymPy's or unittest's report of ``statuses`` (exit 1 iff one fails)."""
-        code = int(any(s in ("FAILED", "ERROR") for s in statuses.values()))
-        verbose = any(
-            a in ("-v", "--verbose") or a.startswith("--verbosity") for a in step.info.argv
-        )
-        exceptions = dict.fromkeys(statuses, exc)
         info["tests"] = len(statuses)
         info["_statuses"] = statuses
-        if step.kind == "django_runtests":
-            script = posixpath.normpath(step.info.script or "tests/runtests.py")
-            root = posixpath.dirname(script)
-            text = render_django(statuses, root=f"{root}/" if root else "")
-            return ExecutionResult("", text, code)  # the runner reports on stderr
-        if step.kind == "unittest":
-            text = render_unittest(statuses, verbose=verbose, exceptions=exceptions)
-            return ExecutionResult("", text, code)  # unittest reports on stderr
-        return ExecutionResult(
-            render_sympy(statuses, verbose=verbose, exceptions=exceptions), "", code
-        )
+        kind, argv, script = step.kind, step.info.argv, step.info.script
+        stdout, stderr = render_other_runner(kind, argv, script, statuses, exc)
+        code = int(any(s in ("FAILED", "ERROR") for s in statuses.values()))
+        return ExecutionResult(stdout, stderr, code)
 
     def _script(
         self,

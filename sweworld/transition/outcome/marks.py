@@ -33,6 +33,7 @@ import ast
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from sweworld.transition.facts.simulation import dotted_name
 from sweworld.transition.outcome.programs import parse_source
 
 __all__ = [
@@ -65,14 +66,9 @@ class _Unknown(Exception):
 
 
 def _dotted(node: ast.expr) -> str:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return ""
-    parts.append(node.id)
-    return ".".join(reversed(parts))
+    """``a.b.c`` of a name or attribute chain, of a call's function for a call ("" for
+    anything else)."""
+    return dotted_name(node.func if isinstance(node, ast.Call) else node) or ""
 
 
 def _mark_name(node: ast.expr) -> tuple[str, ast.Call | None]:
@@ -80,7 +76,7 @@ def _mark_name(node: ast.expr) -> tuple[str, ast.Call | None]:
     ``mark.NAME``: ``NAME``; ``unittest.skip(...)``: ``unittest.skip``) and its call;
     ``("", None)`` for anything else."""
     call = node if isinstance(node, ast.Call) else None
-    name = _dotted(call.func if call is not None else node)
+    name = _dotted(node)
     for prefix in ("pytest.mark.", "mark."):
         if name.startswith(prefix) and "." not in name[len(prefix) :]:
             return name[len(prefix) :], call
@@ -144,7 +140,7 @@ def _known_marks(marks: Sequence[ast.expr]) -> list[tuple[str, ast.Call | None]]
     for node in marks:
         name, call = _mark_name(node)
         if not name:
-            dotted = _dotted(node.func if isinstance(node, ast.Call) else node)
+            dotted = _dotted(node)
             if dotted.startswith(_NOT_MARKS):
                 continue
             raise _Unknown(f"a decorator or mark not read: {dotted or '?'}")
@@ -278,7 +274,7 @@ class _Scope:
 
 def _is_mark_like(node: ast.expr) -> bool:
     """A decorator that is, or may be, a mark of the function's own."""
-    name = _dotted(node.func if isinstance(node, ast.Call) else node)
+    name = _dotted(node)
     return bool(_mark_name(node)[0]) or ".mark." in f".{name}" or "." not in name
 
 

@@ -37,6 +37,7 @@ from sweworld.transition.outcome.pytest_terminal import (
 
 __all__ = [
     "render_django",
+    "render_other_runner",
     "render_pytest",
     "render_sympy",
     "render_traceback",
@@ -493,6 +494,26 @@ def _frame_line(source: str | None) -> tuple[int, str]:
         return 1, ""
     lines = source.splitlines()
     return node.lineno, lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
+
+
+def render_other_runner(
+    kind: str,
+    argv: Sequence[str],
+    script: str | None,
+    statuses: Mapping[str, str],
+    exception: str,
+) -> tuple[str, str]:
+    """``(stdout, stderr)`` of Django's (``django_runtests``), unittest's (``unittest``) or
+    SymPy's (``sympy_test``) run of ``argv`` with ``statuses``; a failure shows
+    ``exception``. Django and unittest report on stderr, SymPy's runner on stdout."""
+    verbose = any(a in ("-v", "--verbose") or a.startswith("--verbosity") for a in argv)
+    exceptions = dict.fromkeys(statuses, exception)
+    if kind == "django_runtests":
+        root = posixpath.dirname(posixpath.normpath(script or "tests/runtests.py"))
+        return "", render_django(statuses, root=f"{root}/" if root else "")
+    if kind == "unittest":
+        return "", render_unittest(statuses, verbose=verbose, exceptions=exceptions)
+    return render_sympy(statuses, verbose=verbose, exceptions=exceptions), ""
 
 
 def render_traceback(

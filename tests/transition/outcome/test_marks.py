@@ -415,3 +415,13 @@ def test_notrun_reason_wording_by_release() -> None:
     assert summary_message("XFAIL", notrun, "7.4.4") == "reason: [NOTRUN] nr"
     assert summary_message("XFAIL", notrun, "8.4.0") == "[NOTRUN] nr"
     assert summary_message("SKIPPED", notrun, "8.4.0") is None
+
+
+def test_pytest_addopts_from_the_environment_are_split_as_a_shell_would() -> None:
+    from sweworld.transition.facts.pytest_args import env_addopts
+
+    assert env_addopts({"PYTEST_ADDOPTS": "--runxfail -k 'a and b'"}) == [
+        "--runxfail", "-k", "a and b",
+    ]  # fmt: skip
+    assert env_addopts({"PYTEST_ADDOPTS": "-k 'open"}) == ["-k", "'open"]
+    assert env_addopts(None) == [] and env_addopts({}) == []
