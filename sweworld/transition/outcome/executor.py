@@ -463,6 +463,7 @@ class OutcomeExecutor:
         marked = command_marks(state.text, ids, options, addopts) if step.kind == "pytest" else {}
         if marked:
             info["marked"] = len(marked)
+            info["always_fail"] = sum(m.outcome == "fail" for m in marked.values())
         statuses: dict[str, str] = {}
         failures = 0
         for test, status in zip(ids, predicted, strict=True):
@@ -487,9 +488,13 @@ class OutcomeExecutor:
             code = int(exit_cls)
         else:
             sources = {p: state.text(p) for p in {t.split("::", 1)[0] for t in statuses}}
+            surely = {  # exact: the exception a test that always fails raises
+                t: m.reason for t, m in marked.items() if m.outcome == "fail" and m.reason
+            }
             stdout = render_pytest(
                 statuses,
-                exceptions={t: exc for t in statuses} | {p: "SyntaxError" for p in errors},
+                exceptions={t: surely.get(t, exc) for t in statuses}
+                | {p: "SyntaxError" for p in errors},
                 sources=sources,
                 collection_errors=errors if exit_cls == "2" else (),
                 deselected=int(info.get("deselected", 0)),

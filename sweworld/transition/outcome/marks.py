@@ -11,7 +11,9 @@ from the source alone, whatever the code under test does:
 * a test whose body starts with ``pytest.skip("...")``: SKIPPED, unless the model says its
   setup errs (the call runs after the fixtures);
 * with ``--pdb``, ``unittest.skip`` is left to the model (pytest before 7.2 ran a skipped
-  TestCase's ``tearDown`` under the debugger).
+  TestCase's ``tearDown`` under the debugger);
+* a test no mark decides whose own body surely fails (:mod:`.failing`): FAILED, with the
+  exception it raises.
 
 Marks are read as pytest orders them: the function's own (bottom decorator first), its
 classes', then the module's ``pytestmark`` (the last assignment of each body); every
@@ -34,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sweworld.transition.facts.simulation import dotted_name
+from sweworld.transition.outcome.failing import always_fails, hooked
 from sweworld.transition.outcome.programs import parse_source
 
 __all__ = [
@@ -51,8 +54,9 @@ _PLAIN_BASES = frozenset({"object", "TestCase", "unittest.TestCase"})
 
 class Marked(NamedTuple):
     """What a test's marks decide: ``outcome`` is ``skip``, ``xfail``, ``xfail-strict``,
-    ``xfail-notrun`` (not run: "[NOTRUN]" in the summary) or ``skip-call`` (a
-    ``pytest.skip`` call first in the body); ``line`` (1-based; 0: none shown) and
+    ``xfail-notrun`` (not run: "[NOTRUN]" in the summary), ``skip-call`` (a
+    ``pytest.skip`` call first in the body) or ``fail`` (the body surely fails; ``reason``
+    is the exception's class, "" where not known); ``line`` (1-based; 0: none shown) and
     ``reason`` are what pytest's short summary shows of a skip, ``reason`` also of an
     xfail."""
 
@@ -288,7 +292,9 @@ def _uses_param_marks(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
-def _marked(module: _Scope, names: list[str], runxfail: bool, pdb: bool) -> Marked | None:
+def _marked(
+    module: _Scope, names: list[str], runxfail: bool, pdb: bool, governed: bool = True
+) -> Marked | None:
     scopes, scope = [module], module
     chain: list[ast.ClassDef] = []
     for name in names[:-1]:
@@ -329,7 +335,10 @@ def _marked(module: _Scope, names: list[str], runxfail: bool, pdb: bool) -> Mark
     if call is not None and (decided is None or decided[0] != "xfail-notrun"):
         # the call runs first in the test (after its setup; a test not run never gets there)
         return Marked("skip-call", call.lineno, call.args[0].value)  # type: ignore[attr-defined]
-    return None if decided is None else Marked(decided[0], first, decided[1])
+    if decided is None:
+        failing = None if governed else always_fails(func, chain, scope.defs.get("setUp"))
+        return None if failing is None else Marked("fail", *failing)
+    return Marked(decided[0], first, decided[1])
 
 
 def marked_outcomes(
@@ -345,21 +354,24 @@ def marked_outcomes(
     indexed once. Never raises for what the files hold."""
     out: dict[str, Marked] = {}
     modules: dict[str, _Scope | None] = {}
+    governed: dict[str, bool] = {}
     memo: dict[tuple[str, str], Marked | None] = {}
     for test in test_ids[:_MAX_IDS]:
         path, _, rest = test.partition("::")
         if not rest or not path.endswith(".py"):
             continue
         if path not in modules:
-            tree = parse_source(text_of(path), path)
+            text = text_of(path)
+            tree = parse_source(text, path)
             modules[path] = None if tree is None else _Scope(tree.body)
+            governed[path] = hooked(text_of, path, text or "")
         module = modules[path]
         if module is None:
             continue
         key = (path, rest.split("[", 1)[0])  # the parameters of one function share it
         if key not in memo:
             try:
-                memo[key] = _marked(module, key[1].split("::"), runxfail, pdb)
+                memo[key] = _marked(module, key[1].split("::"), runxfail, pdb, governed[path])
             except (_Unknown, RecursionError):
                 memo[key] = None
         decided = memo[key]
@@ -378,6 +390,8 @@ def apply_marks(status: str, marked: Marked) -> str:
     that passes (FAILED "[XPASS(strict)]") or a fixture's skip is not predicted."""
     if marked.outcome == "skip-call":
         return status if status == "ERROR" else "SKIPPED"
+    if marked.outcome == "fail":  # a setup error the model predicts comes first
+        return status if status == "ERROR" else "FAILED"
     if marked.outcome == "skip":
         return "SKIPPED"
     # the model's SKIPPED is no skip of its own here: its labels fold XFAIL into SKIPPED
