@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sweworld import __version__
+from sweworld import __version__, shell, task_commands
 from sweworld.cli_inputs import (  # re-exported: shell, task_commands and callers use them
     one_line,
     open_session,
@@ -36,10 +36,7 @@ from sweworld.cli_inputs import (  # re-exported: shell, task_commands and calle
     read_input,
     task_from_args,
 )
-from sweworld.shell import cmd_shell as _cmd_shell
 from sweworld.shell import read_action
-from sweworld.task_commands import cmd_grade as _cmd_grade
-from sweworld.task_commands import cmd_tasks as _cmd_tasks
 from sweworld.tasks.fields import MODE_HELP, MODES
 
 __all__ = ["build_parser", "main", "read_action", "read_actions", "read_input", "task_from_args"]
@@ -270,13 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         use_repo_cache(args)
         if args.command == "tasks":
-            return _cmd_tasks(args)
+            return task_commands.cmd_tasks(args)
         if args.command == "shell":
-            return _cmd_shell(args)
+            return shell.cmd_shell(args)
         if args.command == "run":
             return _cmd_run(args)
         if args.command == "grade":
-            return _cmd_grade(args)
+            return task_commands.cmd_grade(args)
         if args.command == "simulate":
             return _cmd_simulate(args)
         if args.command in ("reward", "verify", "calibrate"):

@@ -138,10 +138,10 @@ def test_shell_reads_multiline_actions(monkeypatch, capsys):
         ]
     )
     monkeypatch.setattr(sys, "stdin", io.StringIO(script))
-    from sweworld import cli
+    from sweworld import cli, shell
 
     args = cli.build_parser().parse_args(["shell", "--id", "sweworld__stockroom-1"])
-    assert cli._cmd_shell(args, stream=io.StringIO(script), out=sys.stdout) == 0
+    assert shell.cmd_shell(args, stream=io.StringIO(script), out=sys.stdout) == 0
     out = capsys.readouterr().out
     assert "(no changes)" in out
     assert "done" in out

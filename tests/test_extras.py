@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sweworld import cli, extras
+from sweworld import cli, extras, task_commands
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTIONS = ROOT / "data" / "toy" / "demo_actions.jsonl"
@@ -80,7 +80,7 @@ def test_cli_turns_a_missing_module_into_exit_2(
     def boom(args):
         raise ModuleNotFoundError("No module named 'fastapi'", name="fastapi")
 
-    monkeypatch.setattr(cli, "_cmd_tasks", boom)
+    monkeypatch.setattr(task_commands, "cmd_tasks", boom)
     assert cli.main(["tasks", "list"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("sweworld: error: sweworld tasks list needs the 'serve' extra")
@@ -90,7 +90,7 @@ def test_cli_reraises_a_missing_module_of_sweworld(monkeypatch: pytest.MonkeyPat
     def boom(args):
         raise ModuleNotFoundError("No module named 'sweworld.gone'", name="sweworld.gone")
 
-    monkeypatch.setattr(cli, "_cmd_tasks", boom)
+    monkeypatch.setattr(task_commands, "cmd_tasks", boom)
     with pytest.raises(ModuleNotFoundError):
         cli.main(["tasks", "list"])
 

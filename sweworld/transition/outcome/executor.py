@@ -26,15 +26,12 @@ runner's own format. The ledger of each session holds the outcomes this executor
 
 from __future__ import annotations
 
-import hashlib
 import re
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from sweworld.sandbox.executor import (
     NO_EXECUTOR_EXIT_CODE,
@@ -63,11 +60,11 @@ from sweworld.transition.outcome.features import (
 )
 from sweworld.transition.outcome.fixtures import environment_plugins, setup_errors
 from sweworld.transition.outcome.graded import (
+    RememberedJudge,
     graded_ids,
     graded_state,
     graded_tests,
     reconcile_statuses,
-    workspace_patch,
 )
 from sweworld.transition.outcome.marks import apply_marks, command_marks, summary_details
 from sweworld.transition.outcome.model import OutcomeModel, load_shared
@@ -85,8 +82,6 @@ __all__ = ["DEFAULT_MODEL", "OutcomeExecutor", "outcome_with_lm"]
 #: The shipped model (trained by ``sweworld train outcome``; see its README).
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "adapters" / "outcome-default" / "model.json"
 _MAX_TESTS = 5000
-#: The judge is not asked when less of the step's time than this is left (seconds).
-JUDGE_MIN_S = 2.0
 #: A command that may install packages (the environment's plugins are then unknown).
 _INSTALLS = re.compile(r"\binstall\b|\bsetup\.py\s+develop\b")
 
@@ -127,10 +122,19 @@ class OutcomeExecutor:
             path = Path(model) if model is not None else DEFAULT_MODEL
             self.model, self.model_path = load_shared(path), str(path)
         self.judge = judge
-        self._judged: dict[tuple[str, str], bool | None] = {}
         self._ledgers: dict[str, Ledger] = {}
         self._outputs: dict[tuple[str, str, int], str] = {}
         self._lock = threading.Lock()
+
+    @property
+    def judge(self) -> Callable[[Any, str], bool | None] | None:
+        """The judge of the task's graded tests (None: the outcome model decides them);
+        setting one starts its memory afresh (asked once per task and diff)."""
+        return None if self._judge is None else self._judge.judge
+
+    @judge.setter
+    def judge(self, judge: Callable[[Any, str], bool | None] | None) -> None:
+        self._judge = None if judge is None else RememberedJudge(judge)
 
     @classmethod
     def from_spec(cls, arg: str, **kwargs: Any) -> OutcomeExecutor:
@@ -199,12 +203,13 @@ class OutcomeExecutor:
         ledger = self._ledger(request.session_id)
         stdin = request.stdin.decode("utf-8", "replace") if request.stdin else ""
         check_deadline("reading the state")
-        ids, layout, addopts = (
-            self._collect(request, argv, kind, info) if kind in TEST_RUNNER_KINDS else ([], {}, ())
+        ids, layout, addopts, missing = (
+            self._collect(request, argv, kind, info)
+            if kind in TEST_RUNNER_KINDS
+            else ([], {}, (), None)
         )
         check_deadline("collecting the tests")
-        if "missing" in layout:  # exact: pytest stops at a target that does not exist
-            missing = layout.pop("missing")
+        if missing is not None:  # exact: pytest stops at a target that does not exist
             answer = missing_target_answer(missing, layout, request.task, argv)
             info.update(route="exact", text_source="exact", tests=0,
                         reason="a test target does not exist")  # fmt: skip
@@ -323,29 +328,29 @@ class OutcomeExecutor:
 
     def _collect(
         self, request: ExecutionRequest, argv: list[str], kind: str, info: dict[str, Any]
-    ) -> tuple[list[str], dict[str, Any], tuple[str, ...]]:
+    ) -> tuple[list[str], dict[str, Any], tuple[str, ...], str | None]:
         """The tests the command runs, as pytest ids (another runner's selection is collected
         through its pytest equivalent), what pytest's header says of the layout (its
-        rootdir, ini-file and testpaths) and the arguments pytest adds to the command's (the
-        ini's ``addopts``, ``$PYTEST_ADDOPTS``); ``([], {}, ())`` when the selection cannot
-        be known."""
+        rootdir, ini-file and testpaths), the arguments pytest adds to the command's (the
+        ini's ``addopts``, ``$PYTEST_ADDOPTS``) and pytest's message for a target that does
+        not exist (None: every one does, or another runner); ``([], {}, (), None)`` when the
+        selection cannot be known."""
         from sweworld.transition.types import WorkspaceView
 
         if request.workspace is None:
-            return [], {}, ()
+            return [], {}, (), None
         found = collect_tests(
             WorkspaceView.from_request(request), argv, request.cwd, request.task, limit=_MAX_TESTS
         )
         if found is None:
-            return [], {}, ()
+            return [], {}, (), None
         if found.deselected:
             info["deselected"] = found.deselected
         layout = {"rootdir": found.rootdir, "inifile": found.inifile, "testpaths": found.testpaths}
         if found.report_chars:  # the ini's addopts may name them
             layout["report_chars"] = found.report_chars
-        if found.missing and kind == "pytest":
-            layout["missing"] = found.missing
-        return found.ids, layout, (*found.addopts, *env_addopts(request.env))
+        missing = found.missing if found.missing and kind == "pytest" else None
+        return found.ids, layout, (*found.addopts, *env_addopts(request.env)), missing
 
     def _graded(
         self, request: ExecutionRequest, state: FileState, ids: list[str], info: dict[str, Any]
@@ -365,65 +370,16 @@ class OutcomeExecutor:
         if graded is None:
             return None
         info["graded"] = {"tests": len(graded.statuses), "fails": graded.fails}
-        if self.judge is None:
+        if self._judge is None:
             return graded.statuses
         # the files the grader resets are left out where the session holds what the grader
         # runs (the test patch applied as it is); an agent's other edit of them is its own
         reset = {p for p in patch_hunks(test_patch) if state.text(p) == grader.text(p)}
-        decision = self._judge(request, task, state, reset, info["graded"])
+        decision = self._judge.decide(request, task, state, reset, info["graded"])
         if decision is None:
             return graded.statuses
         info["graded"]["fails"] = not decision
         return reconcile_statuses(graded.statuses, task, decision)
-
-    def _judge(
-        self,
-        request: ExecutionRequest,
-        task: Any,
-        state: FileState,
-        reset: set[str],
-        note: dict[str, Any],
-    ) -> bool | None:
-        """The judge's decision about the session's diff (remembered per task and diff), or
-        None (no judge, a state that cannot be told as a patch, a judge that fails or gives
-        no boolean): the outcome model's own decision then stands, ``note`` says why."""
-        try:
-            if request.workspace is None or request.base is None:
-                note["judge"] = "no workspace"
-                return None
-            left = None if request.deadline is None else request.deadline - time.monotonic()
-            if left is not None and left < JUDGE_MIN_S:
-                note["judge"] = f"not asked: {max(left, 0.0):.2f} s left of the step"
-                return None
-            patch = workspace_patch(request.workspace, request.base, state.changed, reset)
-            if patch is None:
-                note["judge"] = "state not a text patch (binary, link, huge)"
-                return None
-            task_id = str(task_field(task, "instance_id") or "")
-            digest = hashlib.sha256(patch.encode("utf-8", "surrogateescape")).hexdigest()
-            key = (task_id, digest) if task_id else None
-            with self._lock:
-                if key is not None and key in self._judged:
-                    note["judge"] = "remembered"
-                    return self._judged[key]
-            # the judge (the reward) is bounded by JUDGE_MIN_S above, not stopped midway: a
-            # decision cut short would be remembered for this diff
-            with step_deadline(None):
-                decision = self.judge(task, patch)
-        except Exception as exc:  # the outcome model's decision stands
-            note["judge"] = f"failed: {type(exc).__name__}: {exc}"[:300]
-            return None
-        if decision is not None and not isinstance(decision, (bool, np.bool_)):
-            note["judge"] = f"no decision: the judge gave {type(decision).__name__}"
-            return None
-        decision = None if decision is None else bool(decision)
-        with self._lock:
-            if key is not None:
-                if len(self._judged) >= 4096:
-                    self._judged.clear()
-                self._judged[key] = decision
-        note["judge"] = "decided" if decision is not None else "undecided"
-        return decision
 
     def _tests(
         self,

@@ -16,10 +16,13 @@ reward's verdict), :func:`workspace_patch` gives the judge the session's diff an
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import stat
-from collections.abc import Iterable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,11 +35,13 @@ from sweworld.transition.outcome.features import per_test_rows, step_features
 from sweworld.transition.outcome.state import FileState, apply_patch_text
 
 __all__ = [
+    "JUDGE_MIN_S",
     "MAX_GRADED",
     "MAX_JUDGED_BYTES",
     "MAX_JUDGED_FILE_BYTES",
     "MAX_JUDGED_FILE_LINES",
     "GradedTests",
+    "RememberedJudge",
     "graded_ids",
     "graded_state",
     "graded_tests",
@@ -45,6 +50,10 @@ __all__ = [
     "workspace_patch",
 ]
 
+#: The judge is not asked when less of the step's time than this is left (seconds).
+JUDGE_MIN_S = 2.0
+#: Decisions a :class:`RememberedJudge` keeps (it forgets them all past this).
+_MAX_REMEMBERED = 4096
 #: Tests of each list read at most (features stay bounded on huge lists).
 MAX_GRADED = 400
 #: A state whose changed files hold more text than this, both sides together, is not
@@ -219,3 +228,62 @@ def reconcile_statuses(statuses: Mapping[str, str], task: Any, resolved: bool) -
         if f2p:
             out[f2p[0]] = "FAILED"
     return out
+
+
+class RememberedJudge:
+    """A judge of whether a session's state resolves its task (``judge(task, patch) ->
+    bool | None``, the World binds its reward's verdict), asked once per task and diff and
+    remembered (thread-safe)."""
+
+    def __init__(self, judge: Callable[[Any, str], bool | None]):
+        self.judge = judge
+        self._decided: dict[tuple[str, str], bool | None] = {}
+        self._lock = threading.Lock()
+
+    def decide(
+        self, request: Any, task: Any, state: FileState, reset: set[str], note: dict[str, Any]
+    ) -> bool | None:
+        """The decision about the diff of ``request``'s workspace over its base (the
+        ``reset`` files left out), or None (a state that cannot be told as a patch, too
+        little of the step's time left, a judge that fails or gives no boolean): the outcome
+        model's own decision then stands, ``note["judge"]`` says why."""
+        from sweworld.tasks.fields import task_field
+        from sweworld.transition.deadline import step_deadline
+
+        try:
+            if request.workspace is None or request.base is None:
+                note["judge"] = "no workspace"
+                return None
+            left = None if request.deadline is None else request.deadline - time.monotonic()
+            if left is not None and left < JUDGE_MIN_S:
+                note["judge"] = f"not asked: {max(left, 0.0):.2f} s left of the step"
+                return None
+            patch = workspace_patch(request.workspace, request.base, state.changed, reset)
+            if patch is None:
+                note["judge"] = "state not a text patch (binary, link, huge)"
+                return None
+            task_id = str(task_field(task, "instance_id") or "")
+            digest = hashlib.sha256(patch.encode("utf-8", "surrogateescape")).hexdigest()
+            key = (task_id, digest) if task_id else None
+            with self._lock:
+                if key is not None and key in self._decided:
+                    note["judge"] = "remembered"
+                    return self._decided[key]
+            # the judge (the reward) is bounded by JUDGE_MIN_S above, not stopped midway: a
+            # decision cut short would be remembered for this diff
+            with step_deadline(None):
+                decision = self.judge(task, patch)
+        except Exception as exc:  # the outcome model's decision stands
+            note["judge"] = f"failed: {type(exc).__name__}: {exc}"[:300]
+            return None
+        if decision is not None and not isinstance(decision, (bool, np.bool_)):
+            note["judge"] = f"no decision: the judge gave {type(decision).__name__}"
+            return None
+        decision = None if decision is None else bool(decision)
+        with self._lock:
+            if key is not None:
+                if len(self._decided) >= _MAX_REMEMBERED:
+                    self._decided.clear()
+                self._decided[key] = decision
+        note["judge"] = "decided" if decision is not None else "undecided"
+        return decision
