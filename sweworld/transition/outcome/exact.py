@@ -6,7 +6,9 @@ from the workspace without the model (``info["route"] == "exact"`` or ``"informa
 * :func:`broken_import_answer`: a module the command imports does not compile;
 * :func:`informational_answer`: pytest's ``--help`` / ``--version`` (exit 0, no tests);
 * :func:`runner_absent_answer`: pytest in an environment that has none (SymPy's harness
-  image): "No module named pytest" (exit 1) or "command not found" (exit 127).
+  image): "No module named pytest" (exit 1) or "command not found" (exit 127); Python 2,
+  which SWE-bench's images do not have (Python 3 only, ``python`` is Python 3): "command
+  not found" (exit 127), until the session installs packages.
 
 Each returns None where it does not apply, and records in ``info`` what it answered.
 """
@@ -163,6 +165,10 @@ def informational_answer(
     return ExecutionResult("", "", 0)
 
 
+#: a Python 2 interpreter named on its own (a path may name anything)
+_PYTHON2 = re.compile(r"python2(\.\d+)?")
+
+
 def runner_absent_answer(
     request: ExecutionRequest, kind: str, installed: bool, info: dict[str, Any]
 ) -> ExecutionResult | None:
@@ -170,10 +176,15 @@ def runner_absent_answer(
     that runs another runner, :data:`~sweworld.tasks.swebench_specs.HARNESS_WITHOUT_PYTEST`)
     and that the session has not installed packages into (``installed``): the interpreter
     finds no module (``python -m pytest``: exit 1) or the shell no command (``pytest``:
-    exit 127), as the recorded runs in SymPy's image show."""
+    exit 127), as the recorded runs in SymPy's image show. ``python2`` (``python2.7``)
+    before the session installs packages: the shell finds no command (exit 127)."""
     from sweworld.tasks.environment import task_environment
     from sweworld.transition.outcome.pytest_terminal import python_executable
 
+    argv0 = request.argv[0] if request.argv else ""
+    if _PYTHON2.fullmatch(argv0) and not installed:
+        info.update(route="exact", text_source="exact", reason="no Python 2 in the environment")
+        return ExecutionResult("", f"bash: line 1: {argv0}: command not found\n", 127)
     if kind != "pytest" or installed or request.task is None:
         return None
     try:
@@ -181,7 +192,6 @@ def runner_absent_answer(
             return None
     except Exception:  # a malformed task row: nothing is known
         return None
-    argv0 = request.argv[0] if request.argv else ""
     info.update(route="exact", text_source="exact", tests=0,
                 reason="the task's environment has no pytest")  # fmt: skip
     if posixpath.basename(argv0).startswith("python"):

@@ -101,3 +101,10 @@ def test_pytest_where_the_tasks_environment_has_none() -> None:
     requests = {"repo": "psf/requests", "version": "2.0", "instance_id": "psf__requests-1"}
     assert ask(["python", "-m", "pytest", "t.py"], task=requests)[0] is None
     assert ask(["python", "-m", "pytest", "t.py"], task=None)[0] is None
+    # no image has Python 2 (a recorded run: "bash: line 1: python2: command not found")
+    for argv0 in ("python2", "python2.7"):
+        absent, info = ask([argv0, "--version"], task=requests)
+        assert absent is not None and absent.exit_code == 127 and info["route"] == "exact"
+        assert absent.stderr == f"bash: line 1: {argv0}: command not found\n"
+    assert ask(["python2", "x.py"], installed=True)[0] is None
+    assert ask(["/opt/py2/bin/python2", "x.py"], task=requests)[0] is None
