@@ -146,6 +146,20 @@ def test_a_swebench_environment_installs_more_than_it_declares(tmp_path):
     assert got.exact is None and not [m for m in got.missing_imports if m.certain]
 
 
+def test_pytest_is_missing_where_the_tasks_image_has_none(tmp_path):
+    """SymPy's harness image has no pytest (its runner is bin/test): the facts say so, as
+    the outcome world answers; another repository's image has it."""
+    root = workspace(tmp_path, {"sympy/core/tests/test_a.py": "def test_a():\n    pass\n"})
+    argv = ["python", "-m", "pytest", "sympy/core/tests/test_a.py"]
+    sympy = {"repo": "sympy/sympy", "version": "1.12", "instance_id": "sympy__sympy-1"}
+    got = facts(tmp_path, root, argv, sympy)
+    assert [(m.module, m.error, m.certain) for m in got.missing_imports] == [
+        ("pytest", "No module named pytest", True)
+    ]
+    requests = {"repo": "psf/requests", "version": "2.0", "instance_id": "psf__requests-1"}
+    assert not facts(tmp_path, root, argv, requests).missing_imports
+
+
 def test_pytests_outputs_are_facts_never_answers(tmp_path):
     root = workspace(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
     argv = ["pytest", "tests/test_missing.py"]

@@ -72,7 +72,8 @@ class Environment:
         """The environment of ``task`` (a task or row; None: nothing is known), read from
         its environment description and the checkout ``repo_dir``'s metadata.
 
-        Known: the Python when the description states it, the pytest version when pinned.
+        Known: the Python when the description states it, the pytest version when pinned,
+        that pytest is absent where the description says so (SymPy's harness image).
         Unknown: what is installed beyond the declared dependencies unless these are static
         and nothing else installs packages (not a SWE-bench harness environment, whose
         recipe installs more, nor a custom install recipe).
@@ -86,7 +87,8 @@ class Environment:
             python_version=(
                 (described.python_full or described.python) if described.python_known else None
             ),
-            installed=DEFAULT_INSTALLED,
+            # an environment known to have no pytest (SymPy's harness image) has none here
+            installed=DEFAULT_INSTALLED if described.pytest_installed else frozenset(),
             installed_complete=(
                 static and described.source != "swebench-spec" and not described.install
             ),
