@@ -1,24 +1,78 @@
 """Tests that fail whatever the code under test does (exact, read from the test's source).
 
-A test fails for sure when its body, before anything that may skip, xfail, stop the run or
-return, reaches a statement that always raises: ``assert`` of a false literal, ``raise
-X(...)``, ``pytest.fail(...)``, ``self.fail(...)`` in a ``TestCase`` (or a ``TestCase``'s
-``setUp`` does). Agents write such tests to reproduce an issue (``assert 0`` to see the
-output, a test that re-raises what the issue shows). Claimed only where nothing but the
-test's own code runs first: no fixture it asks for, no autouse fixture, hook or plugin in
-its module or a ``conftest.py`` above it, no decorator but marks (:mod:`.marks` reads the
-skip / xfail marks first). Costs are linear in the test's body.
+A test fails for sure when its body, before anything that may skip, xfail, stop the run,
+return or raise otherwise, reaches a statement that always raises: ``assert`` of a false
+literal, ``raise X(...)``, ``pytest.fail(...)``, ``self.fail(...)`` in a ``TestCase`` (or
+a ``TestCase``'s ``setUp`` does). Agents write such tests to reproduce an issue (``assert
+0`` to see the output, a test that re-raises what the issue shows).
+
+Claimed only where nothing but the test's own code decides its outcome:
+
+* the test asks for no fixture (only its ``parametrize`` names, which must be exactly its
+  arguments), carries only ``pytest.mark`` decorators (no ``usefixtures``; :mod:`.marks`
+  reads the skip / xfail ones first) and is no generator;
+* its module names nothing that may skip, xfail, interrupt or set a test up outside the
+  test (:data:`_MODULE_WORDS`: ``skip``, ``SkipTest``, ``exit``, ``setup_module``,
+  ``setUpClass``, ``usefixtures``, an autouse fixture, a hook, a star import, ...) outside
+  the decorators that :mod:`.marks` reads, and neither does a ``conftest.py`` above it nor
+  the root's ini files (:func:`governed`);
+* a ``TestCase`` is ``unittest``'s.
+
+The exception shown (``E   Name``) is claimed only where the failing statement comes first
+and evaluates nothing that may raise first (a builtin exception class with literal
+arguments, a literal assertion message); otherwise the failure is claimed and its class is
+left to the model (""). Costs are linear in the module's size.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Sequence
+import builtins
+import re
+from collections.abc import Callable, Iterable, Sequence
 
 from sweworld.transition.facts.simulation import dotted_name
-from sweworld.transition.outcome.fixtures_ast import Dynamic, arg_names, is_mark, parametrized
+from sweworld.transition.outcome.fixtures_ast import arg_names, is_mark
 
-__all__ = ["always_fails", "hooked", "runs_through"]
+__all__ = ["always_fails", "governed", "module_words"]
+
+#: identifiers whose presence in a test module (outside the decorators :mod:`.marks`
+#: reads) may change a test's outcome before or instead of its own code: skips and xfails
+#: (also through a helper or an alias), the session's or the process's end, set-up code
+#: outside the test, fixtures applied by name, marks on parameters, uncollected tests
+_MODULE_WORDS = frozenset({
+    "skip", "skipif", "skipTest", "SkipTest", "xfail", "importorskip", "exit", "_exit",
+    "quit", "KeyboardInterrupt", "SystemExit", "signal", "raise_signal", "kill", "abort",
+    "fork", "add_marker", "applymarker", "usefixtures", "autouse", "marks", "setup",
+    "setup_module", "setup_function", "setup_method", "setup_class", "setUpClass",
+    "setUpModule", "__test__", "__unittest_skip__", "__unittest_expecting_failure__",
+    "pytest_plugins", "hookwrapper", "set_trace", "breakpoint", "post_mortem",
+    "expectedFailure", "failureException", "globals", "setattr", "delattr",
+})  # fmt: skip
+#: words of a ``conftest.py`` above the test, or of the root's ini files, that may change
+#: a test's outcome (an autouse fixture, a hook, a plugin, fixtures applied to all)
+_CONFTEST_WORDS = ("autouse", "def pytest_", "pytest_plugins", "import *", "usefixtures",
+                   "hookwrapper", "wrapper=True")  # fmt: skip
+_INI_FILES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
+#: plugins an ini's ``-p`` may load without changing a test's outcome
+_HARMLESS_PLUGINS = frozenset({"pytester"})
+#: marks pytest registers itself (others are errors where the ini asks for strict markers)
+_BUILTIN_MARKS = frozenset(
+    {"parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings"}
+)
+#: builtin exception classes a literal ``raise X(...)`` shows as itself (not those whose
+#: constructor needs given arguments, nor OSError's, which picks a subclass by errno)
+_PLAIN_RAISED = frozenset(
+    name
+    for name, value in vars(builtins).items()
+    if isinstance(value, type)
+    and issubclass(value, Exception)
+    and not issubclass(value, (UnicodeError, OSError))
+    and not name.startswith("_")
+)
+#: statements that end or suspend a test, or may raise something that is not a failure
+_STOPPING = (ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.While, ast.Raise)
+_NOT_FAILURES = ("skip", "xfail", "exit", "interrupt", "outcome", "signal")
 
 
 def dotted(node: ast.expr) -> str:
@@ -27,144 +81,301 @@ def dotted(node: ast.expr) -> str:
     return dotted_name(node.func if isinstance(node, ast.Call) else node) or ""
 
 
-#: calls that may end a test before a later statement fails it (a skip, an xfail, a mark
-#: added at run time, the session's or the process's end, a debugger)
-_STOPPERS = frozenset({
-    "skip", "skipTest", "xfail", "importorskip", "exit", "_exit", "abort", "kill", "fork",
-    "add_marker", "applymarker", "execv", "execve", "execl", "execle", "execlp", "execvp",
-    "execvpe", "set_trace", "breakpoint", "post_mortem",
-})  # fmt: skip
-#: words in a raised exception's name that pytest does not count as a failure
-_NOT_FAILURES = ("skip", "xfail", "exit", "interrupt", "outcome")
-_CATCH_ALL = ("Exception", "BaseException")
+def module_words(tree: ast.Module) -> set[str]:
+    """The identifiers a module uses (names, attributes, keywords, imports, definitions)
+    outside its functions' and classes' decorators and its ``pytestmark`` assignments, plus
+    ``def pytest_`` for a hook and ``import *`` for a star import: what
+    :data:`_MODULE_WORDS` is looked up in. One walk of the tree."""
+    words: set[str] = set()
+    stack: list[ast.AST] = []
+    for node in tree.body:
+        if _is_main_block(node):
+            continue  # not run when pytest imports the module
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and any(
+            isinstance(sub, (ast.Raise, ast.Assert, ast.Delete)) for sub in ast.walk(node)
+        ):
+            words.add("raise")  # the import may fail (a collection error), or unbind a test
+        stack.append(node)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            words.add(node.name)
+            if node.name.startswith("pytest_"):
+                words.add("def pytest_")
+            for deco in node.decorator_list:  # the marks used: "mark:NAME"
+                name = dotted(deco)
+                if ".mark." in f".{name}":
+                    words.add("mark:" + name.rsplit(".", 1)[-1])
+            children = [c for c in ast.iter_child_nodes(node) if c not in node.decorator_list]
+            stack.extend(children)
+            continue
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        ):
+            continue  # read by the marks
+        if isinstance(node, ast.Name):
+            words.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            words.add(node.attr)
+        elif isinstance(node, ast.keyword) and node.arg:
+            words.add(node.arg)
+        elif isinstance(node, ast.alias):
+            words.update({node.name.rsplit(".", 1)[-1], node.asname or ""})
+            if node.name == "*":
+                words.add("import *")
+        stack.extend(ast.iter_child_nodes(node))
+    return words
 
 
-def runs_through(node: ast.stmt) -> bool:
-    """Whether a statement that does not fail surely hands on to the next one: no
-    ``return`` / ``yield`` / ``await``, no ``while`` loop, no call that may skip, xfail or
-    stop (:data:`_STOPPERS`) anywhere in it."""
-    for sub in ast.walk(node):
-        if isinstance(sub, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.While)):
-            return False
-        if isinstance(sub, ast.Call) and dotted(sub.func).rsplit(".", 1)[-1] in _STOPPERS:
-            return False
-    return True
-
-
-def _raised_name(node: ast.expr) -> str | None:
-    """The class a ``raise`` statement raises (``X`` of ``raise X`` / ``raise m.X(...)``),
-    None when it is not a plain name or may be a skip / xfail / exit."""
-    name = dotted(node)
-    if not name or any(word in name.lower() for word in _NOT_FAILURES):
-        return None
-    return name.rsplit(".", 1)[-1]
-
-
-def _failing(node: ast.stmt, unittest: bool) -> str | None:
-    """The exception class a statement surely raises as a test failure (``""``: one
-    whose class is not known), None when it may not: ``assert`` of a false literal,
-    ``raise X(...)``, ``pytest.fail(...)``, ``self.fail(...)`` in a ``TestCase``, a
-    ``try`` whose body and every handler fail, an ``if`` whose branches both fail."""
-    if isinstance(node, ast.Assert):
-        test = node.test
-        return "AssertionError" if isinstance(test, ast.Constant) and not test.value else None
-    if isinstance(node, ast.Raise):
-        return _raised_name(node.exc) if node.exc is not None else None
-    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-        name = dotted(node.value.func)
-        if name == "pytest.fail":
-            return "Failed"
-        return "AssertionError" if unittest and name == "self.fail" else None
-    if isinstance(node, ast.Try) and not node.finalbody:
-        names = [_fails_first(node.body, unittest)]
-        names += [_fails_first(h.body, unittest) for h in node.handlers]
-        if any(n is None for n in names):
-            return None
-        if any(h.type is None or dotted(h.type) in _CATCH_ALL for h in node.handlers):
-            names = names[1:]  # what the body raises is caught: a handler's exception shows
-        return names[0] if len(set(names)) == 1 else ""
-    if isinstance(node, ast.If):
-        names = [_fails_first(node.body, unittest), _fails_first(node.orelse, unittest)]
-        if any(n is None for n in names) or not runs_through(ast.Expr(node.test)):
-            return None
-        return names[0] if len(set(names)) == 1 else ""
-    return None
-
-
-def _fails_first(body: Sequence[ast.stmt], unittest: bool) -> str | None:
-    """What :func:`_failing` says of the first statement of ``body`` that surely fails,
-    when every statement before it surely runs through (None: none such)."""
-    for node in body:
-        failed = _failing(node, unittest)
-        if failed is not None:
-            return failed
-        if not runs_through(node):
-            return None
-    return None
-
-
-#: words of a module or conftest whose fixtures or hooks may skip, xfail or change a test
-#: it holds or governs (then no test there is claimed to fail)
-_HOOK_WORDS = (
-    "autouse", "pytest_runtest_", "pytest_collection_modifyitems", "pytest_itemcollected",
-    "pytest_pyfunc_call", "pytest_plugins", "hookwrapper", "wrapper=True",
-    "pytest_configure",
-)  # fmt: skip
-
-
-def hooked(text_of: Callable[[str], str | None], path: str, text: str) -> bool:
-    """Whether the test module at ``path`` or a ``conftest.py`` above it holds an autouse
-    fixture, a run-time hook or a plugin (:data:`_HOOK_WORDS`): its tests' outcomes may
-    then be changed by code that is not theirs."""
-    parts = path.split("/")[:-1]
-    conftests = ["/".join([*parts[:i], "conftest.py"]) for i in range(len(parts) + 1)]
-    return any(
-        word in body
-        for body in (text, *(text_of(c) or "" for c in conftests))
-        for word in _HOOK_WORDS
+def _is_main_block(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (a script's own entry, which pytest does not run)."""
+    test = node.test if isinstance(node, ast.If) else None
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
     )
 
 
+def governed(text_of: Callable[[str], str | None], path: str, words: Iterable[str]) -> bool:
+    """Whether code other than a test's own may decide the outcome of the tests of the
+    module at ``path`` whose identifiers are ``words`` (:func:`module_words`): a word of
+    :data:`_MODULE_WORDS` in it, a word of :data:`_CONFTEST_WORDS` in a ``conftest.py``
+    above it, a package above it that may skip or fail on import, or an ini file at the
+    root that applies fixtures to every test, loads a plugin (``-p``) or refuses the
+    module's own marks (strict markers)."""
+    if not _MODULE_WORDS.isdisjoint(words) or {"def pytest_", "import *", "raise"} & set(words):
+        return True
+    parts = path.split("/")[:-1]
+    conftests = ["/".join([*parts[:i], "conftest.py"]) for i in range(len(parts) + 1)]
+    if any(w in (text_of(c) or "") for c in conftests for w in _CONFTEST_WORDS):
+        return True
+    packages = ["/".join([*parts[:i], "__init__.py"]) for i in range(1, len(parts) + 1)]
+    if any(w in (text_of(p) or "") for p in packages for w in ("skip", "exit", "raise")):
+        return True  # a package that skips or fails on import
+    custom_marks = any(w.startswith("mark:") and w[5:] not in _BUILTIN_MARKS for w in words)
+    for ini in _INI_FILES:
+        text = text_of(ini) or ""
+        if "usefixtures" in text or (custom_marks and "strict" in text):
+            return True  # fixtures for every test; an unregistered mark refused
+        plugins = re.findall(r"(?:^|\s)-p\s*([\w:.-]+)", text)
+        if any(not p.startswith("no:") and p not in _HARMLESS_PLUGINS for p in plugins):
+            return True
+    return False
+
+
+class _Body:
+    """One test's reading: which statements surely run through (computed once, bottom
+    up, for every node of the function), and what the class and module bind."""
+
+    def __init__(self, funcs: Sequence[ast.FunctionDef], unittest: bool, bound: set[str]):
+        self.unittest = unittest
+        self.bound = bound
+        self._through: dict[int, bool] = {}
+        for func in funcs:
+            self._index(func)
+
+    def _index(self, func: ast.FunctionDef) -> None:
+        order: list[ast.AST] = []
+        stack: list[ast.AST] = list(func.body)
+        while stack:  # pre-order; children are decided before their parents below
+            node = stack.pop()
+            order.append(node)
+            stack.extend(ast.iter_child_nodes(node))
+        for node in reversed(order):
+            bad = isinstance(node, _STOPPING) or (
+                isinstance(node, ast.Call) and _stops(dotted(node.func))
+            )
+            self._through[id(node)] = not bad and all(
+                self._through.get(id(c), True) for c in ast.iter_child_nodes(node)
+            )
+
+    def runs_through(self, node: ast.AST) -> bool:
+        """Whether a statement that does not fail surely hands on to the next one: nothing
+        in it returns, yields, awaits, loops with ``while``, raises or calls something
+        that may skip or stop (its module names none of those otherwise)."""
+        return self._through.get(id(node), False)
+
+    def fails_first(self, body: Sequence[ast.stmt]) -> str | None:
+        """The exception class the first statement of ``body`` that surely fails shows
+        ("" where not known, or where a statement runs before it), when every statement
+        before it surely runs through; None when no such statement."""
+        ran = False  # a statement before that evaluates something (not a docstring)
+        for node in body:
+            failed = self.failing(node)
+            if failed is not None:
+                return "" if ran else failed
+            if not self.runs_through(node):
+                return None
+            ran = ran or not _inert(node, self.bound)
+        return None
+
+    def failing(self, node: ast.stmt) -> str | None:
+        """The exception class a statement surely raises as a test failure ("": one
+        whose class is not known), None when it may not."""
+        if isinstance(node, ast.Assert):
+            test, msg = node.test, node.msg
+            if not isinstance(test, ast.Constant) or test.value:
+                return None
+            return "AssertionError" if msg is None or isinstance(msg, ast.Constant) else ""
+        if isinstance(node, ast.Raise):
+            return self._raised(node)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            call, name = node.value, dotted(node.value.func)
+            literal = all(isinstance(a, ast.Constant) for a in call.args) and not call.keywords
+            if name == "pytest.fail" and "pytest" in self.bound:
+                return "Failed" if literal else ""
+            if self.unittest and name == "self.fail":
+                return "AssertionError" if literal else ""
+            return None
+        if isinstance(node, ast.Try) and not node.finalbody:
+            first = self.fails_first(node.body)
+            handlers = [self.fails_first(h.body) for h in node.handlers]
+            if first is None or any(n is None for n in handlers):
+                return None
+            # a handler's exception chains to the body's, which pytest shows first (unless
+            # the handler raises ``from None``)
+            quiet = any(
+                isinstance(r, ast.Raise) and isinstance(r.cause, ast.Constant)
+                for h in node.handlers
+                for r in ast.walk(h)
+            )
+            return "" if quiet else first
+        if isinstance(node, ast.If) and self.runs_through(node.test):
+            names = {self.fails_first(node.body), self.fails_first(node.orelse)}
+            if None in names:
+                return None
+            return "" if len(names) > 1 or not isinstance(node.test, ast.Constant) else names.pop()
+        return None
+
+    def _raised(self, node: ast.Raise) -> str | None:
+        """``raise X(...)``: ``X`` where a builtin exception class with literal arguments
+        (under its own name: ``IOError`` shows as ``OSError``), "" for another class, None
+        for a bare ``raise`` or what may be a skip, an xfail or an exit."""
+        if node.exc is None:
+            return None
+        name = dotted(node.exc)
+        if not name or any(word in name.lower() for word in _NOT_FAILURES):
+            return None
+        call = node.exc if isinstance(node.exc, ast.Call) else None
+        literal = call is None or (
+            all(isinstance(a, ast.Constant) for a in call.args) and not call.keywords
+        )
+        cause = node.cause is None or isinstance(node.cause, ast.Name)
+        if name in _PLAIN_RAISED and name not in self.bound and literal and cause:
+            return getattr(builtins, name).__name__
+        return ""
+
+
+def _inert(node: ast.stmt, bound: set[str]) -> bool:
+    """A statement that evaluates nothing that may raise: ``pass``, a docstring or other
+    literal, ``print`` of literals (where the module does not rebind ``print``)."""
+    if isinstance(node, ast.Pass):
+        return True
+    if not isinstance(node, ast.Expr):
+        return False
+    value = node.value
+    if isinstance(value, ast.Constant):
+        return True
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id == "print"
+        and "print" not in bound
+        and all(isinstance(a, ast.Constant) for a in value.args)
+        and not value.keywords
+    )
+
+
+def _stops(name: str) -> bool:
+    """A call that may skip, xfail or stop (its last name is a module word)."""
+    return name.rsplit(".", 1)[-1] in _MODULE_WORDS
+
+
 def _own_arguments(func: ast.FunctionDef, method: bool) -> bool:
-    """Whether the test asks for nothing but its parameters (``self`` of a method, arguments
-    with defaults, the names a literal ``parametrize`` mark gives, not ``indirect``): no
-    fixture's code can then skip or xfail it first."""
-    if func.args.vararg or func.args.kwarg:
+    """Whether the test asks for nothing but its parameters (``self`` of a method,
+    arguments with defaults, the names literal ``parametrize`` marks give, not
+    ``indirect``): no fixture's code can then skip or xfail it first. The marks must name
+    exactly its arguments, each once, with values (pytest refuses the others at
+    collection; an empty list skips)."""
+    if func.args.vararg or func.args.kwarg or func.args.posonlyargs:
         return False
-    try:
-        given = parametrized(func.decorator_list)
-    except Dynamic:
-        return False
-    return all(name in given for name in arg_names(func, method=method))
+    given: list[str] = []
+    for deco in func.decorator_list:
+        if not (isinstance(deco, ast.Call) and dotted(deco.func).endswith("mark.parametrize")):
+            continue
+        if deco.keywords or len(deco.args) != 2 or not isinstance(deco.args[0], ast.Constant):
+            return False
+        names, values = deco.args[0].value, deco.args[1]
+        if not isinstance(names, str):
+            return False
+        listed = [n.strip() for n in names.split(",") if n.strip()]
+        if isinstance(values, (ast.List, ast.Tuple)):
+            if not values.elts:  # an empty list: the test is skipped
+                return False
+            for value in values.elts if len(listed) > 1 else ():  # each a row of the names
+                row = isinstance(value, (ast.List, ast.Tuple)) and len(value.elts) == len(listed)
+                if not row and not isinstance(value, ast.Call):
+                    return False
+        given += listed
+    wanted = arg_names(func, method=method)
+    return len(given) == len(set(given)) and set(given) == set(wanted)
+
+
+_UNITTEST_IMPORT = re.compile(r"^from unittest import [^\n]*\bTestCase\b", re.MULTILINE)
 
 
 def always_fails(
-    func: ast.FunctionDef, classes: Sequence[ast.ClassDef], setup: ast.stmt | None = None
+    func: ast.FunctionDef,
+    classes: Sequence[ast.ClassDef],
+    setup: ast.stmt | None,
+    bound: set[str],
+    text: str,
+    inherited: Sequence[ast.expr] = (),
 ) -> tuple[int, str] | None:
     """``(line, exception class)`` of a test that fails whatever the code under test does
-    (the class is "" where the branches raise different ones), None when it may not.
-
-    Its body (after a docstring), or a ``TestCase``'s ``setup`` (its ``setUp``), reaches a
-    statement that surely fails (see :func:`_failing`) with nothing before it that may
-    skip, xfail, stop or return. Only tests whose decorators and ``classes``' decorators are
-    all ``pytest.mark`` marks (the caller reads the skip / xfail ones first), that ask for
-    no fixture (:func:`_own_arguments`) and are not generators; the caller checks that no
-    autouse fixture or hook governs the module (:func:`hooked`)."""
+    ("" for a class not known), None when it may not (see the module). ``classes``: the
+    test's classes, outermost first; ``setup``: its class's ``setUp``, if any; ``bound``:
+    the names the module binds at its top level; ``text``: the module's source;
+    ``inherited``: the marks its classes' and module's ``pytestmark`` give it. The caller
+    checks first that nothing governs the module (:func:`governed`) and reads the marks."""
     decorators = [*func.decorator_list, *(d for c in classes for d in c.decorator_list)]
     if not all(is_mark(d) for d in decorators):
+        return None
+    applied = [*decorators, *inherited]
+    if any(dotted(d).endswith(("mark.usefixtures", "mark.parametrize")) for d in inherited):
+        return None  # fixtures, or parameters (and their marks), from elsewhere
+    if any(dotted(d).endswith("mark.usefixtures") for d in applied):
         return None
     if not _own_arguments(func, method=bool(classes)):
         return None
     if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(func)):
         return None
-    unittest = any(dotted(b) in ("TestCase", "unittest.TestCase") for c in classes for b in c.bases)
-    bodies = [func.body]
-    if unittest and isinstance(setup, ast.FunctionDef) and not setup.decorator_list:
-        bodies.insert(0, setup.body)
-    for body in bodies:
-        failed = _fails_first(body, unittest)
-        if failed is not None:
-            return func.lineno, failed
-        if not all(runs_through(node) for node in body):
+    bases = [dotted(b) for c in classes for b in c.bases]
+    unittest = bool(bases)
+    if any(b not in ("TestCase", "unittest.TestCase") for b in bases):
+        return None
+    if "TestCase" in bases and not _UNITTEST_IMPORT.search(text):
+        return None  # another TestCase than unittest's
+    if "unittest.TestCase" in bases and "unittest" not in bound:
+        return None
+    funcs = [func]
+    if unittest and isinstance(setup, ast.FunctionDef):
+        if setup.decorator_list or not setup.args.args:
             return None
+        funcs.insert(0, setup)
+    if classes and not func.args.args:
+        return None  # a method without self: TypeError, not its own failure
+    reading = _Body(funcs, unittest, bound)
+    ran = False  # the set-up evaluated something before the test's body
+    for body in (f.body for f in funcs):
+        failed = reading.fails_first(body)
+        if failed is not None:
+            return func.lineno, "" if ran else failed
+        if not all(reading.runs_through(node) for node in body):
+            return None
+        ran = ran or not all(_inert(node, bound) for node in body)
     return None

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sweworld.transition.facts.simulation import dotted_name
-from sweworld.transition.outcome.failing import always_fails, hooked
+from sweworld.transition.outcome.failing import always_fails, governed, module_words
 from sweworld.transition.outcome.programs import parse_source
 
 __all__ = [
@@ -243,7 +243,7 @@ def _bound_names(node: ast.stmt) -> set[str]:
     inside ``if`` / ``try`` / ``for`` / ``with`` blocks)."""
     names: set[str] = set()
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
             names.add(sub.id)
         elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(sub.name)
@@ -256,9 +256,13 @@ class _Scope:
     """A module's or class's definitions by name (the last one of each name: the one that
     runs) and the marks its ``pytestmark`` applies, computed once."""
 
-    def __init__(self, body: Sequence[ast.stmt]):
+    def __init__(self, body: Sequence[ast.stmt], text: str = ""):
         self.defs: dict[str, ast.stmt] = {}
+        #: every name the body binds at its top level, and the module's source
+        self.bound: set[str] = set()
+        self.text = text
         for node in body:
+            self.bound |= _bound_names(node)
             if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defs[node.name] = node
                 continue
@@ -335,9 +339,13 @@ def _marked(
     if call is not None and (decided is None or decided[0] != "xfail-notrun"):
         # the call runs first in the test (after its setup; a test not run never gets there)
         return Marked("skip-call", call.lineno, call.args[0].value)  # type: ignore[attr-defined]
-    if decided is None:
-        failing = None if governed else always_fails(func, chain, scope.defs.get("setUp"))
+    if decided is None and not governed:
+        setup = scope.defs.get("setUp")
+        inherited = marks[len(func.decorator_list) :]
+        failing = always_fails(func, chain, setup, module.bound, module.text, inherited)
         return None if failing is None else Marked("fail", *failing)
+    if decided is None:
+        return None
     return Marked(decided[0], first, decided[1])
 
 
@@ -354,25 +362,27 @@ def marked_outcomes(
     indexed once. Never raises for what the files hold."""
     out: dict[str, Marked] = {}
     modules: dict[str, _Scope | None] = {}
-    governed: dict[str, bool] = {}
+    governs: dict[str, bool] = {}
     memo: dict[tuple[str, str], Marked | None] = {}
     for test in test_ids[:_MAX_IDS]:
         path, _, rest = test.partition("::")
         if not rest or not path.endswith(".py"):
             continue
         if path not in modules:
-            text = text_of(path)
+            text = text_of(path) or ""
             tree = parse_source(text, path)
-            modules[path] = None if tree is None else _Scope(tree.body)
-            governed[path] = hooked(text_of, path, text or "")
+            modules[path] = None if tree is None else _Scope(tree.body, text)
+            governs[path] = tree is None or governed(text_of, path, module_words(tree))
         module = modules[path]
         if module is None:
             continue
         key = (path, rest.split("[", 1)[0])  # the parameters of one function share it
         if key not in memo:
             try:
-                memo[key] = _marked(module, key[1].split("::"), runxfail, pdb, governed[path])
+                memo[key] = _marked(module, key[1].split("::"), runxfail, pdb, governs[path])
             except (_Unknown, RecursionError):
+                memo[key] = None
+            except Exception:
                 memo[key] = None
         decided = memo[key]
         if decided is not None:

@@ -396,9 +396,8 @@ def test_no_claims_when_the_skipping_plugin_is_off() -> None:
     text_of = {"test_m.py": SOURCE}.get
     assert command_marks(text_of, _ids(), parse_pytest_args(["-p", "no:skipping"])) == {}
     on = command_marks(text_of, _ids(), parse_pytest_args(["--runxfail"]))
-    assert on and all(m.outcome in ("skip", "skip-call", "fail") for m in on.values())
-    # with the xfail marks off, a marked test whose body asserts False surely fails
-    assert on["test_m.py::test_xfail_fails"].outcome == "fail"
+    # (no test is claimed to fail: the module calls pytest.skip in a body)
+    assert on and all(m.outcome in ("skip", "skip-call") for m in on.values())
 
 
 def test_marks_off_through_the_ini_addopts() -> None:
