@@ -4,7 +4,8 @@ from the workspace without the model (``info["route"] == "exact"`` or ``"informa
 * :func:`exact_answer`: a script that does not exist (exit 2, the interpreter's message),
   a script or ``-c`` program that does not compile (exit 1, its ``SyntaxError``);
 * :func:`broken_import_answer`: a module the command imports does not compile;
-* :func:`informational_answer`: pytest's ``--help`` / ``--version`` (exit 0, no tests);
+* :func:`informational_answer`: pytest's ``--help`` / ``--version`` / ``--markers`` (exit
+  0, no tests), and its fixture listings where the targets exist (exit 0);
 * :func:`runner_absent_answer`: pytest in an environment that has none (SymPy's harness
   image): "No module named pytest" (exit 1) or "command not found" (exit 127); Python 2,
   which SWE-bench's images do not have (Python 3 only, ``python`` is Python 3): "command
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
@@ -148,18 +150,43 @@ def missing_target_answer(
     return ExecutionResult(stdout, message.rstrip("\n") + "\n\n", 4)
 
 
+#: pytest options that list what pytest knows instead of running tests: ``--markers``
+#: exits 0 before collecting; the fixture listings collect (a target that does not exist
+#: is exit 4) and exit 0 whatever a module's collection error
+_MARKER_LISTING = frozenset({"--markers"})
+_FIXTURE_LISTINGS = frozenset({"--fixtures", "--funcargs", "--fixtures-per-test"})
+
+
+def _pytest_flags(argv: Sequence[str]) -> set[str]:
+    return {a for a in argv if a.startswith("--") and "=" not in a}
+
+
 def informational_answer(
-    request: ExecutionRequest, kind: str, info: dict[str, Any]
+    request: ExecutionRequest,
+    kind: str,
+    info: dict[str, Any],
+    collected: FileState | None = None,
 ) -> ExecutionResult | None:
-    """pytest's ``--help`` and ``--version``: exit 0 without collecting a test; the text
-    (which differs between versions) is not written. Listings such as ``--fixtures`` or
-    ``--setup-plan`` collect and can fail: the model decides those."""
+    """pytest's ``--help``, ``--version`` and ``--markers``: exit 0 without collecting a
+    test; with ``collected`` (the state, once the command's targets are known to exist),
+    the fixture listings (``--fixtures``, ``--fixtures-per-test``): exit 0, unless a
+    changed ``conftest.py`` does not compile (pytest cannot start then). The text (which
+    differs between versions) is not written. ``--setup-plan`` / ``--setup-only`` collect
+    and can fail: the model decides those."""
     from sweworld.transition.facts import parse_command
 
     if kind != "pytest":
         return None
+    if collected is not None and any(
+        p.endswith("conftest.py") and _fails_to_parse(collected, p) for p in collected.changed
+    ):
+        return None
     options = parse_command(tuple(request.argv)).pytest
-    if options is None or not (options.help or options.version):
+    if options is None:
+        return None
+    flags = _pytest_flags(request.argv)
+    listing = flags & (_FIXTURE_LISTINGS if collected is not None else _MARKER_LISTING)
+    if not (listing or (collected is None and (options.help or options.version))):
         return None
     info.update(route="informational", tests=0, text_source="none")
     return ExecutionResult("", "", 0)

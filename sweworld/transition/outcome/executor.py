@@ -214,6 +214,9 @@ class OutcomeExecutor:
             info.update(route="exact", text_source="exact", tests=0,
                         reason="a test target does not exist")  # fmt: skip
             return self._answered(request, argv, answer, info, start)
+        listing = informational_answer(request, kind, info, collected=state)
+        if listing is not None:  # exact: a fixture listing runs no test
+            return self._answered(request, argv, listing, info, start)
         step = step_features(
             argv,
             request.cwd,

@@ -108,3 +108,34 @@ def test_pytest_where_the_tasks_environment_has_none() -> None:
         assert absent.stderr == f"bash: line 1: {argv0}: command not found\n"
     assert ask(["python2", "x.py"], installed=True)[0] is None
     assert ask(["/opt/py2/bin/python2", "x.py"], task=requests)[0] is None
+
+
+def test_listings_exit_as_real_pytest(tmp_path) -> None:
+    """pytest's marker and fixture listings run no test: their exit code is real pytest's,
+    a module that does not import included (only a missing target is an error, exit 4)."""
+    import subprocess
+    import sys
+
+    from sweworld.sandbox.executor import ExecutionRequest
+    from sweworld.transition.outcome.executor import OutcomeExecutor
+
+    (tmp_path / "test_a.py").write_text("def test_x():\n    assert 0\n")
+    (tmp_path / "test_b.py").write_text(
+        "import surely_not_installed_mod\n\n\ndef test_y():\n    pass\n"
+    )
+    executor = OutcomeExecutor()
+    for argv in (
+        ["pytest", "--markers"],
+        ["pytest", "--markers", "nothere.py"],
+        ["pytest", "--fixtures", "test_b.py"],
+        ["pytest", "--fixtures-per-test", "test_a.py"],
+        ["pytest", "--fixtures", "nothere.py"],
+    ):
+        real = subprocess.run(
+            [sys.executable, "-m", *argv, "-p", "no:cacheprovider"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        request = ExecutionRequest(
+            argv=tuple(argv), cwd="/testbed", workspace=tmp_path, base=tmp_path
+        )
+        assert executor.execute(request).exit_code == real.returncode, argv

@@ -91,11 +91,19 @@ def test_pytest_help_and_listings_run_no_tests(manager, toy_task, calc_model) ->
             info = last_info(run)
             assert run.exit_code == 0 and info["route"] == "informational"
             assert info["tests"] == 0 and run.stdout == ""
-        # listings collect (a conftest can fail them) and a real run: the model decides
-        for cmd in ("pytest --fixtures tests/test_textutil.py", "pytest tests/test_textutil.py"):
+        # the marker and fixture listings run no test: exit 0 (pytest's own exit code even
+        # where a test module does not import); a missing target is still exit 4
+        for cmd in ("pytest --markers", "pytest --fixtures tests/test_textutil.py",
+                    "pytest --fixtures-per-test tests"):  # fmt: skip
+            run = s.run(cmd)
+            assert run.exit_code == 0 and last_info(run)["route"] == "informational", cmd
+        assert s.run("pytest --fixtures nothere.py").exit_code == 4
+        # --setup-plan collects and fails on a module that does not import, and a real
+        # run: the model decides
+        for cmd in ("pytest --setup-plan tests/test_textutil.py", "pytest tests/test_textutil.py"):
             assert last_info(s.run(cmd))["route"] == "outcome-model"
         # every answered step is in the session's ledger, as in the model's training rows
-        assert ex._ledger(s.id).steps == 5
+        assert ex._ledger(s.id).steps == 9
         # the trees the steps parsed are shared between steps: none of them was modified
         for path in ("tests/test_textutil.py", "stockroom/textutil.py"):
             text = s.run(f"cat {path}").stdout
