@@ -36,7 +36,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sweworld.transition.facts.simulation import dotted_name
-from sweworld.transition.outcome.failing import always_fails, governed, module_words
+from sweworld.transition.outcome.failing import (
+    ModuleFacts,
+    always_fails,
+    governed,
+    module_words,
+)
 from sweworld.transition.outcome.programs import parse_source
 
 __all__ = [
@@ -175,7 +180,10 @@ def _decide(marks: Sequence[ast.expr], runxfail: bool, pdb: bool) -> tuple[str, 
                 raise _Unknown("skip with several arguments")
             given = _keyword(call, "reason") or (call.args[0] if call and call.args else None)
             return "skip", _reason(given, "unconditional skip"), name
-    if runxfail:
+    if runxfail:  # the marks are off, but pytest still evaluates their conditions
+        for name, call in named:
+            if name == "xfail":
+                _condition(call)
         return None
     for name, call in named:
         if name != "xfail":
@@ -256,11 +264,12 @@ class _Scope:
     """A module's or class's definitions by name (the last one of each name: the one that
     runs) and the marks its ``pytestmark`` applies, computed once."""
 
-    def __init__(self, body: Sequence[ast.stmt], text: str = ""):
+    def __init__(self, body: Sequence[ast.stmt]):
         self.defs: dict[str, ast.stmt] = {}
-        #: every name the body binds at its top level, and the module's source
+        #: every name the body binds at its top level
         self.bound: set[str] = set()
-        self.text = text
+        #: what failing.py reads of a module (set for modules, not classes)
+        self.facts: ModuleFacts | None = None
         for node in body:
             self.bound |= _bound_names(node)
             if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -339,14 +348,30 @@ def _marked(
     if call is not None and (decided is None or decided[0] != "xfail-notrun"):
         # the call runs first in the test (after its setup; a test not run never gets there)
         return Marked("skip-call", call.lineno, call.args[0].value)  # type: ignore[attr-defined]
-    if decided is None and not governed:
+    if decided is None and not governed and module.facts is not None:
         setup = scope.defs.get("setUp")
         inherited = marks[len(func.decorator_list) :]
-        failing = always_fails(func, chain, setup, module.bound, module.text, inherited)
+        failing = always_fails(func, chain, setup, module.facts, inherited)
         return None if failing is None else Marked("fail", *failing)
     if decided is None:
         return None
     return Marked(decided[0], first, decided[1])
+
+
+def _compiles(text: str, path: str) -> bool:
+    """Whether the module compiles, warnings as errors (what parses may still not compile:
+    a ``__future__`` import after another, ``await`` outside an async function; a warning
+    such as an invalid escape sequence is an error where the ini turns warnings into
+    errors)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            compile(text, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, Warning, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def marked_outcomes(
@@ -371,8 +396,14 @@ def marked_outcomes(
         if path not in modules:
             text = text_of(path) or ""
             tree = parse_source(text, path)
-            modules[path] = None if tree is None else _Scope(tree.body, text)
-            governs[path] = tree is None or governed(text_of, path, module_words(tree))
+            modules[path] = None if tree is None else _Scope(tree.body)
+            governs[path] = (
+                tree is None
+                or not _compiles(text, path)
+                or governed(text_of, path, module_words(tree))
+            )
+            if tree is not None and not governs[path]:
+                modules[path].facts = ModuleFacts(tree, modules[path].bound)
         module = modules[path]
         if module is None:
             continue

@@ -85,8 +85,22 @@ class TestSetUpPrints(unittest.TestCase):
     def setUp(self):
         print("set up")
 
+    def tearDown(self):
+        print("torn down")
+
     def test_two(self):
         raise KeyError("after the set-up")
+
+
+def test_handler_raises_from_another_cause():
+    try:
+        raise KeyError("a")
+    except KeyError:
+        raise ValueError("b") from RuntimeError("c")
+
+
+def test_fail_without_a_trace():
+    pytest.fail("m", False)
 
 
 class TestSetUpRaises(unittest.TestCase):
@@ -189,6 +203,8 @@ CLAIMED = {
     "TestSetUpPrints::test_two": "KeyError",
     "TestSetUpRaises::test_one": "ValueError",
     "test_raise_own_class": "",
+    "test_handler_raises_from_another_cause": "",  # the cause is shown, not the body's
+    "test_fail_without_a_trace": "",  # no E line at all
 }
 
 
@@ -479,6 +495,96 @@ def test_x():
 """,
         },
         None,
+    ),
+    "parses but does not compile": (
+        {
+            "test_f.py": """\
+import pytest
+from __future__ import annotations
+
+
+def test_x():
+    assert 0
+"""
+        },
+        None,
+    ),
+    "warnings as errors and a mark the ini does not name": (
+        {
+            "pytest.ini": "[pytest]\nfilterwarnings =\n    error\n",
+            "test_f.py": """\
+import pytest
+
+
+@pytest.mark.regression
+def test_x():
+    assert 0
+""",
+        },
+        None,
+    ),
+    "a selection in the ini's addopts": (
+        {
+            "pyproject.toml": "[tool.pytest.ini_options]\naddopts = \"-m 'not slow'\"\n",
+            "test_f.py": """\
+import pytest
+
+
+@pytest.mark.slow
+def test_x():
+    assert 0
+""",
+        },
+        None,
+    ),
+    "a misspelt parametrize elsewhere in the module": (
+        {
+            "test_f.py": """\
+import pytest
+
+
+@pytest.mark.parameterize("y", [1])
+def test_other(y):
+    pass
+
+
+def test_x():
+    assert 0
+"""
+        },
+        None,
+    ),
+    "a TestCase that overrides fail": (
+        {
+            "test_f.py": """\
+import unittest
+
+
+class TestC(unittest.TestCase):
+    def fail(self, msg=None):
+        pass
+
+    def test_x(self):
+        self.fail("quiet")
+"""
+        },
+        "PASSED",
+    ),
+    "a conftest hook bound by assignment": (
+        {
+            "conftest.py": """\
+import pytest
+
+
+def _off(item):
+    pytest.skip("assigned hook")
+
+
+pytest_runtest_setup = _off
+""",
+            "test_f.py": "def test_x():\n    assert 0\n",
+        },
+        "SKIPPED",
     ),
     "test rebound later": (
         {
