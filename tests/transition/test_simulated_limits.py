@@ -91,10 +91,17 @@ def test_a_model_that_never_answers_does_not_leak_a_thread_per_step(workspace, c
         sim.execute(request(workspace, argv=(*COMMAND[:2], f"import stockroom; print({i})")))
         for i in range(MAX_STALLED_WORKERS + 6)
     ]
+    # the workers of steps that were not asked end at once; those waiting on the model
+    # stay (a machine under load may still be ending the last ones: they are waited for)
+    settle = time.monotonic() + 10
+    while threading.active_count() - before > MAX_STALLED_WORKERS and time.monotonic() < settle:
+        time.sleep(0.05)
     assert threading.active_count() - before <= MAX_STALLED_WORKERS
     assert all(r.exit_code == FALLBACK_EXIT_CODE for r in results)
-    last = results[-1]
-    assert "not asked again" in last.info["error"] and not last.info.get("timed_out")
+    # past the cap a step is answered at once, without its deadline (one that timed out
+    # building its context on a loaded machine was not asked either)
+    spared = [r for r in results[MAX_STALLED_WORKERS:] if not r.info.get("timed_out")]
+    assert spared and all("not asked again" in r.info["error"] for r in spared)
     assert any("not asked again" in r.getMessage() for r in caplog.records)
     release.set()
     deadline = time.monotonic() + 10
