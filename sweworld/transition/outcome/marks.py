@@ -35,13 +35,13 @@ import ast
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from sweworld.transition.facts.simulation import dotted_name
 from sweworld.transition.outcome.failing import (
     ModuleFacts,
     always_fails,
     governed,
     module_words,
 )
+from sweworld.transition.outcome.failing import dotted as _dotted  # one reader of names
 from sweworld.transition.outcome.programs import parse_source
 
 __all__ = [
@@ -72,12 +72,6 @@ class Marked(NamedTuple):
 
 class _Unknown(Exception):
     """The marks may decide something this module does not read: leave the test alone."""
-
-
-def _dotted(node: ast.expr) -> str:
-    """``a.b.c`` of a name or attribute chain, of a call's function for a call ("" for
-    anything else)."""
-    return dotted_name(node.func if isinstance(node, ast.Call) else node) or ""
 
 
 def _mark_name(node: ast.expr) -> tuple[str, ast.Call | None]:
@@ -271,11 +265,12 @@ class _Scope:
         #: what failing.py reads of a module (set for modules, not classes)
         self.facts: ModuleFacts | None = None
         for node in body:
-            self.bound |= _bound_names(node)
+            names = _bound_names(node)
+            self.bound |= names
             if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defs[node.name] = node
                 continue
-            for name in _bound_names(node):  # a later binding of any kind: not known
+            for name in names:  # a later binding of any kind: not known
                 self.defs.pop(name, None)
         try:
             self.marks: list[ast.expr] | None = _pytestmarks(body)
@@ -305,9 +300,7 @@ def _uses_param_marks(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
-def _marked(
-    module: _Scope, names: list[str], runxfail: bool, pdb: bool, governed: bool = True
-) -> Marked | None:
+def _marked(module: _Scope, names: list[str], runxfail: bool, pdb: bool) -> Marked | None:
     scopes, scope = [module], module
     chain: list[ast.ClassDef] = []
     for name in names[:-1]:
@@ -348,7 +341,7 @@ def _marked(
     if call is not None and (decided is None or decided[0] != "xfail-notrun"):
         # the call runs first in the test (after its setup; a test not run never gets there)
         return Marked("skip-call", call.lineno, call.args[0].value)  # type: ignore[attr-defined]
-    if decided is None and not governed and module.facts is not None:
+    if decided is None and module.facts is not None:  # facts: nothing else governs it
         setup = scope.defs.get("setUp")
         inherited = marks[len(func.decorator_list) :]
         failing = always_fails(func, chain, setup, module.facts, inherited)
@@ -387,7 +380,6 @@ def marked_outcomes(
     indexed once. Never raises for what the files hold."""
     out: dict[str, Marked] = {}
     modules: dict[str, _Scope | None] = {}
-    governs: dict[str, bool] = {}
     memo: dict[tuple[str, str], Marked | None] = {}
     for test in test_ids[:_MAX_IDS]:
         path, _, rest = test.partition("::")
@@ -397,12 +389,9 @@ def marked_outcomes(
             text = text_of(path) or ""
             tree = parse_source(text, path)
             modules[path] = None if tree is None else _Scope(tree.body)
-            governs[path] = (
-                tree is None
-                or not _compiles(text, path)
-                or governed(text_of, path, module_words(tree))
-            )
-            if tree is not None and not governs[path]:
+            if tree is not None and not (
+                governed(text_of, path, module_words(tree)) or not _compiles(text, path)
+            ):  # failing.py may read its tests (compiled last: the dearest check)
                 modules[path].facts = ModuleFacts(tree, modules[path].bound)
         module = modules[path]
         if module is None:
@@ -410,10 +399,8 @@ def marked_outcomes(
         key = (path, rest.split("[", 1)[0])  # the parameters of one function share it
         if key not in memo:
             try:
-                memo[key] = _marked(module, key[1].split("::"), runxfail, pdb, governs[path])
-            except (_Unknown, RecursionError):
-                memo[key] = None
-            except Exception:
+                memo[key] = _marked(module, key[1].split("::"), runxfail, pdb)
+            except Exception:  # _Unknown, RecursionError, anything the files provoke
                 memo[key] = None
         decided = memo[key]
         if decided is not None:
