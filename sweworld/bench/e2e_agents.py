@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweworld.sandbox.executor import session_base
+
 __all__ = [
     "Candidate",
     "CandidateAgent",
@@ -143,6 +145,11 @@ class ShadowedExecutor:
         """The shadowed runs of ``session_id`` since the last call (oldest first)."""
         with self._lock:
             return self._pairs.pop(session_id, [])
+
+    def prepare_base(self, task: Any, base: Any) -> Any:
+        """The base the real side's sessions open on (:func:`~sweworld.sandbox.executor.
+        session_base`)."""
+        return session_base(self.real, task, base)
 
     def close_session(self, session_id: str) -> None:
         with self._lock:

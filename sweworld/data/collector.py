@@ -24,6 +24,7 @@ from sweworld.data.schema import (
 )
 from sweworld.data.store import RecordStore, cut_torn_tail
 from sweworld.reward.real import GRADED_STATUSES
+from sweworld.sandbox.executor import session_base
 
 __all__ = [
     "FAILED_STATUSES",
@@ -109,6 +110,11 @@ class Guard:
     def failure(self, session_id: str) -> str | None:
         with self._lock:
             return self.failures.get(session_id)
+
+    def prepare_base(self, task: Any, base: Any) -> Any:
+        """The base the real side's sessions open on (:func:`~sweworld.sandbox.executor.
+        session_base`)."""
+        return session_base(self.truth, task, base)
 
     def close_session(self, session_id: str) -> None:
         with self._lock:

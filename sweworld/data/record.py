@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from sweworld.data.schema import SWTRecord, command_kind, record_id, to_json
-from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
+from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult, session_base
 
 __all__ = ["RecordingExecutor", "context_config", "test_statuses"]
 
@@ -146,6 +146,11 @@ class RecordingExecutor:
             self._step[session_id] = step
             self._call[session_id] = 0
             self._annotations[session_id] = dict(annotations)
+
+    def prepare_base(self, task: Any, base: Any) -> Any:
+        """The base the real side's sessions open on (:func:`~sweworld.sandbox.executor.
+        session_base`)."""
+        return session_base(self.truth, task, base)
 
     def close_session(self, session_id: str) -> None:
         with self._lock:

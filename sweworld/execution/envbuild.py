@@ -1,6 +1,11 @@
 """The sandbox an environment build runs in: the host's folders read-only (network kept),
 ``/testbed`` a throwaway copy-on-write view of the base checkout, the virtualenv writable at
-its fixed sandbox path, and an environment of only the variables a build needs."""
+its fixed sandbox path, and an environment of only the variables a build needs.
+
+What the build leaves in ``/testbed`` that git ignores (``*.egg-info``, a setuptools_scm
+``_version.py``, extensions compiled in place) is the build's *products*: they are packed
+into a tar beside the virtualenv, and :mod:`sweworld.execution.prepared` lays them under
+each session's base checkout, as the task's Docker image holds them in its ``/testbed``."""
 
 from __future__ import annotations
 
@@ -25,6 +30,21 @@ TRANSIENT_RE = re.compile(
     r"Bad Gateway|Gateway Time-?out)|ChunkedEncodingError|RemoteDisconnected"
 )
 _HIDDEN = frozenset({"proc", "dev", "tmp", "testbed", "sys", "opt"})
+
+PRODUCTS_TAR = "products.tar"
+PRODUCTS_MOUNT = f"{MOUNT_ROOT}/products"
+# After a build that succeeded: the files git ignores in /testbed, less bytecode, as a tar
+# (a failure here is reported in the log, never the build's).
+_COLLECT = f"""
+cd /testbed && (
+  export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+  git -c safe.directory='*' -c core.quotePath=false ls-files -z --others --ignored \\
+    --exclude-standard > {PRODUCTS_MOUNT}/all &&
+  {{ grep -zv -e '__pycache__/' -e '\\.py[co]$' {PRODUCTS_MOUNT}/all || [ $? = 1 ]; }} \\
+    > {PRODUCTS_MOUNT}/list &&
+  tar --null --no-recursion -T {PRODUCTS_MOUNT}/list -cf {PRODUCTS_MOUNT}/{PRODUCTS_TAR}
+) || echo "sweworld: the files the build made in /testbed could not be collected" >&2
+"""
 
 
 @dataclass(frozen=True)
@@ -78,15 +98,24 @@ def run_build(
     timeout: float,
     binds: Sequence[tuple[Path, str]] = (),
     extra_env: Mapping[str, str] = (),
+    products: Path | None = None,
 ) -> BuildOutcome:
     """Run a build script in the host-view sandbox with ``/testbed`` = a scratch copy of
     ``base`` (copy-on-write, discarded afterwards), ``venv`` at ``/opt/sweworld/venv`` and
-    ``binds`` (the base interpreter) read-only. ``venv`` is emptied first."""
+    ``binds`` (the base interpreter) read-only. ``venv`` is emptied first.
+
+    With ``products`` (a folder, emptied first), a build that succeeds leaves there
+    :data:`PRODUCTS_TAR`: the files it made in ``/testbed`` that git ignores, bytecode
+    apart."""
     from sweworld.dirs import runtime_dir
     from sweworld.sandbox.backends import make_workspace, resolve_backend
 
     shutil.rmtree(venv, ignore_errors=True)
     venv.mkdir(parents=True, exist_ok=True)
+    if products is not None:
+        shutil.rmtree(products, ignore_errors=True)
+        products.mkdir(parents=True)
+        script = script.rstrip("\n") + "\n" + _COLLECT
     pip_cache.mkdir(parents=True, exist_ok=True)
     scratch_root = Path(tempfile.mkdtemp(prefix="envbuild-", dir=runtime_dir()))
     workspace = None
@@ -97,6 +126,7 @@ def run_build(
             *((host, inside, False) for host, inside in binds),
             (venv, VENV_MOUNT, True),
             (pip_cache, PIP_CACHE_MOUNT, True),
+            *([(products, PRODUCTS_MOUNT, True)] if products is not None else []),
         ]
         argv = [
             bwrap_path(),
@@ -138,4 +168,11 @@ def run_build(
         shutil.rmtree(scratch_root, ignore_errors=True)
 
 
-__all__ = ["TRANSIENT_RE", "BuildOutcome", "host_view_args", "may_be_transient", "run_build"]
+__all__ = [
+    "PRODUCTS_TAR",
+    "TRANSIENT_RE",
+    "BuildOutcome",
+    "host_view_args",
+    "may_be_transient",
+    "run_build",
+]

@@ -34,8 +34,10 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
+import tarfile
 import threading
 import time
 from collections.abc import Mapping
@@ -44,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from sweworld.dirs import cache_dir
-from sweworld.execution.envbuild import BuildOutcome, run_build
+from sweworld.execution.envbuild import PRODUCTS_TAR, BuildOutcome, run_build
 from sweworld.execution.interpreters import (
     VENV_MOUNT,
     Interpreter,
@@ -57,7 +59,7 @@ from sweworld.execution.test_plugins import config_plugin_packages
 from sweworld.sandbox.launch import SYSTEM_PATH
 
 BUILD_LOG_TAIL = 4000
-LAYOUT = 2  # venv at VENV_MOUNT (1: venv at its host path)
+LAYOUT = 3  # 3: the build's products kept; 2: venv at VENV_MOUNT; 1: venv at its host path
 log = logging.getLogger(__name__)
 
 
@@ -115,7 +117,9 @@ class PythonEnv:
     ``read_only`` lists the ``(host, sandbox path)`` folders a run sandbox must show;
     ``run_env`` the variables a run needs (``PATH`` with the environment first). ``python``
     is the interpreter it was made from; ``python_requested`` the task environment's Python
-    (None when unknown) and ``python_exact`` whether ``python`` fits it.
+    (None when unknown) and ``python_exact`` whether ``python`` fits it. ``products`` is the
+    tar of the files the build made in ``/testbed`` that git ignores (None when it made
+    none, or failed): :mod:`sweworld.execution.prepared` lays them under session bases.
     """
 
     key: str
@@ -130,6 +134,7 @@ class PythonEnv:
     python_exact: bool = True
     transient: bool = False
     attempts: int = 1
+    products: Path | None = None
 
     @property
     def base_prefix(self) -> Path:
@@ -167,13 +172,53 @@ class PythonEnv:
 
 @dataclass(frozen=True)
 class EnvPlan:
-    """What will be built for a task: the recipe and the interpreter chosen for it."""
+    """What will be built for a task: the recipe and the interpreter chosen for it, and
+    ``build_env``: variables for the build only (see :func:`scm_version_env`)."""
 
     recipe: EnvRecipe
     python: Interpreter | None
     requested: str | None
     exact: bool
     note: str = ""
+    build_env: Mapping[str, str] = field(default_factory=dict)
+    packaging: str = ""
+
+
+_PACKAGING_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
+
+
+def packaging_digest(base: Path | None) -> str:
+    """A digest of the base checkout's packaging files (setup.py, setup.cfg,
+    pyproject.toml). An install depends on them (entry points, dependencies, the version
+    file), and SWE-bench installs each task at its own base commit: two bases whose
+    packaging differs get environments of their own (pytest 5.4's ``pytest:main`` became
+    ``pytest:console_main`` within the version), equal ones share one."""
+    if base is None:
+        return ""
+    digest = hashlib.sha256()
+    for name in _PACKAGING_FILES:
+        try:
+            data = (base / name).read_bytes()
+        except OSError:
+            data = b"\0missing"
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()[:16]
+
+
+_RELEASE_RE = re.compile(r"\d+(?:\.\d+){1,2}")
+
+
+def scm_version_env(task: Any, recipe: EnvRecipe) -> dict[str, str]:
+    """The version a setuptools_scm build reports, from the task's release (``"5.4"`` ->
+    ``5.4.0``). A base checkout keeps no tags (they may point past the base), so without
+    it setuptools_scm says ``0.1.dev1`` and a ``minversion`` check refuses the project's
+    own pytest; SWE-bench's image, which keeps the tags older than the base, says
+    ``5.4.1.devN+g<sha>``. Empty when the task has no release or the recipe sets one."""
+    version = str(getattr(task, "version", None) or "")
+    if not _RELEASE_RE.fullmatch(version) or "SETUPTOOLS_SCM_PRETEND_VERSION" in recipe.env:
+        return {}
+    parts = version.split(".")
+    return {"SETUPTOOLS_SCM_PRETEND_VERSION": ".".join(parts + ["0"] * (3 - len(parts)))}
 
 
 def _previous_venv(root: Path) -> str | None:
@@ -295,6 +340,10 @@ class EnvBuilder:
                 changes["packages"] = (f"pytest=={pin}",)
             if not tenv.pytest_installed and recipe.packages == ("pytest",):
                 changes["packages"] = ()  # as the harness's environment: no pytest
+            if tenv.packages and recipe.packages == ("pytest",):
+                # the harness's pins (pytest's own suite needs its pluggy, seaborn's tests
+                # matplotlib 3.7): after the runner, so that they win
+                changes["packages"] = (*changes.get("packages", recipe.packages), *tenv.packages)
             if base is not None and not tenv.install:
                 # no harness recipe (a factory library, an unknown repository): the plugins
                 # the repository's own pytest configuration needs (parse's --cov)
@@ -306,7 +355,15 @@ class EnvBuilder:
             exact = tenv.accepts_python(interp.version) if tenv is not None else True
         else:
             exact = False
-        return EnvPlan(recipe=recipe, python=interp, requested=requested, exact=exact, note=note)
+        return EnvPlan(
+            recipe=recipe,
+            python=interp,
+            requested=requested,
+            exact=exact,
+            note=note,
+            build_env=scm_version_env(task, recipe),
+            packaging=packaging_digest(base),
+        )
 
     def key_for(self, task: Any, plan: EnvPlan) -> str:
         blob = json.dumps(
@@ -317,6 +374,8 @@ class EnvBuilder:
                 getattr(task, "environment_setup_commit", None) or getattr(task, "base_commit", ""),
                 asdict(plan.python) if plan.python else None,
                 asdict(plan.recipe),
+                dict(plan.build_env),
+                plan.packaging,
             ],
             sort_keys=True,
             default=str,
@@ -363,6 +422,7 @@ class EnvBuilder:
         except (OSError, ValueError):
             return None  # a torn or foreign status file: build again
         log_path = root / "build.log"
+        products = data.get("products")
         return PythonEnv(
             key=key,
             root=root,
@@ -376,6 +436,7 @@ class EnvBuilder:
             python_exact=plan.exact,
             transient=bool(data.get("transient", False)),
             attempts=int(data.get("attempts", 1)),
+            products=root / str(products) if isinstance(products, str) and products else None,
         )
 
     def _build(self, key: str, root: Path, plan: EnvPlan, base: Path) -> PythonEnv:
@@ -383,6 +444,7 @@ class EnvBuilder:
         # environment keep it while this one is built; older builds are removed afterwards.
         previous = _previous_venv(root)
         venv = root / "venvs" / f"{time.time_ns():x}-{os.getpid()}"
+        made = root / "products" / venv.name
         (root / "status.json").unlink(missing_ok=True)
         started = time.monotonic()
         logs: list[str] = []
@@ -402,7 +464,8 @@ class EnvBuilder:
                     pip_cache=cache_dir() / "pip",
                     timeout=self.timeout,
                     binds=plan.python.binds(),
-                    extra_env={**plan.python.env(), **plan.recipe.env},
+                    extra_env={**plan.python.env(), **plan.build_env, **plan.recipe.env},
+                    products=made,
                 )
                 if self.attempts > 1:
                     logs.append(f"sweworld: build attempt {attempt} of {self.attempts}\n")
@@ -413,6 +476,7 @@ class EnvBuilder:
                 time.sleep(self.retry_delay * 2 ** (attempt - 1))
         text = "".join(logs)
         build_s = time.monotonic() - started
+        products = _products(made / PRODUCTS_TAR) if outcome.ok else None
         if not outcome.ok:
             log.warning("environment %s could not be built (%d attempts)", key, attempt)
         (root / "build.log").write_text(text)
@@ -426,17 +490,20 @@ class EnvBuilder:
                     "python": asdict(plan.python) if plan.python else None,
                     "python_requested": plan.requested,
                     "recipe": asdict(plan.recipe),
+                    "build_env": dict(plan.build_env),
                     "layout": LAYOUT,
                     "venv": str(venv.relative_to(root)),
+                    "products": str(products.relative_to(root)) if products else None,
                 },
                 default=str,
                 indent=1,
             )
         )
         keep = {venv.name, previous}
-        for old in (root / "venvs").iterdir():
-            if old.name not in keep:
-                shutil.rmtree(old, ignore_errors=True)
+        for folder in ("venvs", "products", "bases"):
+            for old in (root / folder).iterdir() if (root / folder).is_dir() else ():
+                if old.name not in keep:
+                    shutil.rmtree(old, ignore_errors=True)
         return PythonEnv(
             key=key,
             root=root,
@@ -450,7 +517,17 @@ class EnvBuilder:
             python_exact=plan.exact,
             transient=outcome.transient and not outcome.ok,
             attempts=attempt,
+            products=products,
         )
+
+
+def _products(tar: Path) -> Path | None:
+    """The products tar when the build made any file (an empty tar is 10 KiB of zeros)."""
+    try:
+        with tarfile.open(tar) as archive:
+            return tar if archive.next() is not None else None
+    except (OSError, tarfile.TarError):
+        return None
 
 
 __all__ = ["BUILD_LOG_TAIL", "EnvBuilder", "EnvPlan", "EnvRecipe", "PythonEnv", "run_build"]

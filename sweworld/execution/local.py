@@ -30,10 +30,12 @@ from typing import Any
 
 from sweworld.dirs import control_dir
 from sweworld.execution.envs import EnvBuilder, EnvRecipe, PythonEnv
+from sweworld.execution.prepared import prepared_base
 from sweworld.sandbox.bwrap import SandboxRunner
 from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult
 from sweworld.sandbox.launch import SandboxUnavailable
 from sweworld.sandbox.limits import PidsCgroup, SandboxLimits
+from sweworld.sandbox.repos import BaseCheckout
 
 log = logging.getLogger(__name__)
 _runner_ids = itertools.count(1)
@@ -97,6 +99,18 @@ class LocalExecutor:
     def environment(self, task: Any, base: Path, *, rebuild: bool = False) -> PythonEnv:
         """Build (once) and return the environment of ``task``."""
         return self.builder.ensure(task, base, rebuild=rebuild)
+
+    def prepare_base(self, task: Any, base: BaseCheckout) -> BaseCheckout:
+        """The base checkout a session of ``task`` opens on: ``base`` with the files the
+        environment's build made in ``/testbed`` laid in (:mod:`sweworld.execution.
+        prepared`), as the task's image holds them. Builds the environment now (once).
+        ``base`` itself where the build failed (the session's first command says why) or
+        its products cannot be laid in (logged)."""
+        try:
+            return prepared_base(base, self.environment(task, base.path))
+        except Exception:  # the session still opens; a command reports a failed build
+            log.exception("could not lay the build's files under %s", base.path)
+            return base
 
     # ------------------------------------------------------------------ execution
 

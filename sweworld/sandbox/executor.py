@@ -104,11 +104,23 @@ class ExecutionResult:
 
 @runtime_checkable
 class Executor(Protocol):
-    """Runs (or predicts) one execution command. Must be safe to call from many threads."""
+    """Runs (or predicts) one execution command. Must be safe to call from many threads.
+
+    Optional hooks a session manager calls where an executor has them: ``prepare_base(task,
+    base)`` (the base checkout a new session opens on, see :func:`session_base`),
+    ``fork_session``, ``close_session`` and ``workspace_replaced``."""
 
     name: str
 
     def execute(self, request: ExecutionRequest) -> ExecutionResult: ...
+
+
+def session_base(executor: Any, task: Any, base: Any) -> Any:
+    """The base checkout a session of ``executor`` opens on: what its ``prepare_base`` hook
+    returns (the local executor lays in the files its environment build made in
+    ``/testbed``), else ``base``. Executors that wrap a real one pass the call on to it."""
+    hook = getattr(executor, "prepare_base", None)
+    return hook(task, base) if hook is not None else base
 
 
 NO_EXECUTOR_EXIT_CODE = 126

@@ -22,7 +22,7 @@ from typing import Any
 
 from sweworld.dirs import control_dir, runtime_dir
 from sweworld.sandbox.backends import make_workspace, resolve_backend
-from sweworld.sandbox.executor import Executor, NoExecutor
+from sweworld.sandbox.executor import Executor, NoExecutor, session_base
 from sweworld.sandbox.launch import SandboxUnavailable, bwrap_path
 from sweworld.sandbox.limits import (
     PidsCgroup,
@@ -169,6 +169,7 @@ class SessionManager:
         base = self.checkout(
             task, repo=repo, base_commit=base_commit, repo_path=repo_path, history=history
         )
+        base = session_base(exec_obj, task, base)
         return self._new_session(base, exec_obj, config or self.default_config, task)
 
     def _new_session(

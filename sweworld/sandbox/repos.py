@@ -209,7 +209,7 @@ def clone_mirror(repo: str, url: str, dest_dir: Path) -> Path:
     """``git clone --mirror url`` into ``dest_dir/owner__name.git`` (needs a network for URLs)."""
     dest = dest_dir / f"{repo.replace('/', '__')}.git"
     dest_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(dest.with_suffix(".lock")):
+    with file_lock(dest.with_suffix(".lock")):
         if not dest.exists():
             tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=dest_dir))
             try:
@@ -226,7 +226,8 @@ def is_git_repo(path: Path) -> bool:
 
 
 @contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
+def file_lock(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path`` (created, parents too) for the block."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -301,7 +302,7 @@ def materialize(
         raise RepoError(text, public=text)
     root = root or cache_dir() / "checkouts"
     final = root / checkout_key(repo, base_commit if git_source else None, setup_patch, history)
-    with _locked(final.parent / f".{final.name}.lock"):
+    with file_lock(final.parent / f".{final.name}.lock"):
         if not final.exists():
             tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
             try:

@@ -79,6 +79,8 @@ class TaskEnvironment:
         pytest_installed: False where the environment is known to have no pytest (the
             harness environment of a repository that runs another runner:
             :data:`~sweworld.tasks.swebench_specs.HARNESS_WITHOUT_PYTEST`).
+        packages: packages the environment pins (the harness's ``pip_packages``), installed
+            before ``install``.
     """
 
     python: str | None
@@ -91,6 +93,7 @@ class TaskEnvironment:
     python_full: str | None = None
     requirements_static: bool = True
     pytest_installed: bool = True
+    packages: tuple[str, ...] = ()
 
     @property
     def python_known(self) -> bool:
@@ -210,10 +213,11 @@ def task_environment(task: Any, repo_dir: Path | str | None = None) -> TaskEnvir
             python=spec.python if spec.matched else repo_python(repo),
             test_runner=spec.test_runner,
             runner_version=spec.pytest if spec.matched else None,
-            install=(spec.install,) if spec.install and spec.matched else (),
+            install=spec.install_commands() if spec.matched else (),
             source="swebench-spec",
             test_command=spec.test_command,
             pytest_installed=repo.lower() not in HARNESS_WITHOUT_PYTEST,
+            packages=spec.pip_packages if spec.matched else (),
         )
     elif repo.lower() == TOY_REPO_NAME:
         env = TaskEnvironment(

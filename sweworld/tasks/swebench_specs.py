@@ -4,7 +4,9 @@ For each repository the harness evaluates, and each of its versions: the Python 
 harness's environment is built with, the test command (``test_cmd``), the install command
 and the pytest version it pins (when it pins one). These are facts read from the harness's
 ``MAP_REPO_VERSION_TO_SPECS`` (harness 4.x, ``swebench/harness/constants/python.py``),
-encoded here as rows of ``(versions, python, test command, install, pytest pin)``.
+encoded here as rows of ``(versions, python, test command, install, pytest pin)``, with
+the packages the harness pins (``pip_packages``) and its ``pre_install`` commands for the
+repositories whose tests depend on them.
 
 :func:`harness_spec` looks a repository and version up. An unknown version of a known
 repository is answered with ``matched=False`` and the most recent version's row, so that
@@ -52,6 +54,11 @@ class HarnessSpec:
         pytest: the pytest version the environment pins, or None when it is not pinned.
         matched: False when the asked version is not in the table (this is then the row of
             the repository's most recent version, and per-version facts do not hold).
+        pip_packages: the packages the harness pins in the environment (``pip_packages``),
+            installed before ``install``.
+        pre_install: commands the harness runs in ``/testbed`` before ``install``.
+        requirements: the repository's requirements files the harness installs first
+            (``"packages": "requirements.txt"``; the first one the checkout has).
     """
 
     version: str
@@ -60,6 +67,26 @@ class HarnessSpec:
     install: str
     pytest: str | None = None
     matched: bool = True
+    pip_packages: tuple[str, ...] = ()
+    pre_install: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = ()
+
+    def install_commands(self) -> tuple[str, ...]:
+        """The harness's recipe as commands run in ``/testbed``: the requirements file,
+        then the pinned packages again where a requirements file ran (the harness
+        installs them after it), ``pre_install`` and ``install``. Empty without
+        ``install``."""
+        if not self.install:
+            return ()
+        commands: list[str] = []
+        if self.requirements:
+            paths = " ".join(self.requirements)
+            commands.append(
+                f'for f in {paths}; do if [ -f "$f" ]; then pip install -r "$f"; break; fi; done'
+            )
+            if self.pip_packages:
+                commands.append("pip install " + " ".join(self.pip_packages))
+        return (*commands, *self.pre_install, self.install)
 
     @property
     def test_runner(self) -> str:
@@ -240,6 +267,127 @@ _ROWS: dict[str, tuple[_Row, ...]] = {
 }
 
 
+_PYTEST_OLD = ("atomicwrites==1.4.1", "attrs==23.1.0", "more-itertools==10.1.0")
+_PYTEST_6 = ("attrs==23.1.0", "iniconfig==2.0.0")
+_SEABORN = (
+    "contourpy==1.1.0 cycler==0.11.0 fonttools==4.42.1 importlib-resources==6.0.1 "
+    "kiwisolver==1.4.5 matplotlib==3.7.2 numpy==1.25.2 packaging==23.1 {pandas} "
+    "pillow==10.0.0 pyparsing==3.0.9 pytest python-dateutil==2.8.2 pytz==2023.3.post1 "
+    "scipy==1.11.2 six==1.16.0 tzdata==2023.1 zipp==3.16.2"
+)
+_FLASK = "setuptools==70.0.0 click==8.1.3 itsdangerous==2.1.2 Jinja2==3.1.2 MarkupSafe==2.1.1"
+#: The harness's ``pip_packages`` (versions, packages), for the repositories whose tests
+#: depend on them being pinned (pytest's own suite on pluggy, seaborn's on matplotlib).
+_PINS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "pytest-dev/pytest": (
+        (
+            "4.4",
+            (*_PYTEST_OLD, "pluggy==0.13.1", "py==1.11.0", "setuptools==68.0.0", "six==1.16.0"),
+        ),
+        (
+            "4.5",
+            (
+                *_PYTEST_OLD,
+                "pluggy==0.11.0",
+                "py==1.11.0",
+                "setuptools==68.0.0",
+                "six==1.16.0",
+                "wcwidth==0.2.6",
+            ),
+        ),
+        (
+            "4.6",
+            (
+                *_PYTEST_OLD,
+                "packaging==23.1",
+                "pluggy==0.13.1",
+                "py==1.11.0",
+                "six==1.16.0",
+                "wcwidth==0.2.6",
+            ),
+        ),
+        (
+            "5.0 5.1 5.2",
+            (*_PYTEST_OLD, "packaging==23.1", "pluggy==0.13.1", "py==1.11.0", "wcwidth==0.2.6"),
+        ),
+        (
+            "5.3",
+            (
+                "attrs==23.1.0",
+                "more-itertools==10.1.0",
+                "packaging==23.1",
+                "pluggy==0.13.1",
+                "py==1.11.0",
+                "wcwidth==0.2.6",
+            ),
+        ),
+        (
+            "5.4",
+            (
+                "py==1.11.0",
+                "packaging==23.1",
+                "attrs==23.1.0",
+                "more-itertools==10.1.0",
+                "pluggy==0.13.1",
+            ),
+        ),
+        (
+            "6.0",
+            (
+                *_PYTEST_6,
+                "more-itertools==10.1.0",
+                "packaging==23.1",
+                "pluggy==0.13.1",
+                "py==1.11.0",
+                "toml==0.10.2",
+            ),
+        ),
+        (
+            "6.2 6.3",
+            (*_PYTEST_6, "packaging==23.1", "pluggy==0.13.1", "py==1.11.0", "toml==0.10.2"),
+        ),
+        ("7.0", (*_PYTEST_6, "packaging==23.1", "pluggy==0.13.1", "py==1.11.0")),
+        (
+            "7.1 7.2",
+            (*_PYTEST_6, "packaging==23.1", "pluggy==0.13.1", "py==1.11.0", "tomli==2.0.1"),
+        ),
+        (
+            "7.4 8.0 8.1 8.2 8.3 8.4",
+            (
+                "iniconfig==2.0.0",
+                "packaging==23.1",
+                "pluggy==1.3.0",
+                "exceptiongroup==1.1.3",
+                "tomli==2.0.1",
+            ),
+        ),
+    ),
+    "mwaskom/seaborn": (
+        ("0.11", tuple(_SEABORN.format(pandas="pandas==1.3.5").split())),
+        ("0.12 0.13 0.14", tuple(_SEABORN.format(pandas="pandas==2.0.0").split())),
+    ),
+    "pallets/flask": (
+        (
+            "2.0",
+            (
+                "setuptools==70.0.0",
+                "Werkzeug==2.3.7",
+                "Jinja2==3.0.1",
+                "itsdangerous==2.1.2",
+                "click==8.0.1",
+                "MarkupSafe==2.1.3",
+            ),
+        ),
+        ("2.1 2.2 2.3 3.0 3.1", (*_FLASK.split(), "Werkzeug==2.3.7")),
+    ),
+}
+#: The harness's ``pre_install`` commands that change only how the project builds.
+_PRE_INSTALL = {("pytest-dev/pytest", "6.3"): ("sed -i 's/>=>=/>=/' setup.cfg",)}
+#: The harness's requirements files (``MAP_REPO_TO_REQS_PATHS``), for the repositories
+#: whose tests need what they pin (flask's tests import pytest 7's ``notset``).
+_REQUIREMENTS = {"pallets/flask": ("requirements/dev.txt",)}
+
+
 #: Repositories whose harness environment has no pytest: the harness installs SymPy's
 #: (conda ``mpmath flake8``, pip ``mpmath``, ``flake8-comprehensions``) and runs
 #: ``bin/test``. The recorded agent runs in the shared data agree: in SymPy's environment
@@ -249,17 +397,27 @@ _ROWS: dict[str, tuple[_Row, ...]] = {
 HARNESS_WITHOUT_PYTEST = frozenset({"sympy/sympy"})
 
 
-def _build(rows: tuple[_Row, ...]) -> dict[str, HarnessSpec]:
+def _build(repo: str, rows: tuple[_Row, ...]) -> dict[str, HarnessSpec]:
+    pins = {v: packages for versions, packages in _PINS.get(repo, ()) for v in versions.split()}
     table: dict[str, HarnessSpec] = {}
     for versions, python, command, install, pytest in rows:
         for version in versions.split():
-            table[version] = HarnessSpec(version, python, command, install, pytest)
+            table[version] = HarnessSpec(
+                version,
+                python,
+                command,
+                install,
+                pytest,
+                pip_packages=pins.get(version, ()),
+                pre_install=_PRE_INSTALL.get((repo, version), ()),
+                requirements=_REQUIREMENTS.get(repo, ()),
+            )
     return table
 
 
 # repository (lowercase owner/name) -> harness version -> spec
 SWEBENCH_SPECS: Mapping[str, Mapping[str, HarnessSpec]] = {
-    repo.lower(): _build(rows) for repo, rows in _ROWS.items()
+    repo.lower(): _build(repo, rows) for repo, rows in _ROWS.items()
 }
 
 

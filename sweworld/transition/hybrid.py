@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult, Executor
+from sweworld.sandbox.executor import ExecutionRequest, ExecutionResult, Executor, session_base
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +193,11 @@ class HybridExecutor:
             hook = getattr(side, name, None)
             if hook is not None:
                 hook(*args)
+
+    def prepare_base(self, task: Any, base: Any) -> Any:
+        """The base the real side's sessions open on (:func:`~sweworld.sandbox.executor.
+        session_base`)."""
+        return session_base(self.real, task, base)
 
     def close_session(self, session_id: str) -> None:
         self._each("close_session", session_id)

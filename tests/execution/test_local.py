@@ -173,3 +173,46 @@ def test_more_concurrent_sessions_than_warm_sandboxes(manager, toy_task):
         for s in sessions:
             s.destroy()
         executor.close()
+
+
+def test_what_the_build_makes_in_testbed_is_under_every_session(manager, toy_task, tmp_path):
+    # A SWE-bench image keeps what the install writes in /testbed (egg-info, pytest's
+    # setuptools_scm _version.py): without it pytest-dev/pytest did not even import.
+    made = (
+        "mkdir -p build stockroom/__pycache__",
+        "echo made > build/marker.txt",  # ignored by .gitignore: a product
+        "echo stale > stockroom/__pycache__/junk.pyc",  # bytecode: never laid in
+        "echo edited >> README.md",  # a tracked file: the base's version stays
+        "echo new > not_ignored.txt",  # not ignored: would reach the patch, not laid in
+    )
+    builder = EnvBuilder(tmp_path / "envs", default=EnvRecipe(packages=(), install=made))
+    executor = LocalExecutor(builder=builder, timeout=60)
+    plain = manager.checkout(toy_task)
+    try:
+        with manager.open(toy_task, executor=executor) as s:
+            assert s.base.path != plain.path and s.base.head == plain.head
+            assert s.read_file("/testbed/build/marker.txt") == "made\n"
+            assert s.read_file("/testbed/README.md") == (plain.path / "README.md").read_text()
+            listing = s.run("ls -a /testbed stockroom").stdout
+            assert "not_ignored.txt" not in listing and "__pycache__" not in listing
+            out = s.run("python -c \"print(open('build/marker.txt').read().strip())\"")
+            assert out.stdout == "made\n", out
+            assert s.get_patch() == ""  # products are ignored files: never in the patch
+            s.write_file("/testbed/stockroom/new_module.py", "X = 1\n")
+            assert "new_module.py" in s.get_patch() and "marker" not in s.get_patch()
+            first = s.base.path
+        with manager.open(toy_task, executor=executor) as again:
+            assert again.base.path == first  # laid in once, shared
+        assert not (plain.path / "build").exists()  # the shared base is never written
+    finally:
+        executor.close()
+
+
+def test_a_session_opens_on_the_plain_base_when_the_build_fails(manager, toy_task, tmp_path):
+    builder = EnvBuilder(tmp_path / "envs", default=EnvRecipe(packages=(), install=("exit 3",)))
+    executor = LocalExecutor(builder=builder)
+    try:
+        with manager.open(toy_task, executor=executor) as s:
+            assert s.base.path == manager.checkout(toy_task).path
+    finally:
+        executor.close()

@@ -8,18 +8,17 @@ group killed at its deadline, mounts cleared before a folder is removed).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from sweworld.dirs import cache_dir
+from sweworld.sandbox.repos import file_lock
 
 __all__ = [
     "ACTIVATE_SHIM",
@@ -146,13 +145,6 @@ def _require_root(what: str) -> None:
         raise ImageBuildError(f"sweworld: building {what} needs root (debootstrap, bubblewrap)")
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
 def _mounts_under(path: Path) -> list[str]:
     """Mount points at or below ``path`` (from /proc/self/mounts), deepest first."""
     prefix = str(path.resolve())
@@ -216,7 +208,7 @@ def build_base_rootfs(
     root = docker_cache_dir(cache) / f"base-{SUITE}-{_base_key()}"
     rootfs = root / "rootfs"
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / ".lock"):
+    with file_lock(root / ".lock"):
         if (root / "ok").exists() and rootfs.is_dir() and not rebuild:
             return rootfs
         _require_root("the base file system")
