@@ -34,16 +34,22 @@ _HIDDEN = frozenset({"proc", "dev", "tmp", "testbed", "sys", "opt"})
 PRODUCTS_TAR = "products.tar"
 PRODUCTS_MOUNT = f"{MOUNT_ROOT}/products"
 # After a build that succeeded: the files git ignores in /testbed, less bytecode, as a tar
-# (a failure here is reported in the log, never the build's).
+# (a failure here is reported in the log, never the build's). The system's git and tar, not
+# what the build may have put first on PATH; whatever the build left in the products
+# folder goes first. The host reads the tar as hostile all the same (prepared.py).
 _COLLECT = f"""
 cd /testbed && (
-  export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+  export PATH=/usr/bin:/bin GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+  rm -rf {PRODUCTS_MOUNT}/all {PRODUCTS_MOUNT}/list {PRODUCTS_MOUNT}/{PRODUCTS_TAR} &&
   git -c safe.directory='*' -c core.quotePath=false ls-files -z --others --ignored \\
     --exclude-standard > {PRODUCTS_MOUNT}/all &&
   {{ grep -zv -e '__pycache__/' -e '\\.py[co]$' {PRODUCTS_MOUNT}/all || [ $? = 1 ]; }} \\
     > {PRODUCTS_MOUNT}/list &&
   tar --null --no-recursion -T {PRODUCTS_MOUNT}/list -cf {PRODUCTS_MOUNT}/{PRODUCTS_TAR}
-) || echo "sweworld: the files the build made in /testbed could not be collected" >&2
+) || {{
+  rm -f {PRODUCTS_MOUNT}/{PRODUCTS_TAR}
+  echo "sweworld: the files the build made in /testbed could not be collected" >&2
+}}
 """
 
 

@@ -37,6 +37,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import tarfile
 import threading
 import time
@@ -187,6 +188,21 @@ class EnvPlan:
 _PACKAGING_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
 
 
+def _small_regular_file(path: Path, limit: int = 1 << 20) -> bytes:
+    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes (not
+    through a symlink: the checkout is the repository's), else a marker of what it is."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return b"\0missing"
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return f"\0special {info.st_mode:o} {info.st_size}".encode()
+        return handle.read(limit + 1)
+
+
 def packaging_digest(base: Path | None) -> str:
     """A digest of the base checkout's packaging files (setup.py, setup.cfg,
     pyproject.toml). An install depends on them (entry points, dependencies, the version
@@ -197,28 +213,32 @@ def packaging_digest(base: Path | None) -> str:
         return ""
     digest = hashlib.sha256()
     for name in _PACKAGING_FILES:
-        try:
-            data = (base / name).read_bytes()
-        except OSError:
-            data = b"\0missing"
+        data = _small_regular_file(base / name)
         digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     return digest.hexdigest()[:16]
 
 
-_RELEASE_RE = re.compile(r"\d+(?:\.\d+){1,2}")
+_RELEASE_RE = re.compile(r"[0-9]+(?:\.[0-9]+){1,2}")
 
 
 def scm_version_env(task: Any, recipe: EnvRecipe) -> dict[str, str]:
-    """The version a setuptools_scm build reports, from the task's release (``"5.4"`` ->
-    ``5.4.0``). A base checkout keeps no tags (they may point past the base), so without
-    it setuptools_scm says ``0.1.dev1`` and a ``minversion`` check refuses the project's
-    own pytest; SWE-bench's image, which keeps the tags older than the base, says
-    ``5.4.1.devN+g<sha>``. Empty when the task has no release or the recipe sets one."""
+    """The version a setuptools_scm build of the task's project reports, from the task's
+    release (``"5.4"`` -> ``5.4.0``). A base checkout keeps no tags (they may point past
+    the base), so without it setuptools_scm says ``0.1.dev1`` and a ``minversion`` check
+    refuses the project's own pytest; SWE-bench's image, which keeps the tags older than
+    the base, says ``5.4.1.devN+g<sha>``. Given for the project's distribution only
+    (``SETUPTOOLS_SCM_PRETEND_VERSION_FOR_PYTEST``: a dependency built from source keeps
+    its own version). Empty when the task has no release or the recipe sets one."""
     version = str(getattr(task, "version", None) or "")
-    if not _RELEASE_RE.fullmatch(version) or "SETUPTOOLS_SCM_PRETEND_VERSION" in recipe.env:
+    name = str(getattr(task, "repo", None) or "").rsplit("/", 1)[-1]
+    dist = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").upper()
+    if not _RELEASE_RE.fullmatch(version) or not dist:
+        return {}
+    key = f"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{dist}"
+    if key in recipe.env or "SETUPTOOLS_SCM_PRETEND_VERSION" in recipe.env:
         return {}
     parts = version.split(".")
-    return {"SETUPTOOLS_SCM_PRETEND_VERSION": ".".join(parts + ["0"] * (3 - len(parts)))}
+    return {key: ".".join(parts + ["0"] * (3 - len(parts)))}
 
 
 def _previous_venv(root: Path) -> str | None:

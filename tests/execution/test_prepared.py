@@ -4,6 +4,9 @@ base, never outside the tree, bounded, made once; the version setuptools_scm is 
 from __future__ import annotations
 
 import io
+import os
+import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,16 +18,27 @@ from sweworld.execution.envs import EnvRecipe, PythonEnv, scm_version_env
 from sweworld.execution.prepared import ProductsError, lay_products, prepared_base
 from sweworld.sandbox.repos import BaseCheckout
 
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "HOME": "/nonexistent",
+    "PATH": "/usr/bin:/bin",
+}
 
-def _tar(path: Path, members: dict[str, bytes | tuple[str, str]]) -> Path:
-    """A tar of files (bytes) and links (("sym" | "hard", target))."""
-    with tarfile.open(path, "w") as archive:
-        for name, body in members.items():
+
+def _tar(path: Path, members: list[tuple[str, bytes | tuple[str, str]]]) -> Path:
+    """A tar of files (bytes), links and special files ((kind, target): "sym", "hard",
+    "chr", "fifo"), in order, names repeated as given."""
+    types = {"sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE, "chr": tarfile.CHRTYPE}
+    types["fifo"] = tarfile.FIFOTYPE
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as archive:
+        for name, body in members:
             info = tarfile.TarInfo(name)
             if isinstance(body, tuple):
                 kind, target = body
-                info.type = tarfile.SYMTYPE if kind == "sym" else tarfile.LNKTYPE
+                info.type = types[kind]
                 info.linkname = target
+                info.devmajor, info.devminor = (1, 3) if kind == "chr" else (0, 0)
                 archive.addfile(info)
             else:
                 info.size = len(body)
@@ -38,15 +52,32 @@ def base(tmp_path):
     (tree / "src" / "pkg").mkdir(parents=True)
     (tree / "src" / "pkg" / "__init__.py").write_text("VERSION = 'base'\n")
     (tree / "README.md").write_text("base readme\n")
-    (tree / ".git").mkdir()
-    (tree / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    return BaseCheckout(path=tree, head="a" * 40, branch="main")
+    (tree / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    (tree / ".gitignore").write_text("*.egg-info/\n_version.py\nbuild/\n")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
+    ):
+        subprocess.run(["git", *args], cwd=tree, env=GIT_ENV, check=True)
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tree, env=GIT_ENV, capture_output=True, text=True
+    ).stdout.strip()
+    return BaseCheckout(path=tree, head=head, branch="main")
+
+
+def _snapshot(tree: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(tree)): p.read_bytes()
+        for p in sorted(tree.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 def _env(tmp_path: Path, products: Path | None, ok: bool = True) -> PythonEnv:
     root = tmp_path / "envs" / "key"
     venv = root / "venvs" / "build1"
-    venv.mkdir(parents=True)
+    venv.mkdir(parents=True, exist_ok=True)
     return PythonEnv(
         key="key",
         root=root,
@@ -60,14 +91,16 @@ def _env(tmp_path: Path, products: Path | None, ok: bool = True) -> PythonEnv:
 
 
 def test_products_are_laid_beside_the_base_and_never_over_it(tmp_path, base):
+    before = _snapshot(base.path)
     products = _tar(
         tmp_path / "p.tar",
-        {
-            "src/pkg/_version.py": b"version = '5.4.0'\n",
-            "src/pkg.egg-info/PKG-INFO": b"Name: pkg\n",
-            "README.md": b"overwritten by the build\n",
-            "src/pkg/__init__.py": b"raise SystemExit('replaced')\n",
-        },
+        [
+            ("src/pkg/_version.py", b"version = '5.4.0'\n"),
+            ("src/pkg.egg-info/PKG-INFO", b"Name: pkg\n"),
+            ("README.md", b"overwritten by the build\n"),
+            ("src/pkg/__init__.py", b"raise SystemExit('replaced')\n"),
+            ("not_ignored.py", b"import os  # would reach the agent's patch\n"),
+        ],
     )
     env = _env(tmp_path, products)
     made = prepared_base(base, env)
@@ -79,67 +112,98 @@ def test_products_are_laid_beside_the_base_and_never_over_it(tmp_path, base):
     assert (made.path / "README.md").read_text() == "base readme\n"
     assert (made.path / "src/pkg/__init__.py").read_text() == "VERSION = 'base'\n"
     assert (made.path / "README.md").stat().st_ino == (base.path / "README.md").stat().st_ino
-    assert (made.path / ".git" / "HEAD").exists()
-    # the base itself is untouched
-    assert not (base.path / "src/pkg/_version.py").exists()
-    assert sorted(p.name for p in base.path.rglob("*")) == [
-        ".git",
-        "HEAD",
-        "README.md",
-        "__init__.py",
-        "pkg",
-        "src",
-    ]
-    # made once: a second session gets the same folder
-    assert prepared_base(base, env).path == made.path
+    # a product git would not ignore is taken out: the patch never holds a product
+    assert not (made.path / "not_ignored.py").exists()
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=made.path,
+        env=GIT_ENV,
+        capture_output=True,
+        text=True,
+    )
+    assert status.stdout == ""
+    assert _snapshot(base.path) == before  # the shared base is untouched
+    assert prepared_base(base, env).path == made.path  # made once
 
 
 def test_no_products_or_a_failed_build_leave_the_base_as_it_is(tmp_path, base):
     assert prepared_base(base, _env(tmp_path, None)) is base
-    failed = _env(tmp_path / "f", _tar(tmp_path / "p.tar", {"x": b"1"}), ok=False)
+    failed = _env(tmp_path / "f", _tar(tmp_path / "p.tar", [("x", b"1")]), ok=False)
     assert prepared_base(base, failed) is base
 
 
-def test_nothing_is_laid_outside_the_tree(tmp_path, base, caplog):
+HOSTILE = [
+    # each: what a build's tar may hold to write through the hard-linked base or outside
+    [("/setup.py", b"PWNED absolute\n")],
+    [("a/", b""), ("a/../setup.py", b"PWNED dotdot\n")],
+    [("d", ("sym", "src")), ("d/pkg/__init__.py", b"PWNED symlink parent\n")],
+    [("up", ("sym", "..")), ("up/outside.txt", b"PWNED outside\n")],
+    [("x", ("hard", "setup.py")), ("x", b"PWNED hardlink then file\n")],
+    [("setup.py", b"PWNED same name\n")],
+    [("devnode", ("chr", "")), ("innocent", ("hard", "devnode"))],
+    [("fifo", ("fifo", "")), ("link", ("hard", "fifo"))],
+    [(".git/hooks/post-checkout", b"#!/bin/sh\nPWNED\n"), (".git/shallow", b"PWNED\n")],
+    [("src/.gitignore", b"*\n"), (".gitattributes", b"* -diff\n")],
+    [("nowhere-link", ("hard", "nowhere")), ("y", b"kept\n")],
+    [("/".join(["d"] * 1100) + "/deep.txt", b"deep\n"), ("y", b"kept\n")],
+]
+
+
+@pytest.mark.parametrize("members", HOSTILE, ids=range(len(HOSTILE)))
+def test_a_hostile_products_tar_writes_nothing_but_new_regular_files(tmp_path, base, members):
+    # A products tar comes from a sandbox that ran the repository's own build: it is read
+    # as hostile. Python 3.11.7's tarfile "data" filter could be got past (CVE-2025-4517),
+    # and a name test made before extraction does not see links made by earlier members.
+    before = _snapshot(base.path)
+    outside_before = sorted(p.name for p in tmp_path.iterdir())
     tree = tmp_path / "tree"
-    tree.mkdir()
-    products = _tar(
-        tmp_path / "evil.tar",
-        {
-            "../escaped.txt": b"out\n",
-            "/tmp/absolute-product.txt": b"out\n",
-            "link-out": ("sym", "/etc/passwd"),
-            "hard-out": ("hard", "../outside.txt"),
-            "fine.txt": b"in\n",
-        },
+    shutil.copytree(base.path, tree, symlinks=True, copy_function=os.link)
+    laid = lay_products(_tar(tmp_path / "evil.tar", members), tree)
+    assert _snapshot(base.path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*outside_before, "tree", "evil.tar"]
     )
-    assert lay_products(products, tree) == 2
-    # an absolute name is laid inside the tree (tarfile's data filter strips the "/")
-    assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file()) == [
-        "fine.txt",
-        "tmp/absolute-product.txt",
-    ]
-    assert not (tmp_path / "escaped.txt").exists()
-    assert not Path("/tmp/absolute-product.txt").exists()
-    assert "not laid in" in caplog.text
+    after = _snapshot(tree)
+    assert {k: after.get(k) for k in before} == before  # every base file as it was
+    made = {k: v for k, v in after.items() if k not in before}
+    assert all(not k.startswith(".git/") and ".git" not in Path(k).name for k in made), made
+    for path in tree.rglob("*"):  # no link, device or fifo of the tar's
+        assert (path.is_dir() or path.is_file()) and not path.is_symlink(), path
+    assert laid == len(made)
+    if ("y", b"kept\n") in members:
+        assert made.get("y") == b"kept\n"  # one bad member does not lose the others
 
 
-def test_a_corrupt_or_oversized_products_tar_is_a_clear_error(tmp_path, base, monkeypatch):
+def test_a_corrupt_missing_or_oversized_products_tar_is_a_clear_error(tmp_path, monkeypatch):
     corrupt = tmp_path / "corrupt.tar"
     corrupt.write_bytes(b"this is not a tar archive" * 40)
     with pytest.raises(ProductsError, match="not a readable tar"):
         lay_products(corrupt, tmp_path)
-    monkeypatch.setattr(prepared, "MAX_PRODUCT_FILES", 2)
-    many = _tar(tmp_path / "many.tar", {f"f{i}": b"x" for i in range(5)})
-    with pytest.raises(ProductsError, match="over 2 files"):
+    with pytest.raises(ProductsError, match=r"gone\.tar"):
+        lay_products(tmp_path / "gone.tar", tmp_path)
+    (tmp_path / "t").mkdir()
+    monkeypatch.setattr(prepared, "MAX_PRODUCT_FILES", 10)
+    # every member counts, even one that would not be laid (the same name 50 times)
+    many = _tar(tmp_path / "many.tar", [("setup.py", b"x")] * 50)
+    with pytest.raises(ProductsError, match="over 10 entries"):
         lay_products(many, tmp_path / "t")
     monkeypatch.setattr(prepared, "MAX_PRODUCT_FILES", 100)
     monkeypatch.setattr(prepared, "MAX_PRODUCT_BYTES", 10)
-    big = _tar(tmp_path / "big.tar", {"big": b"x" * 11})
+    big = _tar(tmp_path / "big.tar", [("big", b"x" * 11)])
     with pytest.raises(ProductsError, match="MiB"):
         lay_products(big, tmp_path / "t")
-    # the session still opens on the plain base: prepared_base raises, the executor's hook
-    # logs it and keeps the base (test_local: a failed build)
+
+
+def test_products_that_cannot_be_laid_are_remembered(tmp_path, base, monkeypatch):
+    monkeypatch.setattr(prepared, "MAX_PRODUCT_FILES", 1)
+    env = _env(tmp_path, _tar(tmp_path / "p.tar", [("a", b"1"), ("b", b"2")]))
+    with pytest.raises(ProductsError):
+        prepared_base(base, env)
+    copies = []
+    monkeypatch.setattr(prepared.shutil, "copytree", lambda *a, **k: copies.append(a))
+    assert prepared_base(base, env) is base  # the next session: no copy, no second try
+    assert copies == []
+    assert "over 1 entries" in next((env.root / "bases" / "build1").glob("*.failed")).read_text()
 
 
 @pytest.mark.parametrize(
@@ -147,18 +211,27 @@ def test_a_corrupt_or_oversized_products_tar_is_a_clear_error(tmp_path, base, mo
     [("5.4", "5.4.0"), ("0.12", "0.12.0"), ("2.0.1", "2.0.1"), ("8.0", "8.0.0")],
 )
 def test_setuptools_scm_is_told_the_tasks_release(version, expected):
-    task = SimpleNamespace(version=version)
-    assert scm_version_env(task, EnvRecipe()) == {"SETUPTOOLS_SCM_PRETEND_VERSION": expected}
+    task = SimpleNamespace(repo="pytest-dev/pytest", version=version)
+    assert scm_version_env(task, EnvRecipe()) == {
+        "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_PYTEST": expected
+    }
+    # only the project's own distribution: a dependency built from source keeps its version
+    named = scm_version_env(SimpleNamespace(repo="owner/my-lib.py", version=version), EnvRecipe())
+    assert named == {"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_MY_LIB_PY": expected}
 
 
-@pytest.mark.parametrize("version", [None, "", "main", "5", "5.4; rm -rf /", "1.2.3.4"])
+@pytest.mark.parametrize(
+    "version", [None, "", "main", "5", "5.4; rm -rf /", "1.2.3.4", "\u0665.\u0664"]
+)
 def test_no_release_no_pretend_version(version):
-    assert scm_version_env(SimpleNamespace(version=version), EnvRecipe()) == {}
+    task = SimpleNamespace(repo="pytest-dev/pytest", version=version)
+    assert scm_version_env(task, EnvRecipe()) == {}
+    assert scm_version_env(SimpleNamespace(repo="", version="5.4"), EnvRecipe()) == {}
 
 
 def test_a_recipe_that_sets_the_version_keeps_it():
     recipe = EnvRecipe(env={"SETUPTOOLS_SCM_PRETEND_VERSION": "9.9.9"})
-    assert scm_version_env(SimpleNamespace(version="5.4"), recipe) == {}
+    assert scm_version_env(SimpleNamespace(repo="pytest-dev/pytest", version="5.4"), recipe) == {}
 
 
 def test_the_harness_pins_reach_the_build_after_the_runner(tmp_path):
@@ -170,7 +243,7 @@ def test_the_harness_pins_reach_the_build_after_the_runner(tmp_path):
     pytest54 = builder.plan(SimpleNamespace(repo="pytest-dev/pytest", version="5.4"))
     assert pytest54.recipe.packages[0] == "pytest"
     assert "pluggy==0.13.1" in pytest54.recipe.packages
-    assert pytest54.build_env == {"SETUPTOOLS_SCM_PRETEND_VERSION": "5.4.0"}
+    assert pytest54.build_env == {"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_PYTEST": "5.4.0"}
     pytest63 = builder.plan(SimpleNamespace(repo="pytest-dev/pytest", version="6.3"))
     assert pytest63.recipe.install == (
         "sed -i 's/>=>=/>=/' setup.cfg",  # the harness's pre_install, before the install
@@ -229,3 +302,14 @@ def test_bases_whose_packaging_differs_get_environments_of_their_own(tmp_path):
     keys = {t.name: builder.key_for(task, builder.plan(task, t)) for t in (old, new, same)}
     assert keys["old"] != keys["new"] and keys["old"] == keys["same"]
     assert packaging_digest(None) == "" and len(packaging_digest(old)) == 16
+
+
+def test_the_packaging_digest_reads_no_special_or_huge_file(tmp_path):
+    # the checkout is the repository's: a setup.py that is a fifo or links to /dev/zero
+    # must neither hang nor fill the memory of the process that plans the build
+    from sweworld.execution.envs import packaging_digest
+
+    os.mkfifo(tmp_path / "setup.py")
+    (tmp_path / "setup.cfg").symlink_to("/dev/zero")
+    (tmp_path / "pyproject.toml").write_bytes(b"#" * (2 << 20))
+    assert len(packaging_digest(tmp_path)) == 16

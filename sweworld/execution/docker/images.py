@@ -43,9 +43,10 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from sweworld.dirs import cache_dir
@@ -238,7 +239,13 @@ def _host_ca_bundle() -> str | None:
     return None
 
 
-def _sandbox_argv(rootfs: Path, context: Path, pip_cache: Path, script: str) -> list[str]:
+def _sandbox_argv(
+    rootfs: Path,
+    context: Path,
+    pip_cache: Path,
+    script: str,
+    build_env: Mapping[str, str] = MappingProxyType({}),
+) -> list[str]:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise ImageBuildError("sweworld: bubblewrap is not installed (apt-get install bubblewrap)")
@@ -259,6 +266,7 @@ def _sandbox_argv(rootfs: Path, context: Path, pip_cache: Path, script: str) -> 
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         **{k: v for k, v in os.environ.items() if k in BUILD_PASSTHROUGH and "proxy" in k.lower()},
         **pip_env,
+        **build_env,  # the plan's (setuptools_scm's version of the project)
     }
     ca = _host_ca_bundle()
     if ca is not None:  # the host's bundle (a TLS-intercepting proxy's CA among them)
@@ -273,7 +281,13 @@ def _sandbox_argv(rootfs: Path, context: Path, pip_cache: Path, script: str) -> 
     return [*argv, "--chdir", "/testbed", "bash", "-c", script]
 
 
-def _image_key(task: Any, base: str, head: str, recipe: Any) -> str:
+def _image_key(
+    task: Any,
+    base: str,
+    head: str,
+    recipe: Any,
+    build_env: Mapping[str, str] = MappingProxyType({}),
+) -> str:
     blob = json.dumps(
         [
             LAYOUT,
@@ -284,6 +298,7 @@ def _image_key(task: Any, base: str, head: str, recipe: Any) -> str:
             head,
             hashlib.sha256((getattr(task, "setup_patch", "") or "").encode()).hexdigest(),
             asdict(recipe),
+            dict(build_env),
         ],
         sort_keys=True,
         default=str,
@@ -361,7 +376,7 @@ def build_task_image(
     plan = (builder or EnvBuilder()).plan(task, base_path)
     recipe = plan.recipe
     base, rootfs = ensure_base_image(client, cache)
-    key = _image_key(task, base, head, recipe)
+    key = _image_key(task, base, head, recipe, plan.build_env)
     existing = image_present(client, name)
     if existing is not None and not rebuild and existing.labels.get(IMAGE_KEY_LABEL) == key:
         return ImageBuild(name, time.monotonic() - started, False, "", existing.id, base)
@@ -379,7 +394,7 @@ def build_task_image(
         (context / "miniconda3" / "envs").mkdir(parents=True)
         (context / "miniconda3" / "bin").mkdir()
         (context / "miniconda3" / "bin" / "activate").write_text(ACTIVATE_SHIM)
-        argv = _sandbox_argv(rootfs, context, pip_cache, script)
+        argv = _sandbox_argv(rootfs, context, pip_cache, script, plan.build_env)
         try:
             proc = subprocess.run(
                 argv,
