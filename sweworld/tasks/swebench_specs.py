@@ -384,8 +384,11 @@ _PINS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 #: The harness's ``pre_install`` commands that change only how the project builds.
 _PRE_INSTALL = {("pytest-dev/pytest", "6.3"): ("sed -i 's/>=>=/>=/' setup.cfg",)}
 #: The harness's requirements files (``MAP_REPO_TO_REQS_PATHS``), for the repositories
-#: whose tests need what they pin (flask's tests import pytest 7's ``notset``).
-_REQUIREMENTS = {"pallets/flask": ("requirements/dev.txt",)}
+#: whose tests need what they pin (flask's tests import pytest 7's ``notset``). Flask's
+#: ``tests.txt`` first: the harness's ``dev.txt`` adds the docs' and type checkers' pins,
+#: which no test imports, and flask 2.0's installs Sphinx from GitHub (no build here
+#: reaches it).
+_REQUIREMENTS = {"pallets/flask": ("requirements/tests.txt", "requirements/dev.txt")}
 
 
 #: Repositories whose harness environment has no pytest: the harness installs SymPy's

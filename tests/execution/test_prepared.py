@@ -253,7 +253,7 @@ def test_the_harness_pins_reach_the_build_after_the_runner(tmp_path):
     assert "matplotlib==3.7.2" in seaborn.recipe.packages
     assert seaborn.recipe.install == ("python -m pip install -e .[dev]",)
     flask = builder.plan(SimpleNamespace(repo="pallets/flask", version="2.3")).recipe
-    assert flask.install[0].startswith("for f in requirements/dev.txt; do if [ -f")
+    assert flask.install[0].startswith("for f in requirements/tests.txt requirements/dev.txt;")
     assert flask.install[1].startswith("pip install ") and "Werkzeug==2.3.7" in flask.install[1]
     assert flask.install[-1] == "python -m pip install -e ."
     # a repository the harness pins nothing for keeps its recipe
