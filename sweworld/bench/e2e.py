@@ -147,7 +147,8 @@ def load_candidates(path: str) -> dict[str, list[str]]:
 def run(args: Any) -> int:
     """``sweworld bench e2e``: both feedbacks per task, rows resumable in ``--out``, the report
     written as rows come; 0 on success, 2 for bad arguments, 1 when no episode finished."""
-    from sweworld.bench.e2e_agents import candidate_pool, pool_row, run_episode, usable_pool
+    from sweworld.bench.e2e_agents import pool_row, run_episode, usable_pool
+    from sweworld.bench.e2e_candidates import candidate_pool
     from sweworld.bench.output import BenchOutput, ResumeMismatch
 
     if not args.tasks:

@@ -12,7 +12,8 @@ from typing import ClassVar
 
 import pytest
 
-from sweworld.bench.e2e_agents import candidate_pool, mutate_patch, read_test_run
+from sweworld.bench.e2e_agents import read_test_run
+from sweworld.bench.e2e_candidates import candidate_pool, mutate_patch
 from sweworld.cli import main
 from sweworld.tasks import load_tasks
 from sweworld.tasks.toy import toy_tasks_path
