@@ -38,10 +38,10 @@ from typing import Any, NamedTuple
 from sweworld.transition.outcome.failing import (
     ModuleFacts,
     always_fails,
+    dotted,  # one reader of names
     governed,
     module_words,
 )
-from sweworld.transition.outcome.failing import dotted as _dotted  # one reader of names
 from sweworld.transition.outcome.programs import parse_source
 
 __all__ = [
@@ -79,7 +79,7 @@ def _mark_name(node: ast.expr) -> tuple[str, ast.Call | None]:
     ``mark.NAME``: ``NAME``; ``unittest.skip(...)``: ``unittest.skip``) and its call;
     ``("", None)`` for anything else."""
     call = node if isinstance(node, ast.Call) else None
-    name = _dotted(node)
+    name = dotted(node)
     for prefix in ("pytest.mark.", "mark."):
         if name.startswith(prefix) and "." not in name[len(prefix) :]:
             return name[len(prefix) :], call
@@ -143,10 +143,10 @@ def _known_marks(marks: Sequence[ast.expr]) -> list[tuple[str, ast.Call | None]]
     for node in marks:
         name, call = _mark_name(node)
         if not name:
-            dotted = _dotted(node)
-            if dotted.startswith(_NOT_MARKS):
+            name = dotted(node)
+            if name.startswith(_NOT_MARKS):
                 continue
-            raise _Unknown(f"a decorator or mark not read: {dotted or '?'}")
+            raise _Unknown(f"a decorator or mark not read: {name or '?'}")
         allowed = _KEYWORDS.get(name)
         keywords = call.keywords if call is not None and allowed is not None else []
         if any(k.arg is None or k.arg not in allowed for k in keywords):  # type: ignore[operator]
@@ -234,7 +234,7 @@ def _skip_call(func: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
     if not body or not isinstance(body[0], ast.Expr) or not isinstance(body[0].value, ast.Call):
         return None
     call = body[0].value
-    if _dotted(call.func) != "pytest.skip" or call.keywords or len(call.args) != 1:
+    if dotted(call.func) != "pytest.skip" or call.keywords or len(call.args) != 1:
         return None
     reason = _literal(call.args[0])
     return call if reason is not None and isinstance(reason.value, str) else None
@@ -286,7 +286,7 @@ class _Scope:
 
 def _is_mark_like(node: ast.expr) -> bool:
     """A decorator that is, or may be, a mark of the function's own."""
-    name = _dotted(node)
+    name = dotted(node)
     return bool(_mark_name(node)[0]) or ".mark." in f".{name}" or "." not in name
 
 
@@ -294,7 +294,7 @@ def _uses_param_marks(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     for deco in func.decorator_list:
         if isinstance(deco, ast.Call) and _mark_name(deco)[0] == "parametrize":
             for node in ast.walk(deco):
-                is_param = isinstance(node, ast.Call) and _dotted(node.func).endswith("param")
+                is_param = isinstance(node, ast.Call) and dotted(node.func).endswith("param")
                 if is_param and _keyword(node, "marks") is not None:  # type: ignore[arg-type]
                     return True
     return False
@@ -307,7 +307,7 @@ def _marked(module: _Scope, names: list[str], runxfail: bool, pdb: bool) -> Mark
         node = scope.defs.get(name)
         if not isinstance(node, ast.ClassDef):
             return None
-        if any(_dotted(b) not in _PLAIN_BASES for b in node.bases) or node.keywords:
+        if any(dotted(b) not in _PLAIN_BASES for b in node.bases) or node.keywords:
             raise _Unknown("marks may be inherited")
         chain.append(node)
         scope = scope.child(node)
@@ -326,7 +326,7 @@ def _marked(module: _Scope, names: list[str], runxfail: bool, pdb: bool) -> Mark
         raise _Unknown("the module's pytestmark not read")
     marks += module.marks
     if any(_mark_name(m)[0] == "unittest.skip" for m in marks) and not any(
-        _dotted(b) in ("TestCase", "unittest.TestCase") for c in chain for b in c.bases
+        dotted(b) in ("TestCase", "unittest.TestCase") for c in chain for b in c.bases
     ):
         raise _Unknown("unittest.skip outside a TestCase")
     first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
